@@ -1,0 +1,41 @@
+# kvroute build and test entry points. Every target installs what it needs first (idempotent).
+SHELL := /bin/bash
+export GOTOOLCHAIN := go1.27.3
+export CGO_ENABLED := 1
+export GOFLAGS ?= -mod=mod
+
+APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
+	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg
+
+.PHONY: deps test vet demo caddy bins
+
+## deps: install the system packages (Debian) and Go modules the project needs.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing" >&2; \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >&2; \
+	fi
+	@go mod download >&2
+
+## vet: go vet over every package.
+vet: deps
+	go vet ./...
+
+## test: vet, then the whole test suite under the race detector.
+test: deps vet
+	go test -race -count=1 -timeout 40m ./...
+
+## bins: build the kvroute, kvroute-sim and kvroute-bridge binaries into ./bin.
+bins: deps
+	@mkdir -p bin
+	@go build -o bin/ ./cmd/... >&2
+
+## caddy: build ./caddy with the plugin from this checkout (xcaddy).
+caddy: deps
+	@./xcaddy/build.sh >&2
+
+## demo: the main job on the embedded default (see README).
+demo: deps bins caddy
+	@./demo/run.sh

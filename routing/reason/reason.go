@@ -1,0 +1,118 @@
+// Package reason holds kvroute's frozen fallback and error reason codes (DESIGN.md §8) and the error
+// type that carries one through the Caddy-free packages to the handler.
+//
+// Codes are added, never renamed: logs, metrics and checks compare them exactly.
+package reason
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is one reason code of DESIGN.md §8.
+type Code string
+
+// Fallbacks: the request is forwarded unchanged and routed on its text prefix.
+const (
+	NoMediaSupport      Code = "no_media_support"
+	FrontendDecodingOff Code = "frontend_decoding_off"
+	UnsupportedCodec    Code = "unsupported_codec"
+	ContractMissing     Code = "contract_missing"
+	ContractMismatch    Code = "contract_mismatch"
+	ContractUnsupported Code = "contract_unsupported"
+	LayoutMismatch      Code = "layout_mismatch"
+	BlockSizeMismatch   Code = "block_size_mismatch"
+	ClientUUID          Code = "client_uuid"
+	MMProcessorKwargs   Code = "mm_processor_kwargs"
+	AudioPresent        Code = "audio_present"
+	AdjacentVideos      Code = "adjacent_videos"
+	LayoutError         Code = "layout_error"
+	PlaceholderMismatch Code = "placeholder_mismatch"
+	IdentityError       Code = "identity_error"
+	FrameCountMismatch  Code = "frame_count_mismatch"
+	MultiStream         Code = "multi_stream"
+	ResolutionChange    Code = "resolution_change"
+	Rotation            Code = "rotation"
+	FrameLimit          Code = "frame_limit"
+	DecodeTimeout       Code = "decode_timeout"
+	EngineNoMMHashes    Code = "engine_no_mm_hashes"
+)
+
+// Fallbacks to load-only routing: forwarded, no prefix to score.
+const (
+	TemplateError    Code = "template_error"
+	IndexUnavailable Code = "index_unavailable"
+)
+
+// Errors: answered with a 4xx and the JSON body of DESIGN.md §8, never forwarded.
+const (
+	BodyInvalid       Code = "body_invalid"
+	BodyTooLarge      Code = "body_too_large"
+	BodyTimeout       Code = "body_timeout"
+	MediaURLBlocked   Code = "media_url_blocked"
+	MediaFetchFailed  Code = "media_fetch_failed"
+	MediaTooLarge     Code = "media_too_large"
+	MediaFetchTimeout Code = "media_fetch_timeout"
+	MediaUndecodable  Code = "media_undecodable"
+	FrameTooLarge     Code = "frame_too_large"
+	TooManyMedia      Code = "too_many_media"
+)
+
+// status maps each client error code to its HTTP status (DESIGN.md §6).
+var status = map[Code]int{
+	BodyInvalid:       http.StatusBadRequest,
+	BodyTooLarge:      http.StatusRequestEntityTooLarge,
+	BodyTimeout:       http.StatusRequestTimeout,
+	MediaURLBlocked:   http.StatusBadRequest,
+	MediaFetchFailed:  http.StatusBadRequest,
+	MediaTooLarge:     http.StatusRequestEntityTooLarge,
+	MediaFetchTimeout: http.StatusBadRequest,
+	MediaUndecodable:  http.StatusBadRequest,
+	FrameTooLarge:     http.StatusBadRequest,
+	TooManyMedia:      http.StatusBadRequest,
+}
+
+// IsClientError reports whether c is answered with a 4xx instead of being forwarded.
+func (c Code) IsClientError() bool { _, ok := status[c]; return ok }
+
+// HTTPStatus is the status a client error code is answered with; 0 for fallbacks.
+func (c Code) HTTPStatus() int { return status[c] }
+
+// LoadOnly reports whether c routes on load alone (no prefix to score).
+func (c Code) LoadOnly() bool { return c == TemplateError || c == IndexUnavailable }
+
+// Error carries a reason code and a human message. It wraps the underlying cause, if any.
+type Error struct {
+	Code    Code
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New returns an *Error with a formatted message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an *Error with a message and an underlying cause.
+func Wrap(code Code, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
+}
+
+// CodeOf returns the reason code carried by err (anywhere in its chain), or "" when it has none.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
