@@ -1,0 +1,228 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvroute/kvroute/routing/reason"
+)
+
+// userAgent is sent on every http(s) request.
+const userAgent = "kvroute-media-fetch/1"
+
+// Fetcher fetches media under one Config. It is safe for concurrent use.
+type Fetcher struct {
+	p      *policy
+	client *http.Client
+	// transport is owned by client; kept to close idle connections.
+	transport *http.Transport
+}
+
+// New returns a Fetcher for cfg; nil means DefaultConfig(). It fails when a field is invalid (the
+// error names the field) or when FileRoot does not resolve to a directory.
+func New(cfg *Config) (*Fetcher, error) {
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	p, err := compile(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("configuring media fetch: %w", err)
+	}
+	var r Resolver = net.DefaultResolver
+	if cfg.Resolver != nil {
+		r = cfg.Resolver
+	}
+	d := newGuardedDialer(p, r)
+	t := &http.Transport{
+		Proxy:                  nil, // never HTTP(S)_PROXY: a proxy would connect on our behalf, unchecked
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    p.timeout,
+		ResponseHeaderTimeout:  p.timeout,
+		MaxResponseHeaderBytes: 64 << 10,
+		DisableCompression:     true, // media is compressed already; no transparent gzip expansion
+		MaxIdleConns:           64,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+	}
+	if cfg.TLS != nil {
+		t.TLSClientConfig = cfg.TLS.Clone()
+	}
+	f := &Fetcher{p: p, transport: t}
+	f.client = &http.Client{Transport: t, CheckRedirect: f.checkRedirect}
+	return f, nil
+}
+
+// Close releases idle connections. The Fetcher stays usable.
+func (f *Fetcher) Close() { f.transport.CloseIdleConnections() }
+
+// Fetch returns the bytes behind rawURL (http, https, data:, or file: under Config.FileRoot), at most
+// Config.MaxBytes of them, within Config.Timeout and ctx. Errors are *reason.Error (package doc).
+func (f *Fetcher) Fetch(ctx context.Context, rawURL string) ([]byte, error) {
+	scheme, _, ok := strings.Cut(rawURL, ":")
+	if !ok || !validScheme(scheme) {
+		return nil, reason.New(reason.MediaURLBlocked, "unsupported media URL scheme")
+	}
+	switch strings.ToLower(scheme) {
+	case "data":
+		return f.fetchData(rawURL)
+	case "file":
+		return f.fetchFile(ctx, rawURL)
+	case "http", "https":
+		return f.fetchHTTP(ctx, rawURL)
+	}
+	return nil, reason.New(reason.MediaURLBlocked, "unsupported media URL scheme %q", strings.ToLower(scheme))
+}
+
+// validScheme reports whether s has the RFC 3986 scheme syntax.
+func validScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkURL applies the pre-dial rules to one http(s) URL: scheme, host syntax, domain list and
+// IP literals. It runs for the first URL and for every redirect target.
+func (f *Fetcher) checkURL(u *url.URL) error {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return reason.New(reason.MediaURLBlocked, "unsupported media URL scheme %q", u.Scheme)
+	}
+	if u.Opaque != "" {
+		return reason.New(reason.MediaURLBlocked, "media URL has no host")
+	}
+	port := uint16(80)
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if ps := u.Port(); ps != "" {
+		n, err := strconv.ParseUint(ps, 10, 16)
+		if err != nil || n == 0 {
+			return reason.New(reason.MediaURLBlocked, "media URL has an invalid port")
+		}
+		port = uint16(n)
+	}
+	return f.p.checkHost(u.Hostname(), port)
+}
+
+// checkRedirect is the http.Client redirect policy: every hop gets checkURL, and the hop count is bounded.
+// The dial guard checks the resolved address of each hop as well.
+func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > f.p.maxRedirects {
+		return reason.New(reason.MediaFetchFailed, "media host %q redirected more than %d times",
+			hostOf(via[0].URL), f.p.maxRedirects)
+	}
+	return f.checkURL(req.URL)
+}
+
+func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string) ([]byte, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, reason.Wrap(reason.MediaURLBlocked, err, "media URL is malformed")
+	}
+	if err := f.checkURL(u); err != nil {
+		return nil, err
+	}
+	host := hostOf(u)
+	ctx, cancel := context.WithTimeout(ctx, f.p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, reason.Wrap(reason.MediaURLBlocked, err, "media URL is malformed")
+	}
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Accept", "*/*")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, f.mapErr(ctx, err, host)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, reason.New(reason.MediaFetchFailed, "media host %q answered %d", hostOf(resp.Request.URL),
+			resp.StatusCode)
+	}
+	if resp.ContentLength > f.p.maxBytes {
+		return nil, reason.New(reason.MediaTooLarge, "media is larger than %d bytes", f.p.maxBytes)
+	}
+	b, err := readCapped(resp.Body, f.p.maxBytes, resp.ContentLength)
+	if err != nil {
+		return nil, f.mapErr(ctx, err, host)
+	}
+	return b, nil
+}
+
+// errTooLarge is returned by readCapped when the source has more than the limit.
+var errTooLarge = errors.New("size limit exceeded")
+
+// readCapped reads r to EOF into a slice whose capacity never exceeds limit+1 bytes, and reads at most
+// limit+1 bytes from r. More than limit bytes gives a reason.MediaTooLarge error. sizeHint (a declared
+// length, -1 if unknown) only sizes the first allocation, never beyond 1 MiB, so a false declaration
+// cannot make it allocate.
+func readCapped(r io.Reader, limit, sizeHint int64) ([]byte, error) {
+	initial := int64(32 << 10)
+	if sizeHint > 0 {
+		initial = min(sizeHint+1, 1<<20)
+	}
+	buf := make([]byte, 0, min(initial, limit+1))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return nil, reason.Wrap(reason.MediaTooLarge, errTooLarge, "media is larger than %d bytes", limit)
+			}
+			next := min(int64(cap(buf))*2, limit+1)
+			nb := make([]byte, len(buf), next)
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if int64(len(buf)) > limit {
+				return nil, reason.Wrap(reason.MediaTooLarge, errTooLarge, "media is larger than %d bytes", limit)
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// mapErr turns a client or body error into a *reason.Error. ctx is the fetch's own context (with the
+// timeout); host is named in the message.
+func (f *Fetcher) mapErr(ctx context.Context, err error, host string) error {
+	var re *reason.Error
+	if errors.As(err, &re) {
+		return re
+	}
+	var ne net.Error
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout() {
+		return reason.Wrap(reason.MediaFetchTimeout, err, "fetching media from host %q took longer than %s",
+			host, f.p.timeout)
+	}
+	if errors.Is(err, context.Canceled) {
+		return reason.Wrap(reason.MediaFetchFailed, err, "fetching media from host %q was canceled", host)
+	}
+	return reason.Wrap(reason.MediaFetchFailed, err, "fetching media from host %q failed", host)
+}
+
+// hostOf is the host name of u as shown in messages: lowercase, no port, no user info.
+func hostOf(u *url.URL) string { return normalizeHost(u.Hostname()) }
