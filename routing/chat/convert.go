@@ -1,0 +1,213 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// conversation converts the request's messages into the list handed to the template, the way
+// vLLM does (vllm/entrypoints/chat_utils.py @001eadcf; table in testdata/golden/README.md):
+//
+//   - content: a string s becomes [{"type":"text","text":s}], null becomes [], text, input_text,
+//     output_text and refusal parts become {"type":"text","text":…}, image_url → {"type":"image"},
+//     video_url → {"type":"video"}, audio parts → {"type":"audio"};
+//   - for a template that does not loop over message content ("string" content format) the text
+//     parts are joined with "\n" into one string (media parts are then an error);
+//   - a tool message whose parts are all text gets the "\n"-joined string;
+//   - assistant tool_calls are copied with function.arguments decoded by json.loads semantics
+//     (empty, null or invalid → {}); an empty tool_calls list is dropped;
+//   - tool_call_id (tool), reasoning_content (assistant) and a string name are kept.
+//
+// Member order of each message is role, content, then the kept extras in that order.
+func (t *Template) conversation(req *Request, c *converter) (jinja.Value, error) {
+	if req.messages == nil {
+		return jinja.Undefined(), errors.New("request has no messages")
+	}
+	out := make([]jinja.Value, 0, len(req.messages.items))
+	for i, m := range req.messages.items {
+		v, err := t.message(m, c)
+		if err != nil {
+			return jinja.Undefined(), fmt.Errorf("converting messages[%d]: %w", i, err)
+		}
+		out = append(out, v)
+	}
+	return jinja.NewList(out), nil
+}
+
+func (t *Template) message(m *node, c *converter) (jinja.Value, error) {
+	if m.kind != kindObject {
+		return jinja.Undefined(), fmt.Errorf("message is %s, not an object", m.kind)
+	}
+	rn := m.get("role")
+	if rn == nil || rn.kind != kindString {
+		return jinja.Undefined(), errors.New("role missing or not a string")
+	}
+	role := rn.str
+	switch role {
+	case "system", "developer", "user", "assistant", "tool", "function":
+	default:
+		return jinja.Undefined(), fmt.Errorf("unknown role %q", role)
+	}
+	var parts []jinja.Value
+	var texts []string
+	allText := true
+	cn := m.get("content")
+	switch {
+	case cn.isNull():
+	case cn.kind == kindString:
+		parts = append(parts, textPart(c, cn.str))
+		texts = append(texts, cn.str)
+	case cn.kind == kindArray:
+		for pi, p := range cn.items {
+			pk, err := partType(p)
+			if err != nil {
+				return jinja.Undefined(), fmt.Errorf("content[%d]: %w", pi, err)
+			}
+			switch pk {
+			case partText:
+				s := p.get("text").str
+				parts = append(parts, textPart(c, s))
+				texts = append(texts, s)
+			case partRefusal:
+				s := p.get("refusal").str
+				parts = append(parts, textPart(c, s))
+				texts = append(texts, s)
+			case partImage:
+				parts, allText = append(parts, typePart("image")), false
+			case partVideo:
+				parts, allText = append(parts, typePart("video")), false
+			case partAudio:
+				parts, allText = append(parts, typePart("audio")), false
+			}
+		}
+	default:
+		return jinja.Undefined(), fmt.Errorf("content is %s, not a string, array or null", cn.kind)
+	}
+
+	msg := jinja.NewDict()
+	d := msg.AsDict()
+	d.Set("role", c.str(role))
+	switch {
+	case t.stringContent:
+		if !allText {
+			return jinja.Undefined(), errors.New("media part in a message for a template that takes string content")
+		}
+		d.Set("content", c.str(strings.Join(texts, "\n")))
+	case role == "tool" && allText:
+		d.Set("content", c.str(strings.Join(texts, "\n")))
+	default:
+		if parts == nil {
+			parts = []jinja.Value{}
+		}
+		d.Set("content", jinja.NewList(parts))
+	}
+
+	switch role {
+	case "assistant":
+		if tc := m.get("tool_calls"); !tc.isNull() {
+			v, err := toolCalls(tc, c)
+			if err != nil {
+				return jinja.Undefined(), err
+			}
+			if !(v.IsList() && v.AsList().Len() == 0) {
+				d.Set("tool_calls", v)
+			}
+		}
+		if rc := m.get("reasoning_content"); !rc.isNull() {
+			d.Set("reasoning_content", c.value(rc))
+		}
+	case "tool":
+		if id := m.get("tool_call_id"); id != nil {
+			d.Set("tool_call_id", c.value(id))
+		}
+	}
+	if name := m.get("name"); name != nil && name.kind == kindString {
+		d.Set("name", c.str(name.str))
+	}
+	return msg, nil
+}
+
+func textPart(c *converter, s string) jinja.Value {
+	v := jinja.NewDict()
+	v.AsDict().Set("type", jinja.NewString("text"))
+	v.AsDict().Set("text", c.str(s))
+	return v
+}
+
+func typePart(t string) jinja.Value {
+	v := jinja.NewDict()
+	v.AsDict().Set("type", jinja.NewString(t))
+	return v
+}
+
+// toolCalls copies an assistant's tool_calls, decoding each function.arguments string the way
+// vLLM's _postprocess_messages does with json.loads (empty, null or invalid → {}).
+func toolCalls(tc *node, c *converter) (jinja.Value, error) {
+	if tc.kind != kindArray {
+		return c.value(tc), nil
+	}
+	items := make([]jinja.Value, 0, len(tc.items))
+	for i, call := range tc.items {
+		if call.kind != kindObject {
+			return jinja.Undefined(), fmt.Errorf("tool_calls[%d] is %s, not an object", i, call.kind)
+		}
+		fn := call.get("function")
+		if fn == nil || fn.kind != kindObject {
+			return jinja.Undefined(), fmt.Errorf("tool_calls[%d].function missing or not an object", i)
+		}
+		cv := jinja.NewDict()
+		cd := cv.AsDict()
+		for k, key := range call.keys {
+			if key != "function" {
+				cd.Set(key, c.value(call.vals[k]))
+				continue
+			}
+			fv := jinja.NewDict()
+			fd := fv.AsDict()
+			for j, fk := range fn.keys {
+				if fk == "arguments" {
+					fd.Set(fk, jinja.None()) // placeholder keeps the first position
+					continue
+				}
+				fd.Set(fk, c.value(fn.vals[j]))
+			}
+			fd.Set("arguments", arguments(fn.get("arguments"), c))
+			cd.Set("function", fv)
+		}
+		items = append(items, cv)
+	}
+	return jinja.NewList(items), nil
+}
+
+// arguments decodes one function.arguments value.
+func arguments(a *node, c *converter) jinja.Value {
+	empty := jinja.NewDict()
+	switch {
+	case a.isNull():
+		return empty
+	case a.kind == kindString:
+		if a.str == "" {
+			return empty
+		}
+		n, err := parseJSON([]byte(a.str), true)
+		if err != nil {
+			return empty
+		}
+		return c.value(n)
+	case a.kind == kindObject || a.kind == kindArray:
+		return c.value(a)
+	}
+	// Other scalars are falsy or not strings in vLLM's check: false/0 → {}, others kept.
+	if (a.kind == kindBool && !a.b) || (a.kind == kindNumber && isZero(a.str)) {
+		return empty
+	}
+	return c.value(a)
+}
+
+func isZero(text string) bool {
+	return strings.Trim(text, "-0.eE+") == ""
+}
+

@@ -1,0 +1,329 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// maxDepth bounds the nesting of JSON values (arrays and objects) the decoder accepts, so a
+// hostile body cannot exhaust the stack.
+const maxDepth = 512
+
+// kind is the JSON type of a node.
+type kind uint8
+
+const (
+	kindNull kind = iota
+	kindBool
+	kindNumber
+	kindString
+	kindArray
+	kindObject
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindNull:
+		return "null"
+	case kindBool:
+		return "boolean"
+	case kindNumber:
+		return "number"
+	case kindString:
+		return "string"
+	case kindArray:
+		return "array"
+	case kindObject:
+		return "object"
+	}
+	return "unknown"
+}
+
+// node is one decoded JSON value that keeps what encoding/json loses: the order of object
+// members (duplicates included), the exact text of numbers, and the byte range [start, end) of
+// the value in the source.
+type node struct {
+	kind       kind
+	start, end int
+	str        string // decoded string value, or the literal text of a number
+	b          bool
+	items      []*node  // array elements
+	keys       []string // object member names in source order (duplicates kept)
+	vals       []*node  // object member values, parallel to keys
+}
+
+// get returns the value of the last member named key (JSON duplicates: last wins, as in
+// Python's json and pydantic), or nil.
+func (n *node) get(key string) *node {
+	if n == nil || n.kind != kindObject {
+		return nil
+	}
+	for i := len(n.keys) - 1; i >= 0; i-- {
+		if n.keys[i] == key {
+			return n.vals[i]
+		}
+	}
+	return nil
+}
+
+// isNull reports whether n is absent or JSON null.
+func (n *node) isNull() bool { return n == nil || n.kind == kindNull }
+
+// errSyntax is wrapped by every decoding error.
+var errSyntax = errors.New("invalid JSON")
+
+// decoder is a strict RFC 8259 recursive-descent decoder over a byte slice.
+type decoder struct {
+	src []byte
+	pos int
+	// allowNaN accepts NaN, Infinity and -Infinity like Python's json.loads (used for tool call
+	// arguments, which vLLM decodes with json.loads).
+	allowNaN bool
+}
+
+// parseJSON decodes src, which must hold exactly one JSON value (surrounding whitespace allowed).
+func parseJSON(src []byte, allowNaN bool) (*node, error) {
+	d := &decoder{src: src, allowNaN: allowNaN}
+	d.skipSpace()
+	n, err := d.value(0)
+	if err != nil {
+		return nil, err
+	}
+	d.skipSpace()
+	if d.pos != len(d.src) {
+		return nil, d.errorf("trailing data")
+	}
+	return n, nil
+}
+
+func (d *decoder) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w at byte %d: %s", errSyntax, d.pos, fmt.Sprintf(format, args...))
+}
+
+func (d *decoder) skipSpace() {
+	for d.pos < len(d.src) {
+		switch d.src[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (d *decoder) literal(lit string) bool {
+	if len(d.src)-d.pos >= len(lit) && string(d.src[d.pos:d.pos+len(lit)]) == lit {
+		d.pos += len(lit)
+		return true
+	}
+	return false
+}
+
+func (d *decoder) value(depth int) (*node, error) {
+	if depth > maxDepth {
+		return nil, d.errorf("nesting deeper than %d", maxDepth)
+	}
+	if d.pos >= len(d.src) {
+		return nil, d.errorf("unexpected end of input")
+	}
+	start := d.pos
+	switch c := d.src[d.pos]; {
+	case c == '{':
+		return d.object(depth)
+	case c == '[':
+		return d.array(depth)
+	case c == '"':
+		s, err := d.string()
+		if err != nil {
+			return nil, err
+		}
+		return &node{kind: kindString, start: start, end: d.pos, str: s}, nil
+	case c == 't':
+		if d.literal("true") {
+			return &node{kind: kindBool, start: start, end: d.pos, b: true}, nil
+		}
+	case c == 'f':
+		if d.literal("false") {
+			return &node{kind: kindBool, start: start, end: d.pos}, nil
+		}
+	case c == 'n':
+		if d.literal("null") {
+			return &node{kind: kindNull, start: start, end: d.pos}, nil
+		}
+	case c == 'N' && d.allowNaN:
+		if d.literal("NaN") {
+			return &node{kind: kindNumber, start: start, end: d.pos, str: "NaN"}, nil
+		}
+	case c == 'I' && d.allowNaN:
+		if d.literal("Infinity") {
+			return &node{kind: kindNumber, start: start, end: d.pos, str: "Infinity"}, nil
+		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		if c == '-' && d.allowNaN && d.literal("-Infinity") {
+			return &node{kind: kindNumber, start: start, end: d.pos, str: "-Infinity"}, nil
+		}
+		if err := d.number(); err != nil {
+			return nil, err
+		}
+		return &node{kind: kindNumber, start: start, end: d.pos, str: string(d.src[start:d.pos])}, nil
+	}
+	return nil, d.errorf("unexpected character %q", d.src[d.pos])
+}
+
+func (d *decoder) digits() int {
+	n := 0
+	for d.pos < len(d.src) && d.src[d.pos] >= '0' && d.src[d.pos] <= '9' {
+		d.pos++
+		n++
+	}
+	return n
+}
+
+func (d *decoder) number() error {
+	if d.src[d.pos] == '-' {
+		d.pos++
+	}
+	if d.pos < len(d.src) && d.src[d.pos] == '0' {
+		d.pos++
+	} else if d.digits() == 0 {
+		return d.errorf("invalid number")
+	}
+	if d.pos < len(d.src) && d.src[d.pos] == '.' {
+		d.pos++
+		if d.digits() == 0 {
+			return d.errorf("invalid number fraction")
+		}
+	}
+	if d.pos < len(d.src) && (d.src[d.pos] == 'e' || d.src[d.pos] == 'E') {
+		d.pos++
+		if d.pos < len(d.src) && (d.src[d.pos] == '+' || d.src[d.pos] == '-') {
+			d.pos++
+		}
+		if d.digits() == 0 {
+			return d.errorf("invalid number exponent")
+		}
+	}
+	return nil
+}
+
+// string decodes a JSON string starting at the opening quote. Strings without escapes that are
+// valid UTF-8 are sliced directly; others go through encoding/json, which decodes escapes
+// (surrogate pairs included) and replaces invalid UTF-8 with U+FFFD.
+func (d *decoder) string() (string, error) {
+	start := d.pos
+	d.pos++
+	simple := true
+	for {
+		if d.pos >= len(d.src) {
+			return "", d.errorf("unterminated string")
+		}
+		c := d.src[d.pos]
+		switch {
+		case c == '"':
+			d.pos++
+			if simple {
+				return string(d.src[start+1 : d.pos-1]), nil
+			}
+			var s string
+			if err := json.Unmarshal(d.src[start:d.pos], &s); err != nil {
+				return "", fmt.Errorf("%w at byte %d: %w", errSyntax, start, err)
+			}
+			return s, nil
+		case c == '\\':
+			simple = false
+			d.pos += 2
+		case c < 0x20:
+			return "", d.errorf("control character in string")
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(d.src[d.pos:])
+			if r == utf8.RuneError && size == 1 {
+				simple = false
+			}
+			d.pos += size
+		default:
+			d.pos++
+		}
+	}
+}
+
+func (d *decoder) array(depth int) (*node, error) {
+	n := &node{kind: kindArray, start: d.pos}
+	d.pos++
+	d.skipSpace()
+	if d.pos < len(d.src) && d.src[d.pos] == ']' {
+		d.pos++
+		n.end = d.pos
+		return n, nil
+	}
+	for {
+		d.skipSpace()
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		n.items = append(n.items, v)
+		d.skipSpace()
+		if d.pos >= len(d.src) {
+			return nil, d.errorf("unterminated array")
+		}
+		switch d.src[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			n.end = d.pos
+			return n, nil
+		default:
+			return nil, d.errorf("expected ',' or ']' in array")
+		}
+	}
+}
+
+func (d *decoder) object(depth int) (*node, error) {
+	n := &node{kind: kindObject, start: d.pos}
+	d.pos++
+	d.skipSpace()
+	if d.pos < len(d.src) && d.src[d.pos] == '}' {
+		d.pos++
+		n.end = d.pos
+		return n, nil
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.src) || d.src[d.pos] != '"' {
+			return nil, d.errorf("expected object key")
+		}
+		k, err := d.string()
+		if err != nil {
+			return nil, err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.src) || d.src[d.pos] != ':' {
+			return nil, d.errorf("expected ':' after object key")
+		}
+		d.pos++
+		d.skipSpace()
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		n.keys = append(n.keys, k)
+		n.vals = append(n.vals, v)
+		d.skipSpace()
+		if d.pos >= len(d.src) {
+			return nil, d.errorf("unterminated object")
+		}
+		switch d.src[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			n.end = d.pos
+			return n, nil
+		default:
+			return nil, d.errorf("expected ',' or '}' in object")
+		}
+	}
+}

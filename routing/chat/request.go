@@ -1,0 +1,292 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvroute/kvroute/routing/blocks"
+)
+
+// ErrSchema is wrapped by Request.SchemaErr: the body is valid JSON but not a chat request the
+// router can render (DESIGN.md §1 step 1; the handler routes such a request on load alone with
+// reason template_error).
+var ErrSchema = errors.New("request does not fit the chat schema")
+
+// Request is a parsed OpenAI chat (or completions) request body. Raw is the body exactly as
+// received; every byte offset below indexes Raw.
+type Request struct {
+	Raw    []byte
+	Model  string
+	Stream bool
+	// AddGenerationPrompt is the vLLM extra add_generation_prompt (default true).
+	AddGenerationPrompt bool
+	// CacheSalt is the vLLM extra cache_salt ("" when absent).
+	CacheSalt string
+	// MMProcessorKwargs is set when mm_processor_kwargs is present and not an empty object.
+	MMProcessorKwargs bool
+	// HasAudio is set when any content part is audio (input_audio or audio_url).
+	HasAudio bool
+	// AdjacentVideos is set when one message's content list has two video parts next to each
+	// other (no other part between them).
+	AdjacentVideos bool
+	// ClientUUID is set when the client sent a uuid on any media part.
+	ClientUUID bool
+	// Media lists the image and video parts in prompt order (message order, then part order).
+	Media []MediaPart
+	// Prompt is the /v1/completions prompt when it is a string; HasPrompt says it was present.
+	Prompt    string
+	HasPrompt bool
+	// HasMessages says the body has a messages member (a chat request).
+	HasMessages bool
+	// SchemaErr is non-nil (wrapping ErrSchema) when the body parses as JSON but does not fit
+	// the chat schema.
+	SchemaErr error
+
+	root               *node
+	messages           *node
+	tools              *node
+	chatTemplateKwargs *node
+}
+
+// MediaPart is one image or video content part.
+type MediaPart struct {
+	Kind blocks.MediaKind
+	// URL is the part's url exactly as sent (for a data: URL, the whole URL).
+	URL string
+	// UUID is the client's uuid member (when HasUUID).
+	UUID    string
+	HasUUID bool
+	// Message and Index locate the part: messages[Message].content[Index].
+	Message, Index int
+	// ObjStart and ObjEnd are the byte offsets of the part object in Raw: Raw[ObjStart] is '{'
+	// and Raw[ObjEnd-1] is '}'.
+	ObjStart, ObjEnd int
+}
+
+// ParseRequest parses an OpenAI chat or completions request body. It keeps body (Request.Raw
+// aliases it; the caller must not modify it afterwards). The error is non-nil only when body is
+// not one valid JSON object (→ body_invalid); a JSON object that does not fit the chat schema is
+// returned with SchemaErr set.
+func ParseRequest(body []byte) (*Request, error) {
+	root, err := parseJSON(body, false)
+	if err != nil {
+		return nil, fmt.Errorf("parsing request body: %w", err)
+	}
+	if root.kind != kindObject {
+		return nil, fmt.Errorf("parsing request body: %w: top level is %s, not an object", errSyntax, root.kind)
+	}
+	r := &Request{Raw: body, root: root, AddGenerationPrompt: true}
+	r.SchemaErr = r.fill()
+	if r.SchemaErr != nil {
+		r.SchemaErr = fmt.Errorf("%w: %w", ErrSchema, r.SchemaErr)
+	}
+	return r, nil
+}
+
+// fill reads the top-level members and walks the messages. It returns the first schema problem.
+func (r *Request) fill() error {
+	root := r.root
+	if v := root.get("model"); !v.isNull() {
+		if v.kind != kindString {
+			return fmt.Errorf("model is %s, not a string", v.kind)
+		}
+		r.Model = v.str
+	}
+	if v := root.get("stream"); !v.isNull() {
+		if v.kind != kindBool {
+			return fmt.Errorf("stream is %s, not a boolean", v.kind)
+		}
+		r.Stream = v.b
+	}
+	if v := root.get("add_generation_prompt"); !v.isNull() {
+		if v.kind != kindBool {
+			return fmt.Errorf("add_generation_prompt is %s, not a boolean", v.kind)
+		}
+		r.AddGenerationPrompt = v.b
+	}
+	if v := root.get("cache_salt"); !v.isNull() {
+		if v.kind != kindString {
+			return fmt.Errorf("cache_salt is %s, not a string", v.kind)
+		}
+		r.CacheSalt = v.str
+	}
+	if v := root.get("mm_processor_kwargs"); !v.isNull() {
+		if v.kind != kindObject {
+			return fmt.Errorf("mm_processor_kwargs is %s, not an object", v.kind)
+		}
+		r.MMProcessorKwargs = len(v.keys) > 0
+	}
+	if v := root.get("chat_template_kwargs"); !v.isNull() {
+		if v.kind != kindObject {
+			return fmt.Errorf("chat_template_kwargs is %s, not an object", v.kind)
+		}
+		r.chatTemplateKwargs = v
+	}
+	if v := root.get("tools"); !v.isNull() {
+		if v.kind != kindArray {
+			return fmt.Errorf("tools is %s, not an array", v.kind)
+		}
+		for i, t := range v.items {
+			if t.kind != kindObject {
+				return fmt.Errorf("tools[%d] is %s, not an object", i, t.kind)
+			}
+		}
+		r.tools = v
+	}
+	if v := root.get("prompt"); v != nil {
+		r.HasPrompt = true
+		if v.kind != kindString {
+			return fmt.Errorf("prompt is %s; only a string prompt is tokenized", v.kind)
+		}
+		r.Prompt = v.str
+	}
+	msgs := root.get("messages")
+	if msgs == nil {
+		if r.HasPrompt {
+			return nil
+		}
+		return errors.New("no messages")
+	}
+	r.HasMessages = true
+	if msgs.kind != kindArray {
+		return fmt.Errorf("messages is %s, not an array", msgs.kind)
+	}
+	r.messages = msgs
+	for i, m := range msgs.items {
+		if err := r.scanMessage(i, m); err != nil {
+			return fmt.Errorf("messages[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// scanMessage checks one message's shape and records its media parts and flags.
+func (r *Request) scanMessage(mi int, m *node) error {
+	if m.kind != kindObject {
+		return fmt.Errorf("message is %s, not an object", m.kind)
+	}
+	role := m.get("role")
+	if role == nil || role.kind != kindString {
+		return errors.New("role missing or not a string")
+	}
+	c := m.get("content")
+	switch {
+	case c.isNull(), c.kind == kindString:
+		return nil
+	case c.kind != kindArray:
+		return fmt.Errorf("content is %s, not a string, array or null", c.kind)
+	}
+	prevVideo := false
+	for pi, p := range c.items {
+		pt, err := partType(p)
+		if err != nil {
+			return fmt.Errorf("content[%d]: %w", pi, err)
+		}
+		isVideo := false
+		switch pt {
+		case partImage, partVideo:
+			mp, err := mediaPart(p, pt)
+			if err != nil {
+				return fmt.Errorf("content[%d]: %w", pi, err)
+			}
+			mp.Message, mp.Index = mi, pi
+			if mp.HasUUID {
+				r.ClientUUID = true
+			}
+			r.Media = append(r.Media, mp)
+			isVideo = pt == partVideo
+			if isVideo && prevVideo {
+				r.AdjacentVideos = true
+			}
+		case partAudio:
+			r.HasAudio = true
+		}
+		prevVideo = isVideo
+	}
+	return nil
+}
+
+// partKind is a content part's meaning after vLLM's part-type resolution.
+type partKind uint8
+
+const (
+	partText partKind = iota + 1
+	partRefusal
+	partImage
+	partVideo
+	partAudio
+)
+
+// partType resolves a content part's type like vLLM's chat_utils: the "type" member, or, when
+// absent, the first media key present.
+func partType(p *node) (partKind, error) {
+	if p.kind != kindObject {
+		return 0, fmt.Errorf("part is %s, not an object", p.kind)
+	}
+	t := p.get("type")
+	if t.isNull() {
+		for _, k := range []struct {
+			key  string
+			kind partKind
+		}{{"image_url", partImage}, {"video_url", partVideo}, {"audio_url", partAudio}, {"input_audio", partAudio}, {"text", partText}} {
+			if p.get(k.key) != nil {
+				return k.kind, nil
+			}
+		}
+		return 0, errors.New("part has no type")
+	}
+	if t.kind != kindString {
+		return 0, fmt.Errorf("part type is %s, not a string", t.kind)
+	}
+	switch t.str {
+	case "text", "input_text", "output_text":
+		if v := p.get("text"); v == nil || v.kind != kindString {
+			return 0, fmt.Errorf("%s part without a string text", t.str)
+		}
+		return partText, nil
+	case "refusal":
+		if v := p.get("refusal"); v == nil || v.kind != kindString {
+			return 0, errors.New("refusal part without a string refusal")
+		}
+		return partRefusal, nil
+	case "image_url":
+		return partImage, nil
+	case "video_url":
+		return partVideo, nil
+	case "input_audio", "audio_url":
+		return partAudio, nil
+	}
+	return 0, fmt.Errorf("unsupported part type %q", t.str)
+}
+
+// mediaPart reads the URL and uuid of an image_url or video_url part. The URL member is either
+// {"url": "..."} or a bare string.
+func mediaPart(p *node, pk partKind) (MediaPart, error) {
+	mp := MediaPart{Kind: blocks.Image, ObjStart: p.start, ObjEnd: p.end}
+	key := "image_url"
+	if pk == partVideo {
+		mp.Kind, key = blocks.Video, "video_url"
+	}
+	u := p.get(key)
+	switch {
+	case u == nil:
+		return mp, fmt.Errorf("%s part without %s", key, key)
+	case u.kind == kindString:
+		mp.URL = u.str
+	case u.kind == kindObject:
+		url := u.get("url")
+		if url == nil || url.kind != kindString {
+			return mp, fmt.Errorf("%s.url missing or not a string", key)
+		}
+		mp.URL = url.str
+	default:
+		return mp, fmt.Errorf("%s is %s, not an object or string", key, u.kind)
+	}
+	if id := p.get("uuid"); !id.isNull() {
+		if id.kind != kindString {
+			return mp, fmt.Errorf("uuid is %s, not a string", id.kind)
+		}
+		mp.UUID, mp.HasUUID = id.str, true
+	}
+	return mp, nil
+}
