@@ -210,4 +210,3 @@ func arguments(a *node, c *converter) jinja.Value {
 func isZero(text string) bool {
 	return strings.Trim(text, "-0.eE+") == ""
 }
-

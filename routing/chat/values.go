@@ -26,8 +26,8 @@ var errReservedRune = errors.New("request text contains U+10FFFD together with a
 // and float stay distinct, floats out of range become ±Inf, integers beyond int64 keep their
 // exact digits (marked with bigMark).
 type converter struct {
-	big      bool // a big integer was marked
-	sawMark  bool // an input string contains bigMark
+	big     bool // a big integer was marked
+	sawMark bool // an input string contains bigMark
 }
 
 func (c *converter) str(s string) jinja.Value {
