@@ -1,0 +1,201 @@
+package blocks
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+var qwen = Config{BlockSize: 16, ImagePad: 151655, VideoPad: 151656}
+
+// fourBlocks builds 4 blocks of bs tokens whose block 2 is a video pad run; variant changes block 2.
+func fourBlocks(bs int, variant uint32) []uint32 {
+	toks := make([]uint32, 4*bs)
+	for i := range toks {
+		toks[i] = uint32(1000 + i)
+	}
+	for i := 2 * bs; i < 3*bs; i++ {
+		toks[i] = 151656
+	}
+	toks[2*bs] = variant
+	return toks
+}
+
+// TestNoAliasing is field report 9: prompts equal except block 2 give equal hashes for blocks 0..1,
+// different ones for 2..3 (chained), and the inputs are unchanged, also when the prompt slice has spare
+// capacity an append could write into.
+func TestNoAliasing(t *testing.T) {
+	for _, bs := range []int{16, 64} {
+		cfg := Config{BlockSize: bs, ImagePad: 151655, VideoPad: 151656}
+		a := make([]uint32, 0, 8*bs)
+		a = append(a, fourBlocks(bs, 1)...)
+		b := append(make([]uint32, 0, 8*bs), fourBlocks(bs, 2)...)
+		ca, cb := slices.Clone(a), slices.Clone(b)
+		spansA := []Span{{Start: 2*bs + 1, End: 3 * bs, Identity: 0xaaaa, Kind: Video}}
+		spansB := []Span{{Start: 2*bs + 1, End: 3 * bs, Identity: 0xbbbb, Kind: Video}}
+		pa, err := HashPrompt(cfg, BaseSeed, a, spansA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, err := HashPrompt(cfg, BaseSeed, b, spansB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa, sb := SequenceHashes(pa.Hashes()), SequenceHashes(pb.Hashes())
+		if sa[0] != sb[0] || sa[1] != sb[1] || sa[2] == sb[2] || sa[3] == sb[3] {
+			t.Errorf("bs %d: seq hashes %x vs %x", bs, sa, sb)
+		}
+		if !slices.Equal(a, ca) || !slices.Equal(b, cb) || !slices.Equal(a[:cap(a)][4*bs:], make([]uint32, 4*bs)) {
+			t.Errorf("bs %d: HashPrompt wrote into its input", bs)
+		}
+		// Same tokens, other identity: block 2 must differ through the pad value alone.
+		pc, _ := HashPrompt(cfg, BaseSeed, a, spansB)
+		if pc.Blocks[2].Hash == pa.Blocks[2].Hash || pc.Blocks[2].Kind != Normalized {
+			t.Errorf("bs %d: identity did not change the normalized block", bs)
+		}
+	}
+}
+
+// referenceBlock is an independent, copying implementation of the DESIGN.md §5 rule.
+func referenceBlock(cfg Config, toks []uint32, ids []uint64, seed uint64) (uint64, Kind) {
+	blk := slices.Clone(toks)
+	if len(ids) == 0 {
+		return HashTokens(blk, seed), Plain
+	}
+	type run struct{ s, e, obj int }
+	var runs []run
+	obj := -1
+	prevVideo := false
+	for i := 0; i < len(blk); i++ {
+		if blk[i] != cfg.ImagePad && blk[i] != cfg.VideoPad || cfg.ImagePad == cfg.VideoPad {
+			continue
+		}
+		j := i
+		for j+1 < len(blk) && blk[j+1] == blk[i] {
+			j++
+		}
+		v := blk[i] == cfg.VideoPad
+		if !v || !prevVideo {
+			obj++
+		}
+		prevVideo = v
+		runs = append(runs, run{i, j + 1, obj})
+		i = j
+	}
+	if len(runs) > 0 && obj+1 == len(ids) {
+		for _, r := range runs {
+			for i := r.s; i < r.e; i++ {
+				blk[i] = PadValue(ids[r.obj])
+			}
+		}
+		return HashTokens(blk, seed), Normalized
+	}
+	return HashBoundary(blk, ids, seed), Boundary
+}
+
+func FuzzHashPrompt(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 1, 1, 1, 2, 2, 0, 2, 2, 2, 2, 1, 0, 0, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1}, uint8(4), uint16(3), uint16(20))
+	f.Fuzz(func(t *testing.T, raw []byte, bs uint8, s0, s1 uint16) {
+		cfg := Config{BlockSize: int(bs%17) + 1, ImagePad: 1, VideoPad: 2}
+		toks := make([]uint32, len(raw))
+		for i, c := range raw {
+			toks[i] = uint32(c % 4)
+		}
+		orig := slices.Clone(toks)
+		var spans []Span
+		a, b := int(s0)%(len(toks)+1), int(s1)%(len(toks)+1)
+		if a > b {
+			a, b = b, a
+		}
+		if a < b {
+			spans = append(spans, Span{Start: a, End: b, Identity: uint64(s0)<<48 | uint64(s1), Kind: Video})
+		}
+		if b+2 < len(toks) {
+			spans = append(spans, Span{Start: b + 1, End: len(toks), Identity: uint64(s1) << 20, Kind: Image})
+		}
+		p, err := HashPrompt(cfg, BaseSeed, toks, spans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(toks, orig) {
+			t.Fatal("input modified")
+		}
+		for i, blk := range p.Blocks {
+			s, e := i*cfg.BlockSize, (i+1)*cfg.BlockSize
+			var ids []uint64
+			for _, sp := range spans {
+				if sp.Start < e && sp.End > s {
+					ids = append(ids, sp.Identity)
+				}
+			}
+			h, k := referenceBlock(cfg, orig[s:e], ids, BaseSeed)
+			if h != blk.Hash || k != blk.Kind {
+				t.Fatalf("block %d: %d %v, reference %d %v", i, blk.Hash, blk.Kind, h, k)
+			}
+		}
+	})
+}
+
+func TestHashPromptErrors(t *testing.T) {
+	toks := make([]uint32, 40)
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		spans []Span
+		want  error
+	}{
+		{"zero block size", Config{}, nil, ErrConfig},
+		{"negative block size", Config{BlockSize: -1}, nil, ErrConfig},
+		{"span past end", qwen, []Span{{Start: 30, End: 41}}, ErrSpans},
+		{"empty span", qwen, []Span{{Start: 3, End: 3}}, ErrSpans},
+		{"overlap", qwen, []Span{{Start: 3, End: 10}, {Start: 9, End: 12}}, ErrSpans},
+		{"negative start", qwen, []Span{{Start: -1, End: 2}}, ErrSpans},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := HashPrompt(tc.cfg, BaseSeed, toks, tc.spans); !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	p, err := HashPrompt(qwen, BaseSeed, toks[:15], nil)
+	if err != nil || len(p.Blocks) != 0 || len(p.RoutingTokens) != 0 {
+		t.Errorf("partial block only: %+v %v", p, err)
+	}
+}
+
+func BenchmarkHashPrompt(b *testing.B) {
+	// An 8k-token prompt with a video (16 groups of 80 pads after 6 timestamp tokens) and an image.
+	toks := make([]uint32, 0, 8192)
+	for len(toks) < 1000 {
+		toks = append(toks, uint32(len(toks)*7%150000))
+	}
+	vs := len(toks)
+	for g := 0; g < 16; g++ {
+		toks = append(toks, 27, 15, 13, 18, 6486, 29, 151652)
+		for i := 0; i < 80; i++ {
+			toks = append(toks, 151656)
+		}
+		toks = append(toks, 151653)
+	}
+	ve := len(toks)
+	toks = append(toks, 151653, 151652)
+	is := len(toks)
+	for i := 0; i < 1024; i++ {
+		toks = append(toks, 151655)
+	}
+	ie := len(toks)
+	for len(toks) < 8192 {
+		toks = append(toks, uint32(len(toks)*13%150000))
+	}
+	spans := []Span{{Start: vs, End: ve, Identity: 0x1234, Kind: Video}, {Start: is, End: ie, Identity: 0x5678, Kind: Image}}
+	h, _ := NewHasher(qwen)
+	b.ReportAllocs()
+	b.SetBytes(int64(4 * len(toks)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := h.Prompt(toks, spans, BaseSeed); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*float64(len(toks)/qwen.BlockSize)/b.Elapsed().Seconds(), "blocks/s")
+}

@@ -1,0 +1,88 @@
+package blocks
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrSpans is wrapped by errors about media spans that do not fit the token sequence.
+var ErrSpans = errors.New("invalid media spans")
+
+// Block is one complete block of a hashed prompt.
+type Block struct {
+	// Index is the block's position in the prompt (tokens [Index*BlockSize, (Index+1)*BlockSize)).
+	Index int
+	BlockHash
+	// FirstSpan and NumSpans give the spans intersecting the block: spans[FirstSpan:FirstSpan+NumSpans].
+	FirstSpan, NumSpans int
+}
+
+// Prompt is a request's worker-visible token sequence hashed block by block.
+type Prompt struct {
+	// Blocks holds one entry per complete block; the partial tail is not hashed.
+	Blocks []Block
+	// RoutingTokens is the routing view of the complete blocks (len(Blocks)*BlockSize ids): pad values
+	// in normalized blocks, worker tokens in plain and boundary blocks. It is a new slice.
+	RoutingTokens []uint32
+}
+
+// Hashes returns the local hashes of p's blocks, in order.
+func (p *Prompt) Hashes() []uint64 {
+	out := make([]uint64, len(p.Blocks))
+	for i, b := range p.Blocks {
+		out[i] = b.Hash
+	}
+	return out
+}
+
+// HashPrompt hashes the complete blocks of a request's worker-visible tokens (DESIGN.md §5) under seed
+// (see SeedFor). spans are the media placeholder ranges in prompt order: 0 <= Start < End <= len(tokens),
+// each starting at or after the previous one's End; otherwise the error wraps ErrSpans. tokens and spans
+// are only read. Each block is hashed by Hasher.Block with the identities of the spans it intersects,
+// the same function the event side uses.
+func HashPrompt(cfg Config, seed uint64, tokens []uint32, spans []Span) (*Prompt, error) {
+	h, err := NewHasher(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return h.Prompt(tokens, spans, seed)
+}
+
+// Prompt is HashPrompt with h's configuration and scratch buffers.
+func (h *Hasher) Prompt(tokens []uint32, spans []Span, seed uint64) (*Prompt, error) {
+	if err := checkSpans(spans, len(tokens)); err != nil {
+		return nil, err
+	}
+	bs := h.cfg.BlockSize
+	nb := len(tokens) / bs
+	p := &Prompt{Blocks: make([]Block, nb), RoutingTokens: make([]uint32, nb*bs)}
+	var ids []uint64
+	first := 0 // first span that may intersect the current block
+	for b := 0; b < nb; b++ {
+		start, end := b*bs, (b+1)*bs
+		for first < len(spans) && spans[first].End <= start {
+			first++
+		}
+		ids = ids[:0]
+		k := first
+		for ; k < len(spans) && spans[k].Start < end; k++ {
+			ids = append(ids, spans[k].Identity)
+		}
+		// tokens[start:end:end] caps the view so nothing appended to it could reach the next block
+		// (field report 9); Block only reads it anyway.
+		bh := h.Block(tokens[start:end:end], ids, seed, p.RoutingTokens[start:end:end])
+		p.Blocks[b] = Block{Index: b, BlockHash: bh, FirstSpan: first, NumSpans: k - first}
+	}
+	return p, nil
+}
+
+func checkSpans(spans []Span, n int) error {
+	prevEnd := 0
+	for i, s := range spans {
+		if s.Start < prevEnd || s.End <= s.Start || s.End > n {
+			return fmt.Errorf("checking span %d [%d, %d) of %d tokens: %w", i, s.Start, s.End, n, ErrSpans)
+		}
+		prevEnd = s.End
+	}
+	return nil
+}
