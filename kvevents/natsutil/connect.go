@@ -1,0 +1,74 @@
+package natsutil
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// ConnectConfig configures Connect; nil means defaults.
+type ConnectConfig struct {
+	// Name is the client connection name shown by the server (e.g. "kvroute", "kvroute-sim w1").
+	Name string
+	// Timeout of the initial connect. Default: 5 s.
+	Timeout time.Duration
+	// ReconnectWait between reconnect attempts. Default: 1 s.
+	ReconnectWait time.Duration
+	// Options are added after kvroute's own (credentials, TLS).
+	Options []nats.Option
+	// Logger receives connection state changes. Default: a no-op logger.
+	Logger *zap.Logger
+}
+
+// Connect opens a NATS connection to url that reconnects forever (the embedded server or a
+// cluster may restart) and logs disconnects, reconnects, closes and asynchronous errors.
+func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
+	c := ConnectConfig{Name: "kvroute", Timeout: 5 * time.Second, ReconnectWait: time.Second, Logger: zap.NewNop()}
+	if cfg != nil {
+		if cfg.Name != "" {
+			c.Name = cfg.Name
+		}
+		if cfg.Timeout > 0 {
+			c.Timeout = cfg.Timeout
+		}
+		if cfg.ReconnectWait > 0 {
+			c.ReconnectWait = cfg.ReconnectWait
+		}
+		if cfg.Logger != nil {
+			c.Logger = cfg.Logger
+		}
+		c.Options = cfg.Options
+	}
+	log := c.Logger
+	opts := []nats.Option{
+		nats.Name(c.Name),
+		nats.Timeout(c.Timeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(c.ReconnectWait),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			log.Warn("nats disconnected", zap.String("url", nc.ConnectedUrlRedacted()), zap.Error(err))
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", zap.String("url", nc.ConnectedUrlRedacted()))
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			log.Info("nats connection closed")
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Error("nats async error", zap.String("subject", subj), zap.Error(err))
+		}),
+	}
+	opts = append(opts, c.Options...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS: %w", err)
+	}
+	log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+	return nc, nil
+}

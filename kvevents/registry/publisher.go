@@ -1,0 +1,134 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// PublisherConfig configures a Publisher. The zero value is not useful; start from
+// DefaultPublisherConfig.
+type PublisherConfig struct {
+	// Interval between heartbeats (record rewrites). Default: HeartbeatInterval (10 s).
+	Interval time.Duration
+	// Timeout of one put or delete. Default: 5 s.
+	Timeout time.Duration
+	// Logger for heartbeat failures. Default: a no-op logger.
+	Logger *zap.Logger
+}
+
+// DefaultPublisherConfig returns the DESIGN.md §2.1 defaults.
+func DefaultPublisherConfig() *PublisherConfig {
+	return &PublisherConfig{Interval: HeartbeatInterval, Timeout: 5 * time.Second, Logger: zap.NewNop()}
+}
+
+// Publisher keeps one worker's record in the bucket: it writes the record on Start, rewrites it
+// every Interval (the bucket forgets records after TTL), and deletes the key on Stop.
+// Its methods are safe for concurrent use.
+type Publisher struct {
+	kv     jetstream.KeyValue
+	cfg    PublisherConfig
+	record []byte
+	id     string
+
+	// mu guards cancel and done (the heartbeat goroutine's lifetime).
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewPublisher validates w and returns a Publisher for it. cfg may be nil (defaults).
+func NewPublisher(kv jetstream.KeyValue, w Worker, cfg *PublisherConfig) (*Publisher, error) {
+	if err := w.Normalize(); err != nil {
+		return nil, err
+	}
+	rec, err := w.Encode()
+	if err != nil {
+		return nil, err
+	}
+	c := *DefaultPublisherConfig()
+	if cfg != nil {
+		if cfg.Interval > 0 {
+			c.Interval = cfg.Interval
+		}
+		if cfg.Timeout > 0 {
+			c.Timeout = cfg.Timeout
+		}
+		if cfg.Logger != nil {
+			c.Logger = cfg.Logger
+		}
+	}
+	return &Publisher{kv: kv, cfg: c, record: rec, id: w.WorkerID}, nil
+}
+
+// Start writes the record once (returning its error) and then heartbeats in the background until
+// Stop is called or ctx is done.
+func (p *Publisher) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel != nil {
+		return fmt.Errorf("starting publisher for %s: already started", p.id)
+	}
+	if err := p.put(ctx); err != nil {
+		return err
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	p.done = make(chan struct{})
+	go p.loop(hctx, p.done)
+	return nil
+}
+
+func (p *Publisher) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	defer func() {
+		if r := recover(); r != nil {
+			p.cfg.Logger.Error("registry publisher panicked", zap.Any("panic", r), zap.Stack("stack"))
+		}
+	}()
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.put(ctx); err != nil && ctx.Err() == nil {
+				p.cfg.Logger.Error("heartbeating worker record", zap.String("worker_id", p.id), zap.Error(err))
+			}
+		}
+	}
+}
+
+func (p *Publisher) put(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	if _, err := p.kv.Put(ctx, p.id, p.record); err != nil {
+		return fmt.Errorf("putting worker record %s: %w", p.id, err)
+	}
+	return nil
+}
+
+// Stop ends the heartbeat and deletes the worker's key, so routers drop the worker at once instead
+// of after TTL. ctx bounds the delete. Stop is idempotent.
+func (p *Publisher) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel, p.done = nil, nil
+	p.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	<-done
+	ctx, c := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer c()
+	if err := p.kv.Delete(ctx, p.id); err != nil {
+		return fmt.Errorf("deleting worker record %s: %w", p.id, err)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package registry_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/kvevents/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startBucket starts an embedded NATS server on a random loopback port and opens the bucket.
+func startBucket(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	srv, err := natsutil.StartEmbedded(&natsutil.EmbeddedConfig{Port: natsutil.RandomPort, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := natsutil.Connect(srv.ClientURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := registry.OpenBucket(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Bucket() != "kvroute_workers" || st.TTL() != 30*time.Second {
+		t.Fatalf("bucket %s ttl %s", st.Bucket(), st.TTL())
+	}
+	// opening again reuses the bucket
+	if _, err := registry.OpenBucket(context.Background(), js); err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// waitFor polls cond until it holds or 5 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPublisherWatcher(t *testing.T) {
+	kv := startBucket(t)
+	ctx := context.Background()
+	w := registry.NewWatcher(kv, nil)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	<-w.Ready()
+	changes, unsub := w.Subscribe()
+	defer unsub()
+
+	p, err := registry.NewPublisher(kv, registry.Worker{WorkerID: "w1", Endpoint: "http://127.0.0.1:9001", Model: "m", Engine: "vllm", BlockSize: 16}, &registry.PublisherConfig{Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-changes
+	waitFor(t, "w1 registered", func() bool { s := w.Snapshot(); return len(s) == 1 && s[0].Endpoint == "127.0.0.1:9001" })
+	// heartbeats rewrite the record: the revision grows
+	e1, err := kv.Get(ctx, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "heartbeat", func() bool { e2, err := kv.Get(ctx, "w1"); return err == nil && e2.Revision() > e1.Revision() })
+
+	// an invalid record is dropped and counted
+	if _, err := kv.Put(ctx, "bad", []byte(`{"worker_id":"bad"}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "invalid record counted", func() bool { return w.Invalid() == 1 })
+	if len(w.Snapshot()) != 1 {
+		t.Fatalf("snapshot = %+v", w.Snapshot())
+	}
+
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "w1 deregistered", func() bool { return len(w.Snapshot()) == 0 })
+	if err := p.Stop(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+}
+
+func TestWatcherExpiresSilentRecords(t *testing.T) {
+	kv := startBucket(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	w := registry.NewWatcher(kv, &registry.WatcherConfig{SweepInterval: 5 * time.Millisecond, Now: clock})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	rec := registry.Worker{WorkerID: "w2", Endpoint: "127.0.0.1:9002", Model: "m", Engine: "vllm", BlockSize: 16}
+	b, _ := rec.Encode()
+	if _, err := kv.Put(ctx, "w2", b); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "w2 registered", func() bool { return len(w.Snapshot()) == 1 })
+	mu.Lock()
+	now = now.Add(registry.TTL - time.Second)
+	mu.Unlock()
+	time.Sleep(30 * time.Millisecond) // several sweeps: still inside TTL
+	if len(w.Snapshot()) != 1 {
+		t.Fatal("record dropped before TTL")
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	waitFor(t, "w2 expired", func() bool { return len(w.Snapshot()) == 0 })
+}

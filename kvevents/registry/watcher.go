@@ -1,0 +1,240 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// WatcherConfig configures a Watcher; nil means DefaultWatcherConfig.
+type WatcherConfig struct {
+	// TTL after which a record that was not rewritten is dropped locally, independent of the
+	// server's own expiry (which sends no notice to watchers). Default: TTL (30 s).
+	TTL time.Duration
+	// SweepInterval is how often expired records are looked for. Default: TTL/6.
+	SweepInterval time.Duration
+	// Logger for dropped records. Default: a no-op logger.
+	Logger *zap.Logger
+	// Now is the clock; tests inject one. Default: time.Now.
+	Now func() time.Time
+}
+
+// DefaultWatcherConfig returns the DESIGN.md §2.1 defaults.
+func DefaultWatcherConfig() *WatcherConfig {
+	return &WatcherConfig{TTL: TTL, SweepInterval: TTL / 6, Logger: zap.NewNop(), Now: time.Now}
+}
+
+// Watcher keeps the live set of worker records of the bucket in memory and notifies subscribers
+// when it changes. Snapshot is lock-free (it runs per request); the other methods are safe for
+// concurrent use.
+type Watcher struct {
+	kv  jetstream.KeyValue
+	cfg WatcherConfig
+
+	// snap is the current sorted live set, replaced (never mutated) on every change.
+	snap atomic.Pointer[[]Worker]
+	// invalid counts records dropped because they failed validation.
+	invalid atomic.Uint64
+
+	// mu guards seen, subs, cancel and done. Lock order: Watcher.mu only (no other lock is taken
+	// while it is held).
+	mu     sync.Mutex
+	seen   map[string]entry
+	subs   map[chan struct{}]struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	ready  chan struct{}
+}
+
+type entry struct {
+	w    Worker
+	seen time.Time
+}
+
+// NewWatcher returns a stopped Watcher over kv. cfg may be nil.
+func NewWatcher(kv jetstream.KeyValue, cfg *WatcherConfig) *Watcher {
+	c := *DefaultWatcherConfig()
+	if cfg != nil {
+		if cfg.TTL > 0 {
+			c.TTL = cfg.TTL
+			c.SweepInterval = cfg.TTL / 6
+		}
+		if cfg.SweepInterval > 0 {
+			c.SweepInterval = cfg.SweepInterval
+		}
+		if cfg.Logger != nil {
+			c.Logger = cfg.Logger
+		}
+		if cfg.Now != nil {
+			c.Now = cfg.Now
+		}
+	}
+	w := &Watcher{kv: kv, cfg: c, seen: map[string]entry{}, subs: map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+	empty := []Worker{}
+	w.snap.Store(&empty)
+	return w
+}
+
+// Start begins watching the bucket; it returns once the watch is set up. The initial records
+// arrive asynchronously; Ready is closed when they have all been applied. The watch runs until
+// Stop is called or ctx is done.
+func (w *Watcher) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		return fmt.Errorf("starting registry watcher: already started")
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	kw, err := w.kv.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("watching bucket %s: %w", Bucket, err)
+	}
+	w.cancel = cancel
+	w.done = make(chan struct{})
+	go w.loop(wctx, kw, w.done)
+	return nil
+}
+
+// Ready is closed once the records present at Start have been applied.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// Stop ends the watch and waits for its goroutine. Stop is idempotent.
+func (w *Watcher) Stop() {
+	w.mu.Lock()
+	cancel, done := w.cancel, w.done
+	w.cancel, w.done = nil, nil
+	w.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (w *Watcher) loop(ctx context.Context, kw jetstream.KeyWatcher, done chan struct{}) {
+	defer close(done)
+	defer func() { _ = kw.Stop() }()
+	defer func() {
+		if r := recover(); r != nil {
+			w.cfg.Logger.Error("registry watcher panicked", zap.Any("panic", r), zap.Stack("stack"))
+		}
+	}()
+	sweep := time.NewTicker(w.cfg.SweepInterval)
+	defer sweep.Stop()
+	readyOnce := sync.OnceFunc(func() { close(w.ready) })
+	defer readyOnce()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sweep.C:
+			w.sweep()
+		case e, ok := <-kw.Updates():
+			if !ok {
+				return
+			}
+			if e == nil { // all initial values delivered
+				readyOnce()
+				continue
+			}
+			w.apply(e)
+		}
+	}
+}
+
+// apply records one bucket entry.
+func (w *Watcher) apply(e jetstream.KeyValueEntry) {
+	key := e.Key()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch e.Operation() {
+	case jetstream.KeyValuePut:
+		rec, err := Decode(key, e.Value())
+		if err != nil {
+			w.invalid.Add(1)
+			w.cfg.Logger.Warn("dropping invalid worker record", zap.String("key", key), zap.Error(err))
+			if _, ok := w.seen[key]; ok {
+				delete(w.seen, key)
+				w.publishLocked()
+			}
+			return
+		}
+		old, had := w.seen[key]
+		w.seen[key] = entry{w: rec, seen: w.cfg.Now()}
+		if !had || !sameWorker(old.w, rec) {
+			w.publishLocked()
+		}
+	default: // delete, purge, or an expiry marker
+		if _, ok := w.seen[key]; ok {
+			delete(w.seen, key)
+			w.publishLocked()
+		}
+	}
+}
+
+// sweep drops records not rewritten within TTL.
+func (w *Watcher) sweep() {
+	now := w.cfg.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	changed := false
+	for k, e := range w.seen {
+		if now.Sub(e.seen) > w.cfg.TTL {
+			delete(w.seen, k)
+			changed = true
+			w.cfg.Logger.Info("worker record expired", zap.String("worker_id", k))
+		}
+	}
+	if changed {
+		w.publishLocked()
+	}
+}
+
+// publishLocked rebuilds the snapshot and wakes subscribers. Lock should be held on entry.
+func (w *Watcher) publishLocked() {
+	list := make([]Worker, 0, len(w.seen))
+	for _, e := range w.seen {
+		list = append(list, e.w)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].WorkerID < list[j].WorkerID })
+	w.snap.Store(&list)
+	for ch := range w.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // a notice is already pending
+		}
+	}
+}
+
+// Snapshot returns the live records sorted by worker id. The slice is shared: do not modify it.
+func (w *Watcher) Snapshot() []Worker { return *w.snap.Load() }
+
+// Invalid returns how many records were dropped because they failed validation.
+func (w *Watcher) Invalid() uint64 { return w.invalid.Load() }
+
+// Subscribe returns a channel that receives a value (coalesced) after each change of the live set,
+// and a function that ends the subscription.
+func (w *Watcher) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	w.subs[ch] = struct{}{}
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		delete(w.subs, ch)
+		w.mu.Unlock()
+	}
+}
+
+func sameWorker(a, b Worker) bool {
+	ea, err1 := a.Encode()
+	eb, err2 := b.Encode()
+	return err1 == nil && err2 == nil && string(ea) == string(eb)
+}
