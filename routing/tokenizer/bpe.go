@@ -1,0 +1,178 @@
+package tokenizer
+
+import (
+	"sync"
+)
+
+// merge is one BPE merge rule: the pair it applies to has rank rank (its
+// index in tokenizer.json's merges) and becomes token id.
+type merge struct {
+	rank uint32
+	id   uint32
+}
+
+// pairKey packs a (left, right) token id pair into a map key.
+func pairKey(left, right uint32) uint64 { return uint64(left)<<32 | uint64(right) }
+
+// symbol is one node of the linked list of a word's current tokens.
+type symbol struct {
+	id         uint32
+	prev, next int32 // neighbour indices, -1 at the ends
+	dead       bool  // merged into its left neighbour
+}
+
+// candidate is a heap entry: merging the symbol at pos with its right
+// neighbour into id, at rank rank. Entries go stale when a neighbour merges;
+// they are checked when popped, as in Hugging Face's word.rs.
+type candidate struct {
+	rank uint32
+	pos  int32
+	id   uint32
+}
+
+// less orders candidates by rank, then leftmost position (HF's Merge Ord).
+func (a candidate) less(b candidate) bool {
+	return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos)
+}
+
+// bpeScratch holds the reusable buffers of one bpe call.
+type bpeScratch struct {
+	syms []symbol
+	heap []candidate
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
+
+// bpe appends the ids of word (raw bytes, at least one) to dst. It is Hugging
+// Face tokenizers' BPE merge_all (models/bpe/word.rs): repeatedly merge the
+// pair with the lowest rank, leftmost first, using a binary heap of
+// candidates and a linked list of symbols: O(n log n) for n bytes.
+func (t *Tokenizer) bpe(dst []uint32, word string) []uint32 {
+	sc := scratchPool.Get().(*bpeScratch)
+	n := len(word)
+	syms := sc.syms[:0]
+	for i := 0; i < n; i++ {
+		syms = append(syms, symbol{id: t.byteIDs[word[i]], prev: int32(i - 1), next: int32(i + 1)})
+	}
+	syms[n-1].next = -1
+	h := sc.heap[:0]
+	for i := 0; i+1 < n; i++ {
+		if m, ok := t.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
+			h = append(h, candidate{rank: m.rank, pos: int32(i), id: m.id})
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	for len(h) > 0 {
+		top := h[0]
+		last := len(h) - 1
+		h[0] = h[last]
+		h = h[:last]
+		if last > 0 {
+			siftDown(h, 0)
+		}
+		s := &syms[top.pos]
+		if s.dead || s.next < 0 {
+			continue
+		}
+		next := s.next
+		if m, ok := t.merges[pairKey(s.id, syms[next].id)]; !ok || m.id != top.id {
+			continue // stale: a neighbour changed since this entry was pushed
+		}
+		s.id = top.id
+		syms[next].dead = true
+		s.next = syms[next].next
+		if s.next >= 0 {
+			syms[s.next].prev = top.pos
+		}
+		if s.prev >= 0 {
+			if m, ok := t.merges[pairKey(syms[s.prev].id, s.id)]; ok {
+				h = heapPush(h, candidate{rank: m.rank, pos: s.prev, id: m.id})
+			}
+		}
+		if s.next >= 0 {
+			if m, ok := t.merges[pairKey(s.id, syms[s.next].id)]; ok {
+				h = heapPush(h, candidate{rank: m.rank, pos: top.pos, id: m.id})
+			}
+		}
+	}
+	for i := int32(0); i >= 0; i = syms[i].next {
+		dst = append(dst, syms[i].id)
+	}
+	sc.syms, sc.heap = syms, h
+	if cap(syms) <= maxScratch {
+		scratchPool.Put(sc)
+	}
+	return dst
+}
+
+// maxScratch bounds the symbol capacity kept in scratchPool, so one huge
+// word does not pin its buffers.
+const maxScratch = 1 << 14
+
+func heapPush(h []candidate, c candidate) []candidate {
+	h = append(h, c)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].less(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	return h
+}
+
+func siftDown(h []candidate, i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h[r].less(h[l]) {
+			m = r
+		}
+		if !h[m].less(h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// wordCache memoizes the ids of short pre-tokens. It holds at most
+// maxCacheEntries words of at most maxCachedWordLen bytes and is emptied
+// when full, so its memory stays bounded (a few MB).
+type wordCache struct {
+	mu sync.RWMutex // guards m
+	m  map[string][]uint32
+}
+
+const (
+	maxCacheEntries  = 1 << 15
+	maxCachedWordLen = 48
+)
+
+func (c *wordCache) get(w string) ([]uint32, bool) {
+	c.mu.RLock()
+	ids, ok := c.m[w]
+	c.mu.RUnlock()
+	return ids, ok
+}
+
+// put stores a copy of word and ids.
+func (c *wordCache) put(w string, ids []uint32) {
+	v := make([]uint32, len(ids))
+	copy(v, ids)
+	k := string([]byte(w)) // do not retain the caller's (possibly large) text
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCacheEntries {
+		c.m = make(map[string][]uint32, maxCacheEntries/4)
+	}
+	c.m[k] = v
+	c.mu.Unlock()
+}

@@ -1,0 +1,36 @@
+package tokenizer
+
+// byteToRune is GPT-2's bytes_to_unicode table (openai/gpt-2 encoder.py, also
+// Hugging Face tokenizers pre_tokenizers/byte_level.rs): printable Latin-1
+// bytes map to themselves, the other 68 bytes to U+0100.. in byte order.
+var byteToRune [256]rune
+
+// runeToByte is the inverse of byteToRune, indexed by rune (all < 0x144).
+var runeToByte = map[rune]byte{}
+
+func init() {
+	n := rune(0)
+	for b := 0; b < 256; b++ {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			byteToRune[b] = rune(b)
+		} else {
+			byteToRune[b] = 256 + n
+			n++
+		}
+		runeToByte[byteToRune[b]] = byte(b)
+	}
+}
+
+// unmapByteLevel turns a byte-level token text (e.g. "Ġworld") back into its
+// raw bytes (" world"). ok is false if a rune is outside the alphabet.
+func unmapByteLevel(s string) (raw string, ok bool) {
+	buf := make([]byte, 0, len(s))
+	for _, r := range s {
+		b, found := runeToByte[r]
+		if !found {
+			return "", false
+		}
+		buf = append(buf, b)
+	}
+	return string(buf), true
+}

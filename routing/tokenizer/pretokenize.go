@@ -1,0 +1,199 @@
+package tokenizer
+
+import (
+	"sort"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Character classes of the pre-tokenizer regex, as bit flags.
+const (
+	clsOther  uint8 = 0      // neither \p{L}, \p{N} nor \s
+	clsLetter uint8 = 1 << 0 // \p{L} (Unicode 16.0.0)
+	clsNumber uint8 = 1 << 1 // \p{N} (Unicode 16.0.0)
+	clsSpace  uint8 = 1 << 2 // \s: Unicode White_Space
+	clsCRLF   uint8 = 1 << 3 // '\r' or '\n' (always with clsSpace)
+)
+
+// classRange assigns the Unicode 16.0.0 class cls to the runes lo..hi.
+type classRange struct {
+	lo, hi rune
+	cls    uint8
+}
+
+var (
+	bmpOnce  sync.Once
+	bmpClass *[0x10000]uint8 // class of every BMP rune, built once by initClasses
+)
+
+// initClasses builds the BMP class table (64 KiB, a few ms). Load calls it.
+func initClasses() {
+	bmpOnce.Do(func() {
+		t := new([0x10000]uint8)
+		for r := rune(0); r < 0x10000; r++ {
+			t[r] = slowClass(r)
+		}
+		bmpClass = t
+	})
+}
+
+// slowClass computes the class of r from Go's unicode tables corrected by
+// unicode16Overrides (see the package doc's Unicode policy).
+func slowClass(r rune) uint8 {
+	var c uint8
+	switch {
+	case unicode.IsLetter(r):
+		c = clsLetter
+	case unicode.IsNumber(r):
+		c = clsNumber
+	case unicode.Is(unicode.White_Space, r):
+		c = clsSpace
+		if r == '\r' || r == '\n' {
+			c |= clsCRLF
+		}
+	}
+	if c&(clsLetter|clsNumber) != 0 {
+		ov := unicode16Overrides
+		i := sort.Search(len(ov), func(i int) bool { return ov[i].hi >= r })
+		if i < len(ov) && ov[i].lo <= r {
+			c = ov[i].cls
+		}
+	}
+	return c
+}
+
+// classOf returns the class of r. initClasses must have run.
+func classOf(r rune) uint8 {
+	if r < 0x10000 {
+		return bmpClass[r]
+	}
+	return slowClass(r)
+}
+
+// decodeAt decodes the rune at s[i] (i < len(s)). Invalid UTF-8 yields
+// utf8.RuneError with width 1, which classifies as clsOther.
+func decodeAt(s string, i int) (rune, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return rune(c), 1
+	}
+	return utf8.DecodeRuneInString(s[i:])
+}
+
+// contractionLen returns the length of the contraction suffix
+// (?i:s|t|re|ve|m|ll|d) at s[i:] (after an apostrophe), or 0. Only ASCII
+// letters fold: Oniguruma does not fold U+017F or U+212A into these patterns
+// here, and Hugging Face agrees (golden corpus).
+func contractionLen(s string, i int) int {
+	if i >= len(s) {
+		return 0
+	}
+	switch s[i] | 0x20 {
+	case 's', 't', 'm', 'd':
+		return 1
+	case 'r', 'v':
+		if i+1 < len(s) && s[i+1]|0x20 == 'e' {
+			return 2
+		}
+	case 'l':
+		if i+1 < len(s) && s[i+1]|0x20 == 'l' {
+			return 2
+		}
+	}
+	return 0
+}
+
+// nextPreToken returns the end of the pre-token that starts at s[i]
+// (i < len(s)): the match of Qwen's split regex at i, alternatives tried in
+// order as a backtracking engine does. Every position matches one
+// alternative, so pre-tokens tile the segment. Cost is linear in the
+// pre-token length plus, for whitespace, the length of the whitespace run.
+func nextPreToken(s string, i int) int {
+	r, n := decodeAt(s, i)
+	c := classOf(r)
+	j := i + n
+	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
+	if r == '\'' {
+		if k := contractionLen(s, j); k > 0 {
+			return j + k
+		}
+	}
+	// [^\r\n\p{L}\p{N}]?\p{L}+
+	if c&clsLetter != 0 {
+		return scanLetters(s, j)
+	}
+	if c&(clsNumber|clsCRLF) == 0 && j < len(s) {
+		r2, n2 := decodeAt(s, j)
+		if classOf(r2)&clsLetter != 0 {
+			return scanLetters(s, j+n2)
+		}
+	}
+	// \p{N}
+	if c&clsNumber != 0 {
+		return j
+	}
+	//  ?[^\s\p{L}\p{N}]+[\r\n]*
+	if c == clsOther {
+		return scanOthers(s, j)
+	}
+	if r == ' ' && j < len(s) {
+		r2, n2 := decodeAt(s, j)
+		if classOf(r2) == clsOther {
+			return scanOthers(s, j+n2)
+		}
+	}
+	// r is whitespace. Find the maximal whitespace run s[i:end], its last
+	// '\r'/'\n' and the start of its last rune.
+	end, lastNL, lastStart := i, -1, i
+	for k := i; k < len(s); {
+		rk, nk := decodeAt(s, k)
+		ck := classOf(rk)
+		if ck&clsSpace == 0 {
+			break
+		}
+		if ck&clsCRLF != 0 {
+			lastNL = k
+		}
+		lastStart = k
+		k += nk
+		end = k
+	}
+	// \s*[\r\n]+ : the greedy \s* backs off to the last line break.
+	if lastNL >= 0 {
+		return lastNL + 1
+	}
+	// \s+(?!\S) : the whole run at the end of the text, otherwise all but its
+	// last character (which is followed by whitespace, not \S).
+	if end == len(s) || lastStart == i {
+		// \s+ when the run is a single character followed by \S.
+		return end
+	}
+	return lastStart
+}
+
+// scanLetters returns the end of the run of \p{L} starting at s[j].
+func scanLetters(s string, j int) int {
+	for j < len(s) {
+		r, n := decodeAt(s, j)
+		if classOf(r)&clsLetter == 0 {
+			break
+		}
+		j += n
+	}
+	return j
+}
+
+// scanOthers returns the end of [^\s\p{L}\p{N}]*[\r\n]* starting at s[j].
+func scanOthers(s string, j int) int {
+	for j < len(s) {
+		r, n := decodeAt(s, j)
+		if classOf(r) != clsOther {
+			break
+		}
+		j += n
+	}
+	for j < len(s) && (s[j] == '\r' || s[j] == '\n') {
+		j++
+	}
+	return j
+}
