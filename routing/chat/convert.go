@@ -200,13 +200,6 @@ func arguments(a *node, c *converter) jinja.Value {
 	case a.kind == kindObject || a.kind == kindArray:
 		return c.value(a)
 	}
-	// Other scalars are falsy or not strings in vLLM's check: false/0 → {}, others kept.
-	if (a.kind == kindBool && !a.b) || (a.kind == kindNumber && isZero(a.str)) {
-		return empty
-	}
-	return c.value(a)
-}
-
-func isZero(text string) bool {
-	return strings.Trim(text, "-0.eE+") == ""
+	// Other scalars: false/0 are falsy (→ {}), and json.loads rejects the rest (→ {}).
+	return empty
 }

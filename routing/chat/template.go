@@ -193,7 +193,7 @@ func readTokenizerConfig(path string) (map[string]any, string, error) {
 
 // tokenText reads a special token given as a string or as an AddedToken object {"content": …}.
 func tokenText(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 {
+	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
 	}
 	var s string

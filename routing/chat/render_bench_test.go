@@ -1,0 +1,68 @@
+package chat_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kvroute/kvroute/routing/chat"
+)
+
+// chatBody4k builds a multi-turn chat request with a video, tools and a tool call whose
+// rendered Qwen3-VL prompt is about 4,000 tokens (about 17,000 bytes of English text).
+func chatBody4k() []byte {
+	sentence := "The quick brown fox jumps over the lazy dog while the camera pans slowly across the field. "
+	var msgs []map[string]any
+	msgs = append(msgs, map[string]any{"role": "system", "content": "You are a careful video analyst."})
+	for i := 0; i < 12; i++ {
+		msgs = append(msgs, map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "text", "text": fmt.Sprintf("Turn %d. ", i) + strings.Repeat(sentence, 8)},
+		}})
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": strings.Repeat(sentence, 8)})
+	}
+	msgs = append(msgs, map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "video_url", "video_url": map[string]any{"url": "https://example.com/clip.mp4"}},
+		map[string]any{"type": "text", "text": "What happens at the end?"},
+	}})
+	body, _ := json.Marshal(map[string]any{"model": "qwen3-vl", "messages": msgs, "tools": []any{
+		map[string]any{"type": "function", "function": map[string]any{"name": "search_video", "description": "Find an event.",
+			"parameters": map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}}}},
+	}})
+	return body
+}
+
+func BenchmarkRender4k(b *testing.B) {
+	tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := chatBody4k()
+	req, err := chat.ParseRequest(body)
+	if err != nil || req.SchemaErr != nil {
+		b.Fatal(err, req.SchemaErr)
+	}
+	out, err := tmpl.Render(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(out)), "prompt_bytes")
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tmpl.Render(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseRequest4k(b *testing.B) {
+	body := chatBody4k()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := chat.ParseRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

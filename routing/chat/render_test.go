@@ -1,0 +1,165 @@
+package chat_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvroute/kvroute/routing/chat"
+)
+
+func mustTemplate(t *testing.T, src string) *chat.Template {
+	t.Helper()
+	tmpl, err := chat.NewTemplate(src, map[string]any{"eos_token": "<E>", "bos_token": "<B>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+func render(t *testing.T, tmpl *chat.Template, body string) (string, error) {
+	t.Helper()
+	r, err := chat.ParseRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl.Render(r)
+}
+
+// Tool-call arguments go through json.loads and back through tojson: Python's json.dumps
+// output (", " / ": " separators, float repr, raw U+2028/2029 and non-ASCII, exact big ints).
+func TestRenderToJSONPythonSemantics(t *testing.T) {
+	tmpl := mustTemplate(t, `{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.arguments | tojson }}|{{ c.function.arguments.big }}|{% endfor %}{% endfor %}`)
+	for _, tc := range []struct{ args, want string }{
+		{`{\"a\":1.50,\"b\":1e3,\"c\":-0.0,\"d\":[1,2.0,3e-7],\"e\":12345678901234567890}`,
+			`{"a": 1.5, "b": 1000.0, "c": -0.0, "d": [1, 2.0, 3e-07], "e": 12345678901234567890}||`},
+		{`{\"big\":-123456789012345678901234567890,\"f\":1e16,\"g\":0.0001,\"h\":1e-5,\"i\":1e400,\"j\":-0}`,
+			`{"big": -123456789012345678901234567890, "f": 1e+16, "g": 0.0001, "h": 1e-05, "i": Infinity, "j": 0}|-123456789012345678901234567890|`},
+		{`{\"s\":\"\u2028\u2029 é \\\"q\\\" \\\\ \\n <&>\",\"t\":true,\"n\":null}`,
+			"{\"s\": \"\u2028\u2029 é \\\"q\\\" \\\\ \\n <&>\", \"t\": true, \"n\": null}||"},
+		{`{\"k\":1,\"z\":2,\"k\":3}`, `{"k": 3, "z": 2}||`},
+		{`{\"x\":NaN,\"y\":-Infinity}`, `{"x": NaN, "y": -Infinity}||`},
+		{`not json`, `{}||`},
+		{``, `{}||`},
+	} {
+		body := `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"` + tc.args + `"}}]}]}`
+		got, err := render(t, tmpl, body)
+		if err != nil {
+			t.Errorf("%s: %v", tc.args, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.args, got, tc.want)
+		}
+	}
+}
+
+// A string that holds the big-integer marker is refused only when a big integer needs marking.
+func TestRenderReservedRune(t *testing.T) {
+	tmpl := mustTemplate(t, `{% for m in messages %}{% for c in m.content %}{{ c.text }}{% endfor %}{% endfor %}`)
+	if got, err := render(t, tmpl, `{"messages":[{"role":"user","content":"a`+"\U0010FFFD"+`b"}]}`); err != nil || got != "a\U0010FFFDb" {
+		t.Errorf("marker without big int: %q %v", got, err)
+	}
+	_, err := render(t, tmpl, `{"messages":[{"role":"user","content":"a`+"\U0010FFFD"+`b"}],"chat_template_kwargs":{"n":99999999999999999999}}`)
+	if !errors.Is(err, chat.ErrRender) {
+		t.Errorf("marker with big int: err %v, want ErrRender", err)
+	}
+}
+
+func TestRenderErrors(t *testing.T) {
+	tmpl := mustTemplate(t, `{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}{% endif %}{{ m.role }}{% endfor %}`)
+	for _, tc := range []struct{ body, want string }{
+		{`{"messages":[{"role":"tool","content":"x"}]}`, "no tools here"},
+		{`{"messages":[{"role":"wizard","content":"x"}]}`, `unknown role "wizard"`},
+		{`{"messages":[{"role":"user","content":{"a":1}}]}`, "content is object"},
+		{`{"messages":[{"role":"user","content":[{"type":"text","text":5}]}]}`, "text part without a string text"},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"x"}]}]}`, "function missing"},
+	} {
+		_, err := render(t, tmpl, tc.body)
+		if err == nil || !errors.Is(err, chat.ErrRender) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want ErrRender containing %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+// The Jinja features chat templates rely on, with Jinja2's output.
+func TestRenderJinjaFeatures(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"chat_template_kwargs":{"enable_thinking":false,"n":2.0}}`
+	for _, tc := range []struct{ src, want string }{
+		// trim_blocks drops the newline after a block tag; lstrip_blocks strips the indent before it.
+		{"{% for m in messages %}\n    {% if m.role == 'user' %}\n{{ m.content }}\n    {% endif %}\n{% endfor %}", "a\nc\n"},
+		{"{% for m in messages[::-1] %}{{ m.role[0] }}{% endfor %}", "uau"},
+		{"{% for m in messages[1:] %}{{ loop.index }}{% endfor %}", "12"},
+		{"{% set ns = namespace(last=-1) %}{% for m in messages %}{% if m.role == 'user' %}{% set ns.last = loop.index0 %}{% endif %}{% endfor %}{{ ns.last }}", "2"},
+		{"{% for m in messages %}{% if loop.index0 == 1 %}{% continue %}{% endif %}{% if loop.last %}{% break %}{% endif %}{{ m.role }}{% endfor %}", "user"},
+		{"{{ enable_thinking }} {{ n }} {{ add_generation_prompt }} {{ bos_token }}{{ eos_token }} {{ tools }}", "False 2.0 True <B><E> None"},
+		{"{{ '  x\\n'.strip('\\n') }}|{{ 'a</think>b'.split('</think>')[-1] }}", "  x|b"},
+	} {
+		tmpl := mustTemplate(t, tc.src)
+		got, err := render(t, tmpl, body)
+		if err != nil {
+			t.Errorf("%q: %v", tc.src, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%q:\n got %q\nwant %q", tc.src, got, tc.want)
+		}
+	}
+	tmpl := mustTemplate(t, `{{ strftime_now('%Y') }}`)
+	got, err := render(t, tmpl, body)
+	if y := time.Now().Year(); err != nil || (got != strconv.Itoa(y) && got != strconv.Itoa(y+1)) {
+		t.Errorf("strftime_now: %q %v", got, err)
+	}
+}
+
+// vLLM's content format: a template that never loops over message content gets strings, with
+// text parts joined by "\n"; media parts are then an error.
+func TestRenderStringContentFormat(t *testing.T) {
+	tmpl := mustTemplate(t, `{% for m in messages %}[{{ m.content }}]{% endfor %}`)
+	got, err := render(t, tmpl, `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null}]}`)
+	if err != nil || got != "[a\nb][]" {
+		t.Errorf("string format: %q %v", got, err)
+	}
+	_, err = render(t, tmpl, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`)
+	if !errors.Is(err, chat.ErrRender) {
+		t.Errorf("media with string format: err %v", err)
+	}
+}
+
+func TestLoadTemplateOrder(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := chat.LoadTemplate(dir); !errors.Is(err, chat.ErrNoTemplate) {
+		t.Fatalf("empty dir: %v", err)
+	}
+	body := `{"messages":[{"role":"user","content":"x"}]}`
+	check := func(want, file string) {
+		t.Helper()
+		tmpl, err := chat.LoadTemplate(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := render(t, tmpl, body); err != nil || got != want || filepath.Base(tmpl.File) != file {
+			t.Errorf("got %q (%v) from %s, want %q from %s", got, err, tmpl.File, want, file)
+		}
+	}
+	write("tokenizer_config.json", `{"eos_token":{"content":"<E>","special":true},"bos_token":null,"pad_token":"<P>",
+		"additional_special_tokens":["<x>","<y>"],"chat_template":[{"name":"tool_use","template":"T"},{"name":"default","template":"cfg{{ eos_token }}{{ pad_token }}{{ bos_token is defined }}{{ additional_special_tokens|length }}"}]}`)
+	check("cfg<E><P>False2", "tokenizer_config.json")
+	write("chat_template.json", `{"chat_template":"json{{ eos_token }}"}`)
+	check("json<E>", "chat_template.json")
+	write("chat_template.jinja", "jinja{{ pad_token }}")
+	check("jinja<P>", "chat_template.jinja")
+	write("chat_template.jinja", "{% if %}")
+	if _, err := chat.LoadTemplate(dir); err == nil {
+		t.Errorf("bad template compiled")
+	}
+}
