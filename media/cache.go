@@ -1,0 +1,112 @@
+package media
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/zeebo/xxh3"
+)
+
+// CacheKey identifies one decode: XXH3-128 of the fetched bytes plus the sampler parameters.
+type CacheKey struct {
+	Content xxh3.Uint128
+	Sampler string
+}
+
+// NewCacheKey hashes data (XXH3-128) and pairs it with the sampler parameter string.
+func NewCacheKey(data []byte, samplerKey string) CacheKey {
+	return CacheKey{Content: xxh3.Hash128(data), Sampler: samplerKey}
+}
+
+// Cache is an LRU of decode results (stats, indices, metadata, identity; never frames), bounded by
+// entry count and by approximate bytes. Safe for concurrent use.
+type Cache struct {
+	maxEntries int
+	maxBytes   int64
+
+	mu    sync.Mutex // guards everything below
+	ll    *list.List // front = most recently used; values are *cacheEntry
+	items map[CacheKey]*list.Element
+	bytes int64
+	hits  uint64
+	miss  uint64
+}
+
+type cacheEntry struct {
+	key  CacheKey
+	res  Result
+	size int64
+}
+
+// NewCache returns an LRU holding at most maxEntries results and maxBytes approximate bytes.
+func NewCache(maxEntries int, maxBytes int64) *Cache {
+	return &Cache{maxEntries: maxEntries, maxBytes: maxBytes, ll: list.New(), items: map[CacheKey]*list.Element{}}
+}
+
+func entrySize(k CacheKey, r *Result) int64 {
+	return int64(160 + len(k.Sampler) + len(r.Metadata) + 8*len(r.Indices) + len(r.Stats.Codec) + len(r.Stats.PixelFormat))
+}
+
+// Get returns a copy of the cached result for k (Cached set, no Frames).
+func (c *Cache) Get(k CacheKey) (*Result, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[k]
+	if !ok {
+		c.miss++
+		return nil, false
+	}
+	c.hits++
+	c.ll.MoveToFront(el)
+	r := el.Value.(*cacheEntry).res
+	r.Indices = append([]int(nil), r.Indices...)
+	r.Metadata = append([]byte(nil), r.Metadata...)
+	r.Cached = true
+	return &r, true
+}
+
+// Put stores r under k (without its frames), evicting least recently used entries over the bounds.
+// A result larger than the byte bound is not stored.
+func (c *Cache) Put(k CacheKey, r *Result) {
+	e := &cacheEntry{key: k, res: *r}
+	e.res.Frames = nil
+	e.res.Cached = false
+	e.res.Indices = append([]int(nil), r.Indices...)
+	e.res.Metadata = append([]byte(nil), r.Metadata...)
+	e.size = entrySize(k, &e.res)
+	if e.size > c.maxBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		c.bytes -= el.Value.(*cacheEntry).size
+		el.Value = e
+		c.bytes += e.size
+		c.ll.MoveToFront(el)
+	} else {
+		c.items[k] = c.ll.PushFront(e)
+		c.bytes += e.size
+	}
+	for c.ll.Len() > c.maxEntries || c.bytes > c.maxBytes {
+		el := c.ll.Back()
+		old := el.Value.(*cacheEntry)
+		c.ll.Remove(el)
+		delete(c.items, old.key)
+		c.bytes -= old.size
+	}
+}
+
+// CacheStats are the cache's counters.
+type CacheStats struct {
+	Entries      int
+	Bytes        int64
+	Hits, Misses uint64
+}
+
+// Stats returns the current counters.
+func (c *Cache) Stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return CacheStats{Entries: c.ll.Len(), Bytes: c.bytes, Hits: c.hits, Misses: c.miss}
+}

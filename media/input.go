@@ -1,0 +1,348 @@
+package media
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/asticode/go-astiav"
+
+	"github.com/kvroute/kvroute/routing/reason"
+)
+
+// Rational is a frame rate or time base as FFmpeg reports it.
+type Rational struct{ Num, Den int }
+
+// Float returns Num/Den as float64, 0 when Den is 0.
+func (r Rational) Float() float64 {
+	if r.Den == 0 {
+		return 0
+	}
+	return float64(r.Num) / float64(r.Den)
+}
+
+func (r Rational) String() string { return fmt.Sprintf("%d/%d", r.Num, r.Den) }
+
+// Stats are the probe facts of a clip's video stream (DESIGN.md §3 definitions).
+type Stats struct {
+	// Codec is "vp8" or "vp9".
+	Codec string
+	// Width and Height are the coded frame size in pixels: the container's, replaced by the first
+	// decoded frame's once decoding ran.
+	Width, Height int
+	// PixelFormat is the decoded pixel format (e.g. "yuv420p"), empty before decoding.
+	PixelFormat string
+	// AvgFrameRate and RealFrameRate are the stream's avg_frame_rate and r_frame_rate.
+	AvgFrameRate, RealFrameRate Rational
+	// FPS is source_fps: AvgFrameRate, or RealFrameRate when the average is 0/0.
+	FPS float64
+	// Duration is source_duration in seconds: duration_ts*tb_num/tb_den when the stream has a
+	// duration, else the container duration, else 0.
+	Duration float64
+	// HeaderFrames is the container's frame count (nb_frames), 0 when unknown.
+	HeaderFrames int64
+	// DecodedFrames is the number of presentable frames the decoder returned; 0 until counted.
+	DecodedFrames int
+	// StreamIndex is the container index of the video stream.
+	StreamIndex int
+}
+
+// ContainerFrames is the frame count a loader that trusts the container sees (frame_count_source
+// "container", DESIGN.md §2.3): nb_frames, else round(duration × fps) (ties to even), else 0.
+func (s Stats) ContainerFrames() int {
+	if s.HeaderFrames > 0 {
+		return int(s.HeaderFrames)
+	}
+	n := math.RoundToEven(s.Duration * s.FPS)
+	if n > 0 && n < math.MaxInt32 {
+		return int(n)
+	}
+	return 0
+}
+
+// memReader serves a byte slice to FFmpeg's custom AVIO read and seek callbacks.
+type memReader struct {
+	b   []byte
+	off int64
+}
+
+// errEinval is AVERROR(EINVAL) (Linux errno 22), which go-astiav names nowhere.
+var errEinval = astiav.Error(-22)
+
+// avseekSize is AVSEEK_SIZE: the callback is asked for the stream size.
+const avseekSize = 0x10000
+
+func (m *memReader) read(p []byte) (int, error) {
+	if m.off >= int64(len(m.b)) {
+		return 0, astiav.ErrEof
+	}
+	n := copy(p, m.b[m.off:])
+	m.off += int64(n)
+	return n, nil
+}
+
+func (m *memReader) seek(offset int64, whence int) (int64, error) {
+	if whence&avseekSize != 0 {
+		return int64(len(m.b)), nil
+	}
+	var abs int64
+	switch whence & 0xffff {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = m.off + offset
+	case io.SeekEnd:
+		abs = int64(len(m.b)) + offset
+	default:
+		return 0, errEinval
+	}
+	if abs < 0 {
+		return 0, errEinval
+	}
+	m.off = abs
+	return abs, nil
+}
+
+// input is one opened clip: demuxer over memory, the video stream and its decoder.
+type input struct {
+	cfg    *DecoderConfig
+	ioc    *astiav.IOContext
+	fc     *astiav.FormatContext
+	opened bool
+	cc     *astiav.CodecContext
+	stream *astiav.Stream
+	stats  Stats
+}
+
+// openInput demuxes data from memory, selects the video stream and checks it (DESIGN.md §3, §6):
+// no parseable container or video stream → MediaUndecodable; another codec → UnsupportedCodec;
+// several real video streams → MultiStream; a display matrix → Rotation; a container size over the
+// cap → FrameTooLarge. The decoder is opened with max_pixels, so no frame over the cap is allocated.
+func openInput(cfg *DecoderConfig, data []byte) (in *input, err error) {
+	in = &input{cfg: cfg}
+	defer func() {
+		if err != nil {
+			in.close()
+			in = nil
+		}
+	}()
+	if len(data) == 0 {
+		return nil, reason.New(reason.MediaUndecodable, "decoding video: empty input")
+	}
+	mr := &memReader{b: data}
+	in.ioc, err = astiav.AllocIOContext(64<<10, false, mr.read, mr.seek, nil)
+	if err != nil {
+		return nil, fmt.Errorf("allocating io context: %w", err)
+	}
+	in.fc = astiav.AllocFormatContext()
+	if in.fc == nil {
+		return nil, errors.New("allocating format context failed")
+	}
+	in.fc.SetPb(in.ioc)
+	if err := in.fc.OpenInput("", nil, nil); err != nil {
+		in.fc = nil // avformat_open_input frees the context on failure
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "opening container")
+	}
+	in.opened = true
+	maxPixels := int64(cfg.MaxWidth) * int64(cfg.MaxHeight)
+	if err := findStreamInfo(in.fc, maxPixels, 1); err != nil {
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "reading stream info")
+	}
+	idx, real := selectVideoStream(in.fc)
+	if real == 0 || idx < 0 {
+		return nil, reason.New(reason.MediaUndecodable, "decoding video: no video stream")
+	}
+	if real > 1 {
+		return nil, reason.New(reason.MultiStream, "decoding video: %d video streams", real)
+	}
+	in.stream = in.fc.Streams()[idx]
+	cp := in.stream.CodecParameters()
+	s := &in.stats
+	s.StreamIndex = idx
+	switch cp.CodecID() {
+	case astiav.CodecIDVp8:
+		s.Codec = "vp8"
+	case astiav.CodecIDVp9:
+		s.Codec = "vp9"
+	default:
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not vp8 or vp9", cp.CodecID())
+	}
+	s.Width, s.Height = cp.Width(), cp.Height()
+	if err := cfg.checkSize(s.Width, s.Height, "container"); err != nil {
+		return nil, err
+	}
+	if dm := in.stream.SideData(astiav.PacketSideDataTypeDisplaymatrix); len(dm) > 0 && !identityMatrix(dm) {
+		return nil, reason.New(reason.Rotation, "decoding video: display matrix present")
+	}
+	avg, rfr := in.stream.AvgFrameRate(), in.stream.RFrameRate()
+	s.AvgFrameRate = Rational{avg.Num(), avg.Den()}
+	s.RealFrameRate = Rational{rfr.Num(), rfr.Den()}
+	if s.AvgFrameRate.Num != 0 && s.AvgFrameRate.Den != 0 {
+		s.FPS = s.AvgFrameRate.Float()
+	} else {
+		s.FPS = s.RealFrameRate.Float()
+	}
+	tb := in.stream.TimeBase()
+	if d := in.stream.Duration(); d > 0 && tb.Den() != 0 {
+		s.Duration = float64(d) * float64(tb.Num()) / float64(tb.Den())
+	} else if d := in.fc.Duration(); d > 0 {
+		s.Duration = float64(d) / 1e6
+	}
+	s.HeaderFrames = in.stream.NbFrames()
+
+	codec := astiav.FindDecoderByName(s.Codec)
+	if codec == nil {
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: no %s decoder in this FFmpeg", s.Codec)
+	}
+	in.cc = astiav.AllocCodecContext(codec)
+	if in.cc == nil {
+		return nil, errors.New("allocating codec context failed")
+	}
+	if err := cp.ToCodecContext(in.cc); err != nil {
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "copying codec parameters")
+	}
+	opts := astiav.NewDictionary()
+	defer opts.Free()
+	_ = opts.Set("max_pixels", fmt.Sprint(maxPixels), 0)
+	_ = opts.Set("threads", fmt.Sprint(cfg.Threads), 0)
+	if err := in.cc.Open(codec, opts); err != nil {
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "opening %s decoder", s.Codec)
+	}
+	return in, nil
+}
+
+// identityMatrix reports whether a display matrix side data block is the identity (no rotation).
+func identityMatrix(dm []byte) bool {
+	if len(dm) < 36 {
+		return false
+	}
+	want := [9]int32{1 << 16, 0, 0, 0, 1 << 16, 0, 0, 0, 1 << 30}
+	for i, w := range want {
+		v := int32(uint32(dm[4*i]) | uint32(dm[4*i+1])<<8 | uint32(dm[4*i+2])<<16 | uint32(dm[4*i+3])<<24)
+		if v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func (in *input) close() {
+	if in == nil {
+		return
+	}
+	if in.cc != nil {
+		in.cc.Free()
+		in.cc = nil
+	}
+	if in.fc != nil {
+		if in.opened {
+			in.fc.CloseInput()
+		}
+		in.fc.Free()
+		in.fc = nil
+	}
+	if in.ioc != nil {
+		in.ioc.Free()
+		in.ioc = nil
+	}
+}
+
+// frameVisitor is called for every presentable frame, in output order, with its index.
+type frameVisitor func(idx int, f *astiav.Frame) error
+
+// decode reads every packet of the video stream, checks each declared frame size before the packet
+// reaches the decoder, drains the decoder after every packet (VP9 superframes hold hidden frames)
+// and flushes it at EOF. A read error ends the stream as it does for the ffmpeg CLI (truncated
+// files keep the frames decoded so far); undecodable packets are skipped. It returns the number of
+// presentable frames. ctx is checked between packets.
+func (in *input) decode(ctx context.Context, visit frameVisitor) (int, error) {
+	pkt := astiav.AllocPacket()
+	defer pkt.Free()
+	frame := astiav.AllocFrame()
+	defer frame.Free()
+	count := 0
+	first := true
+	receive := func() error {
+		for {
+			err := in.cc.ReceiveFrame(frame)
+			if errors.Is(err, astiav.ErrEagain) || errors.Is(err, astiav.ErrEof) {
+				return nil
+			}
+			if err != nil {
+				return nil // a broken frame is skipped, as the ffmpeg CLI does
+			}
+			err = in.onFrame(frame, count, &first, visit)
+			frame.Unref()
+			if err != nil {
+				return err
+			}
+			count++
+		}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return count, ctxError(err)
+		}
+		if err := in.fc.ReadFrame(pkt); err != nil {
+			break // EOF, or a read error: the stream ends here
+		}
+		if pkt.StreamIndex() != in.stats.StreamIndex {
+			pkt.Unref()
+			continue
+		}
+		for _, fs := range packetFrameSizes(in.stats.Codec, pkt.Data()) {
+			if err := in.cfg.checkSize(fs.w, fs.h, "bitstream"); err != nil {
+				pkt.Unref()
+				return count, err
+			}
+		}
+		err := in.cc.SendPacket(pkt)
+		pkt.Unref()
+		if errors.Is(err, astiav.ErrEagain) {
+			return count, reason.New(reason.MediaUndecodable, "decoding video: decoder refused input while drained")
+		}
+		if err := receive(); err != nil {
+			return count, err
+		}
+	}
+	if err := in.cc.SendPacket(nil); err == nil {
+		if err := receive(); err != nil {
+			return count, err
+		}
+	}
+	return count, nil
+}
+
+// onFrame checks one decoded frame (size, format, rotation, frame cap) and hands it to visit.
+func (in *input) onFrame(f *astiav.Frame, idx int, first *bool, visit frameVisitor) error {
+	w, h := f.Width(), f.Height()
+	if err := in.cfg.checkSize(w, h, "decoded frame"); err != nil {
+		return err
+	}
+	if *first {
+		*first = false
+		in.stats.Width, in.stats.Height = w, h
+		in.stats.PixelFormat = f.PixelFormat().String()
+	} else if w != in.stats.Width || h != in.stats.Height {
+		return reason.New(reason.ResolutionChange, "decoding video: frame %d is %dx%d, first was %dx%d", idx, w, h, in.stats.Width, in.stats.Height)
+	} else if pf := f.PixelFormat().String(); pf != in.stats.PixelFormat {
+		return reason.New(reason.ResolutionChange, "decoding video: frame %d is %s, first was %s", idx, pf, in.stats.PixelFormat)
+	}
+	if sd := f.SideData(astiav.FrameSideDataTypeDisplaymatrix); sd != nil && !identityMatrix(sd.Data()) {
+		return reason.New(reason.Rotation, "decoding video: frame %d carries a display matrix", idx)
+	}
+	if idx >= in.cfg.MaxDecodedFrames {
+		return reason.New(reason.FrameLimit, "decoding video: more than %d frames", in.cfg.MaxDecodedFrames)
+	}
+	return visit(idx, f)
+}
+
+// ctxError maps a context error to the decode_timeout fallback (deadline) or passes a cancellation.
+func ctxError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return reason.Wrap(reason.DecodeTimeout, err, "decoding video")
+	}
+	return fmt.Errorf("decoding video: %w", err)
+}

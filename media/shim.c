@@ -1,0 +1,156 @@
+#include "shim.h"
+
+#include <string.h>
+#include <libavcodec/avcodec.h>
+#include <libavutil/cpu.h>
+#include <libavutil/dict.h>
+#include <libavutil/opt.h>
+#include <libavutil/pixfmt.h>
+#include <libswscale/swscale.h>
+
+int kv_find_stream_info(AVFormatContext *fc, int64_t max_pixels, int threads) {
+	unsigned n = fc->nb_streams;
+	AVDictionary **opts = NULL;
+	int ret;
+	if (n > 0) {
+		opts = av_calloc(n, sizeof(*opts));
+		if (!opts)
+			return AVERROR(ENOMEM);
+		for (unsigned i = 0; i < n; i++) {
+			av_dict_set_int(&opts[i], "max_pixels", max_pixels, 0);
+			av_dict_set_int(&opts[i], "threads", threads, 0);
+		}
+	}
+	ret = avformat_find_stream_info(fc, opts);
+	for (unsigned i = 0; i < n; i++)
+		av_dict_free(&opts[i]);
+	av_free(opts);
+	return ret;
+}
+
+int kv_real_video_streams(AVFormatContext *fc, int *first) {
+	int count = 0;
+	*first = -1;
+	for (unsigned i = 0; i < fc->nb_streams; i++) {
+		AVStream *st = fc->streams[i];
+		if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO)
+			continue;
+		if (st->disposition & AV_DISPOSITION_ATTACHED_PIC)
+			continue;
+		if (*first < 0)
+			*first = (int)i;
+		count++;
+	}
+	return count;
+}
+
+int kv_best_video_stream(AVFormatContext *fc) {
+	return av_find_best_stream(fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+}
+
+int kv_is_attached_pic(AVFormatContext *fc, int idx) {
+	if (idx < 0 || (unsigned)idx >= fc->nb_streams)
+		return 0;
+	return (fc->streams[idx]->disposition & AV_DISPOSITION_ATTACHED_PIC) != 0;
+}
+
+int kv_nb_streams(AVFormatContext *fc) { return (int)fc->nb_streams; }
+
+void kv_force_cpu_flags(int flags) { av_force_cpu_flags(flags); }
+
+int kv_get_cpu_flags(void) { return av_get_cpu_flags(); }
+
+struct kv_scaler {
+	struct SwsContext *sws;
+	AVFrame *out;
+	int w, h;
+	int last_space, last_range;
+};
+
+kv_scaler *kv_scaler_new(int w, int h, int format, int flags) {
+	kv_scaler *s = av_mallocz(sizeof(*s));
+	if (!s)
+		return NULL;
+	s->w = w;
+	s->h = h;
+	s->last_space = -1;
+	s->last_range = -1;
+	s->sws = sws_alloc_context();
+	if (!s->sws)
+		goto fail;
+	// The same options, in the same order, as libavfilter/vf_scale.c config_props (FFmpeg 5.1).
+	av_opt_set_int(s->sws, "sws_flags", flags, 0);
+	av_opt_set_int(s->sws, "threads", 1, 0);
+	av_opt_set_int(s->sws, "srcw", w, 0);
+	av_opt_set_int(s->sws, "srch", h, 0);
+	av_opt_set_int(s->sws, "src_format", format, 0);
+	av_opt_set_int(s->sws, "dstw", w, 0);
+	av_opt_set_int(s->sws, "dsth", h, 0);
+	av_opt_set_int(s->sws, "dst_format", AV_PIX_FMT_RGB24, 0);
+	// MPEG-2 chroma siting for yuv420p, as the scale filter sets it (in_v_chr_pos default -513).
+	av_opt_set_int(s->sws, "src_h_chr_pos", -513, 0);
+	av_opt_set_int(s->sws, "src_v_chr_pos", format == AV_PIX_FMT_YUV420P ? 128 : -513, 0);
+	av_opt_set_int(s->sws, "dst_h_chr_pos", -513, 0);
+	av_opt_set_int(s->sws, "dst_v_chr_pos", -513, 0);
+	if (sws_init_context(s->sws, NULL, NULL) < 0)
+		goto fail;
+	s->out = av_frame_alloc();
+	if (!s->out)
+		goto fail;
+	s->out->width = w;
+	s->out->height = h;
+	s->out->format = AV_PIX_FMT_RGB24;
+	if (av_frame_get_buffer(s->out, 0) < 0)
+		goto fail;
+	return s;
+fail:
+	kv_scaler_free(s);
+	return NULL;
+}
+
+// colorspace_table mirrors parse_yuv_type("auto", colorspace) of libavfilter/vf_scale.c.
+static const int *colorspace_table(int colorspace) {
+	if (colorspace < 1 || colorspace > 10 || colorspace == 8)
+		colorspace = AVCOL_SPC_BT470BG;
+	return sws_getCoefficients(colorspace);
+}
+
+int kv_scale(kv_scaler *s, const AVFrame *src, uint8_t *dst, int64_t dst_len) {
+	int row = s->w * 3;
+	if (src->width != s->w || src->height != s->h)
+		return AVERROR(EINVAL);
+	if (dst_len < (int64_t)row * s->h)
+		return AVERROR(EINVAL);
+	if (src->colorspace != s->last_space || src->color_range != s->last_range) {
+		int *inv_table, *table, in_full, out_full, brightness, contrast, saturation;
+		if (sws_getColorspaceDetails(s->sws, &inv_table, &in_full, &table, &out_full,
+		                             &brightness, &contrast, &saturation) < 0)
+			return AVERROR(EINVAL);
+		inv_table = (int *)colorspace_table(src->colorspace);
+		table = inv_table;
+		if (src->color_range != AVCOL_RANGE_UNSPECIFIED)
+			in_full = src->color_range == AVCOL_RANGE_JPEG;
+		sws_setColorspaceDetails(s->sws, inv_table, in_full, table, out_full,
+		                         brightness, contrast, saturation);
+		s->last_space = src->colorspace;
+		s->last_range = src->color_range;
+	}
+	int ret = sws_scale(s->sws, (const uint8_t *const *)src->data, src->linesize, 0, s->h,
+	                    s->out->data, s->out->linesize);
+	if (ret < 0)
+		return ret;
+	if (ret != s->h)
+		return AVERROR(EINVAL);
+	for (int y = 0; y < s->h; y++)
+		memcpy(dst + (int64_t)y * row, s->out->data[0] + (int64_t)y * s->out->linesize[0], row);
+	return 0;
+}
+
+void kv_scaler_free(kv_scaler *s) {
+	if (!s)
+		return;
+	if (s->sws)
+		sws_freeContext(s->sws);
+	av_frame_free(&s->out);
+	av_free(s);
+}

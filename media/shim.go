@@ -1,0 +1,105 @@
+package media
+
+// #cgo pkg-config: libavformat libavcodec libavutil libswscale
+// #include <stdlib.h>
+// #include <libswscale/swscale.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/asticode/go-astiav"
+)
+
+// The swscale flag bits of DESIGN.md §3 (libswscale/swscale.h): bilinear+accurate_rnd+bitexact+
+// full_chroma_int. Plain bilinear, Dynamo's choice, is CPU dependent; these four are not.
+const (
+	swsBilinear      = C.SWS_BILINEAR
+	swsAccurateRnd   = C.SWS_ACCURATE_RND
+	swsBitexact      = C.SWS_BITEXACT
+	swsFullChrHInt   = C.SWS_FULL_CHR_H_INT
+	identitySwsFlags = swsBilinear | swsAccurateRnd | swsBitexact | swsFullChrHInt
+)
+
+// formatContextPtr returns the AVFormatContext behind fc. go-astiav v0.16.0 keeps it as the
+// first (unexported) field of FormatContext and offers no accessor; the layout is pinned by go.mod
+// and checked by TestFormatContextPointer.
+func formatContextPtr(fc *astiav.FormatContext) *C.AVFormatContext {
+	return *(**C.AVFormatContext)(unsafe.Pointer(fc))
+}
+
+// ForceCPUFlags calls av_force_cpu_flags: process-wide, it changes the SIMD code paths of every
+// decoder and scaler created afterwards (0 = no SIMD, -1 = detect again). For tests and debugging
+// only; the identity does not depend on it.
+func ForceCPUFlags(flags int) { C.kv_force_cpu_flags(C.int(flags)) }
+
+// CPUFlags returns av_get_cpu_flags().
+func CPUFlags() int { return int(C.kv_get_cpu_flags()) }
+
+// avError wraps an FFmpeg return code as a go-astiav error (errors.Is-able against astiav.ErrEof
+// and friends).
+func avError(ret C.int) error {
+	if ret >= 0 {
+		return nil
+	}
+	return astiav.Error(int(ret))
+}
+
+// findStreamInfo runs avformat_find_stream_info with max_pixels on every probing decoder.
+func findStreamInfo(fc *astiav.FormatContext, maxPixels int64, threads int) error {
+	return avError(C.kv_find_stream_info(formatContextPtr(fc), C.int64_t(maxPixels), C.int(threads)))
+}
+
+// selectVideoStream returns the index of the one real (not attached picture) video stream, the
+// number of real video streams, and av_find_best_stream's choice.
+func selectVideoStream(fc *astiav.FormatContext) (index, real int) {
+	p := formatContextPtr(fc)
+	var first C.int
+	real = int(C.kv_real_video_streams(p, &first))
+	best := int(C.kv_best_video_stream(p))
+	if best >= 0 && C.kv_is_attached_pic(p, C.int(best)) == 0 {
+		return best, real
+	}
+	return int(first), real
+}
+
+// scaler converts decoded frames to packed rgb24 at native size the way ffmpeg's scale filter does.
+type scaler struct {
+	c            *C.kv_scaler
+	w, h, pixFmt int
+}
+
+var errScaler = errors.New("creating swscale context failed")
+
+func newScaler(w, h int, pixFmt astiav.PixelFormat) (*scaler, error) {
+	c := C.kv_scaler_new(C.int(w), C.int(h), C.int(pixFmt), C.int(identitySwsFlags))
+	if c == nil {
+		return nil, fmt.Errorf("scaling %dx%d %s: %w", w, h, pixFmt, errScaler)
+	}
+	return &scaler{c: c, w: w, h: h, pixFmt: int(pixFmt)}, nil
+}
+
+// convert writes f as w*h*3 packed rgb24 bytes into dst.
+func (s *scaler) convert(f *astiav.Frame, dst []byte) error {
+	if len(dst) < s.w*s.h*3 || len(dst) == 0 {
+		return fmt.Errorf("converting frame: destination of %d bytes for %dx%d", len(dst), s.w, s.h)
+	}
+	ret := C.kv_scale(s.c, (*C.AVFrame)(f.UnsafePointer()), (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int64_t(len(dst)))
+	if err := avError(ret); err != nil {
+		return fmt.Errorf("converting frame to rgb24: %w", err)
+	}
+	return nil
+}
+
+func (s *scaler) free() {
+	if s != nil && s.c != nil {
+		C.kv_scaler_free(s.c)
+		s.c = nil
+	}
+}
+
+// nbStreams reads fc->nb_streams through the raw pointer (layout self-check for tests).
+func nbStreams(fc *astiav.FormatContext) int { return int(C.kv_nb_streams(formatContextPtr(fc))) }

@@ -1,0 +1,41 @@
+// Small C helpers for the calls go-astiav v0.16.0 does not expose (DESIGN.md §3).
+#ifndef KVROUTE_MEDIA_SHIM_H
+#define KVROUTE_MEDIA_SHIM_H
+
+#include <stdint.h>
+#include <libavformat/avformat.h>
+#include <libavutil/frame.h>
+
+// kv_find_stream_info runs avformat_find_stream_info with max_pixels and threads set on the probing
+// decoder of every stream, so probing never allocates a frame over max_pixels.
+int kv_find_stream_info(AVFormatContext *fc, int64_t max_pixels, int threads);
+
+// kv_real_video_streams counts the video streams that are not attached pictures and returns the
+// index of the first one in *first (-1 when none).
+int kv_real_video_streams(AVFormatContext *fc, int *first);
+
+// kv_best_video_stream is av_find_best_stream(fc, VIDEO, -1, -1, NULL, 0).
+int kv_best_video_stream(AVFormatContext *fc);
+
+// kv_is_attached_pic reports whether stream idx carries AV_DISPOSITION_ATTACHED_PIC.
+int kv_is_attached_pic(AVFormatContext *fc, int idx);
+
+// kv_nb_streams returns fc->nb_streams (used to check the pointer taken from go-astiav).
+int kv_nb_streams(AVFormatContext *fc);
+
+void kv_force_cpu_flags(int flags);
+int kv_get_cpu_flags(void);
+
+typedef struct kv_scaler kv_scaler;
+
+// kv_scaler_new builds the swscale context ffmpeg's scale filter builds for a frame of this size and
+// format converted to rgb24 at the same size with the given flags. NULL on failure.
+kv_scaler *kv_scaler_new(int w, int h, int format, int flags);
+
+// kv_scale converts src to packed rgb24 rows (w*3 bytes each) in dst of dst_len bytes, setting the
+// colour matrix and range from the frame as the scale filter does. Returns 0 or a negative AVERROR.
+int kv_scale(kv_scaler *s, const AVFrame *src, uint8_t *dst, int64_t dst_len);
+
+void kv_scaler_free(kv_scaler *s);
+
+#endif
