@@ -26,7 +26,7 @@ const (
 	FrameCountDecoded   = "decoded"
 	FrameCountContainer = "container"
 
-	PlaceholderBareVideoToken         = "bare_video_token"
+	PlaceholderBareVideoToken          = "bare_video_token"
 	PlaceholderVisionWrappedVideoToken = "vision_wrapped_video_token"
 
 	TimestampsSpliced = "spliced"
