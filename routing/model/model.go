@@ -1,0 +1,109 @@
+// Package model loads what the router needs to know about a served model from its Hugging Face
+// directory (tokenizer.json, the chat template, config.json) and turns a request into the
+// prompt token ids the worker will compute (DESIGN.md §1 step 2).
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/tokenizer"
+)
+
+// ErrNoTemplate is returned by PromptTokens for a chat request when the model has no chat
+// template.
+var ErrNoTemplate = errors.New("model has no chat template")
+
+// Model is a loaded model directory. It is read-only after Load and safe for concurrent use.
+type Model struct {
+	// Dir is the model directory.
+	Dir string
+	// Tokenizer is the model's tokenizer.json.
+	Tokenizer *tokenizer.Tokenizer
+	// Template is the chat template (chat.LoadTemplate's lookup order), or nil when the
+	// directory has none (completions prompts still tokenize).
+	Template *chat.Template
+	// TokenIDs are the vision token ids from config.json; Vision says they are present (false
+	// for a text-only model or a directory without config.json).
+	TokenIDs layout.TokenIDs
+	Vision   bool
+}
+
+// Load reads dir: tokenizer.json (required), the chat template (optional) and config.json
+// (optional; when it names vision_start_token_id, all four vision ids must be valid). Errors
+// are wrapped with the file they come from.
+func Load(dir string) (*Model, error) {
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("loading model %s: %w", dir, err)
+	}
+	m := &Model{Dir: dir, Tokenizer: tok}
+	m.Template, err = chat.LoadTemplate(dir)
+	if err != nil && !errors.Is(err, chat.ErrNoTemplate) {
+		return nil, fmt.Errorf("loading model %s: %w", dir, err)
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	vision, err := hasVisionIDs(cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("loading model %s: %w", dir, err)
+	}
+	if vision {
+		if m.TokenIDs, err = layout.ReadTokenIDs(cfgPath); err != nil {
+			return nil, fmt.Errorf("loading model %s: %w", dir, err)
+		}
+		m.Vision = true
+	}
+	return m, nil
+}
+
+// hasVisionIDs reports whether config.json exists and names vision_start_token_id.
+func hasVisionIDs(path string) (bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading config.json: %w", err)
+	}
+	var probe struct {
+		VisionStart json.RawMessage `json:"vision_start_token_id"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return false, fmt.Errorf("decoding config.json: %w", err)
+	}
+	return len(probe.VisionStart) > 0 && string(probe.VisionStart) != "null", nil
+}
+
+// PromptTokens returns the prompt text and its token ids for a parsed request, as the worker
+// computes them: a chat request is rendered through the chat template (chat.Template.Render)
+// and the result encoded without special tokens added (vLLM tokenizes rendered chat prompts
+// with add_special_tokens=False; added tokens in the text become single ids); a completions
+// request's string prompt is encoded the same way (exact for tokenizers whose post-processor
+// adds nothing, such as Qwen's). Media placeholders stay unexpanded. Errors: the request's
+// SchemaErr, ErrNoTemplate, or a chat.ErrRender error.
+func (m *Model) PromptTokens(req *chat.Request) (string, []uint32, error) {
+	if req.SchemaErr != nil {
+		return "", nil, fmt.Errorf("tokenizing prompt: %w", req.SchemaErr)
+	}
+	var prompt string
+	switch {
+	case req.HasMessages:
+		if m.Template == nil {
+			return "", nil, fmt.Errorf("tokenizing prompt: %w", ErrNoTemplate)
+		}
+		var err error
+		if prompt, err = m.Template.Render(req); err != nil {
+			return "", nil, fmt.Errorf("tokenizing prompt: %w", err)
+		}
+	case req.HasPrompt:
+		prompt = req.Prompt
+	default:
+		return "", nil, errors.New("tokenizing prompt: request has neither messages nor prompt")
+	}
+	return prompt, m.Tokenizer.Encode(prompt), nil
+}
