@@ -13,7 +13,7 @@ import (
 // (https://infra.spec.whatwg.org/#forgiving-base64-decode): percent-escapes are decoded first, ASCII
 // whitespace is ignored, the '=' padding is optional, and any other non-alphabet byte fails. Other data
 // is percent-decoded. Errors: reason.MediaFetchFailed for malformed data, reason.MediaTooLarge above
-// MaxBytes (checked on the encoded length before decoding).
+// MaxBytes (checked on the exact decoded length before decoding).
 func (f *Fetcher) fetchData(rawURL string) ([]byte, error) {
 	rest := rawURL[len("data:"):]
 	meta, payload, ok := strings.Cut(rest, ",")
@@ -23,14 +23,6 @@ func (f *Fetcher) fetchData(rawURL string) ([]byte, error) {
 	isBase64 := false
 	if i := strings.LastIndexByte(meta, ';'); i >= 0 && strings.EqualFold(strings.TrimSpace(meta[i+1:]), "base64") {
 		isBase64 = true
-	}
-	// The decoded size is at most len(payload) (percent form) or 3/4 of it (base64).
-	bound := int64(len(payload))
-	if isBase64 {
-		bound = bound / 4 * 3
-	}
-	if bound > f.p.maxBytes {
-		return nil, reason.New(reason.MediaTooLarge, "media is larger than %d bytes", f.p.maxBytes)
 	}
 	if strings.IndexByte(payload, '%') >= 0 {
 		s, err := url.PathUnescape(payload)
@@ -45,19 +37,22 @@ func (f *Fetcher) fetchData(rawURL string) ([]byte, error) {
 		}
 		return []byte(payload), nil
 	}
-	b, err := decodeBase64(payload)
+	payload = forgivingBase64(payload)
+	// Exact decoded size, checked before allocating it.
+	if int64(base64.RawStdEncoding.DecodedLen(len(payload))) > f.p.maxBytes {
+		return nil, reason.New(reason.MediaTooLarge, "media is larger than %d bytes", f.p.maxBytes)
+	}
+	b, err := base64.RawStdEncoding.DecodeString(payload)
 	if err != nil {
 		return nil, reason.Wrap(reason.MediaFetchFailed, err, "malformed data URL: invalid base64")
-	}
-	if int64(len(b)) > f.p.maxBytes {
-		return nil, reason.New(reason.MediaTooLarge, "media is larger than %d bytes", f.p.maxBytes)
 	}
 	return b, nil
 }
 
-// decodeBase64 is the WHATWG forgiving-base64 decode of s (after percent-decoding): ASCII whitespace
-// removed, then unpadded standard base64 with at most two trailing '=' when the length is a multiple of 4.
-func decodeBase64(s string) ([]byte, error) {
+// forgivingBase64 prepares s (already percent-decoded) for an unpadded standard base64 decode, as the
+// WHATWG forgiving-base64 decode does: ASCII whitespace removed, then up to two trailing '=' removed when
+// the length is a multiple of 4. Any '=' left fails the decode.
+func forgivingBase64(s string) string {
 	if strings.ContainsAny(s, " \t\n\f\r") {
 		s = strings.Map(func(r rune) rune {
 			switch r {
@@ -71,5 +66,5 @@ func decodeBase64(s string) ([]byte, error) {
 		s = strings.TrimSuffix(s, "=")
 		s = strings.TrimSuffix(s, "=")
 	}
-	return base64.RawStdEncoding.DecodeString(s)
+	return s
 }
