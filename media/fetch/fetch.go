@@ -168,17 +168,20 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string) ([]byte, error) 
 	return b, nil
 }
 
+// maxHintAlloc bounds the first buffer sized from a declared length (8 MiB).
+const maxHintAlloc = 8 << 20
+
 // errTooLarge is returned by readCapped when the source has more than the limit.
 var errTooLarge = errors.New("size limit exceeded")
 
 // readCapped reads r to EOF into a slice whose capacity never exceeds limit+1 bytes, and reads at most
 // limit+1 bytes from r. More than limit bytes gives a reason.MediaTooLarge error. sizeHint (a declared
-// length, -1 if unknown) only sizes the first allocation, never beyond 1 MiB, so a false declaration
-// cannot make it allocate.
+// length, -1 if unknown) sizes the first allocation (hint+1, so EOF needs no growth), but never beyond
+// maxHintAlloc: a server's declaration alone cannot make the router allocate much.
 func readCapped(r io.Reader, limit, sizeHint int64) ([]byte, error) {
 	initial := int64(32 << 10)
-	if sizeHint > 0 {
-		initial = min(sizeHint+1, 1<<20)
+	if sizeHint >= 0 {
+		initial = min(sizeHint+1, maxHintAlloc)
 	}
 	buf := make([]byte, 0, min(initial, limit+1))
 	for {

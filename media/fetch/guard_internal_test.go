@@ -254,8 +254,8 @@ func TestReadCapped(t *testing.T) {
 	if err != nil || string(got) != "tiny" {
 		t.Fatalf("lying hint: got %q, %v", got, err)
 	}
-	if cap(got) > 1<<20+1 {
-		t.Errorf("lying hint: cap %d, want at most 1 MiB", cap(got))
+	if cap(got) > maxHintAlloc {
+		t.Errorf("lying hint: cap %d, want at most %d", cap(got), maxHintAlloc)
 	}
 	// Errors other than EOF pass through.
 	if _, err := readCapped(io.MultiReader(strings.NewReader("ab"), errReader{}), 10, -1); err != io.ErrUnexpectedEOF {
