@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/tokenizer"
+)
+
+// maxRequestBytes bounds the request body read from stdin (the handler's default body cap).
+const maxRequestBytes = 64 << 20
+
+func init() {
+	register("tokens", "tokens --model DIR [--text TEXT] [< request.json]", runTokens)
+}
+
+// tokensOutput is the output for a chat or completions request on stdin.
+type tokensOutput struct {
+	Prompt   string   `json:"prompt"`
+	TokenIDs []uint32 `json:"token_ids"`
+}
+
+// textTokensOutput is the output for --text.
+type textTokensOutput struct {
+	TokenIDs []uint32 `json:"token_ids"`
+}
+
+func runTokens(args []string) (any, error) {
+	return tokens(args, os.Stdin)
+}
+
+// tokens implements `kvroute tokens` (DESIGN.md §10a). With --text it prints the Hugging Face
+// encode(text, add_special_tokens=False) ids of TEXT; otherwise it reads an OpenAI chat (or
+// completions) request body from stdin and prints the rendered prompt, media placeholders
+// unexpanded, and its token ids.
+func tokens(args []string, stdin io.Reader) (any, error) {
+	fs := flag.NewFlagSet("tokens", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dir := fs.String("model", "", "model directory (tokenizer.json, chat template, config.json)")
+	text := fs.String("text", "", "encode this text instead of a request read from stdin")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("parsing tokens flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("tokens: unexpected argument %q", fs.Arg(0))
+	}
+	if *dir == "" {
+		return nil, errors.New("tokens: --model DIR is required")
+	}
+	textSet := false
+	fs.Visit(func(f *flag.Flag) { textSet = textSet || f.Name == "text" })
+	if textSet {
+		tok, err := tokenizer.Load(filepath.Join(*dir, "tokenizer.json"))
+		if err != nil {
+			return nil, err
+		}
+		return textTokens(tok, *text), nil
+	}
+	body, err := io.ReadAll(io.LimitReader(stdin, maxRequestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading request from stdin: %w", err)
+	}
+	if len(body) > maxRequestBytes {
+		return nil, fmt.Errorf("reading request from stdin: body larger than %d bytes", maxRequestBytes)
+	}
+	req, err := chat.ParseRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.Load(*dir)
+	if err != nil {
+		return nil, err
+	}
+	prompt, ids, err := m.PromptTokens(req)
+	if err != nil {
+		return nil, err
+	}
+	return tokensOutput{Prompt: prompt, TokenIDs: nonNil(ids)}, nil
+}
+
+// textTokens is the --text output for text.
+func textTokens(tok *tokenizer.Tokenizer, text string) textTokensOutput {
+	return textTokensOutput{TokenIDs: nonNil(tok.Encode(text))}
+}
+
+func nonNil(ids []uint32) []uint32 {
+	if ids == nil {
+		return []uint32{}
+	}
+	return ids
+}
