@@ -115,7 +115,7 @@ func TestDecodeShapes(t *testing.T) {
 	stored := Event{Type: BlockStored, BlockHashes: []uint64{1<<63 + 5, 7}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 2,
 		Medium: "GPU", HasMedium: true, LoRAName: "ad", HasLoRAName: true, HasExtraKeys: true,
 		ExtraKeys: [][]ExtraKey{{{Kind: KeyString, Str: "ad"}, {Kind: KeyPair, Str: "x", Offset: -3}, {Kind: KeyOther, Raw: []byte{0xc3}}}, nil},
-		GroupIdx: 0, HasGroupIdx: true}
+		GroupIdx:  0, HasGroupIdx: true}
 	in := &Batch{TS: 1.5, Events: []Event{stored, {Type: BlockRemoved, BlockHashes: []uint64{9}}, {Type: AllBlocksCleared}}, DPRank: 2, HasDPRank: true}
 	for _, bf := range []Form{ArrayForm, MapForm} {
 		for _, ef := range []Form{ArrayForm, MapForm} {

@@ -79,7 +79,9 @@ func (dc *Decoder) peek() (byte, error) {
 	return c, nil
 }
 
-func isInt(c byte) bool { return msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64) }
+func isInt(c byte) bool {
+	return msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64)
+}
 
 func isArray(c byte) bool {
 	return msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32
