@@ -18,5 +18,13 @@
 //	reason.MediaFetchTimeout  not complete within Config.Timeout                          (400)
 //
 // The address policy (which IPs are refused by default) follows the IANA IPv4 and IPv6 special-purpose
-// address registries (RFC 6890 and updates); see Config for the switches that open parts of it.
+// address registries (RFC 6890 and updates): only global unicast is allowed. Loopback, private
+// (RFC 1918, fc00::/7, and the CGNAT shared space 100.64.0.0/10, which clusters and VPNs use for internal
+// services), link-local (169.254/16 with the cloud metadata address, fe80::/10), documentation,
+// benchmarking and reserved ranges are refused, as are their IPv4-mapped, NAT64 (64:ff9b::/96) and 6to4
+// (2002::/16) spellings. Unspecified (0.0.0.0/8, ::) and multicast addresses are never dialed. A host
+// whose last label is numeric ("2130706433", "0x7f000001", "127.1") must be a canonical dotted-quad
+// literal and is otherwise refused before any DNS lookup. Config.AllowLoopback, AllowPrivate, AllowCIDRs
+// and AllowAddrs open parts of the policy; AllowAddrs ("127.0.0.1:8081") is the narrow way to let a demo
+// or test media server on loopback through without opening the rest of loopback.
 package fetch

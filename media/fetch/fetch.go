@@ -129,7 +129,11 @@ func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 		return reason.New(reason.MediaFetchFailed, "media host %q redirected more than %d times",
 			hostOf(via[0].URL), f.p.maxRedirects)
 	}
-	return f.checkURL(req.URL)
+	if err := f.checkURL(req.URL); err != nil {
+		return err
+	}
+	req.Header.Del("Referer") // the previous URL may carry signed query parameters
+	return nil
 }
 
 func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string) ([]byte, error) {
@@ -218,8 +222,7 @@ func (f *Fetcher) mapErr(ctx context.Context, err error, host string) error {
 	var ne net.Error
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.As(err, &ne) && ne.Timeout() {
-		return reason.Wrap(reason.MediaFetchTimeout, err, "fetching media from host %q took longer than %s",
-			host, f.p.timeout)
+		return reason.Wrap(reason.MediaFetchTimeout, err, "fetching media from host %q timed out", host)
 	}
 	if errors.Is(err, context.Canceled) {
 		return reason.Wrap(reason.MediaFetchFailed, err, "fetching media from host %q was canceled", host)

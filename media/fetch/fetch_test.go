@@ -78,6 +78,7 @@ func TestSameBytesAcrossSchemes(t *testing.T) {
 	}
 	urls := []string{
 		srv.URL + "/a.webm",
+		"HTTP://" + strings.TrimPrefix(srv.URL, "http://") + "/a.webm",
 		srv.URL + "/to?u=" + url.QueryEscape(srv.URL+"/b.webm"),
 		tlsSrv.URL + "/a.webm",
 		"data:video/webm;base64," + b64,
@@ -273,7 +274,7 @@ func TestRedirectLimit(t *testing.T) {
 			http.Redirect(w, r, "/"+strconv.Itoa(n-1), http.StatusFound)
 			return
 		}
-		w.Write([]byte("end"))
+		w.Write([]byte("end" + r.Referer())) // the redirect hop must not leak the previous URL
 	})
 	cfg := loopbackConfig()
 	cfg.MaxRedirects = 3
