@@ -1,0 +1,222 @@
+package normalize
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/routing/blocks"
+)
+
+// ErrEvent is wrapped by errors about an event that decodes but cannot be normalized (block size or
+// token count that does not fit, extra_keys of the wrong length); such events are skipped and counted.
+var ErrEvent = errors.New("event cannot be normalized")
+
+// Config configures a Normalizer.
+type Config struct {
+	// Blocks is the model's block rule: block size and pad ids (from its config.json).
+	Blocks blocks.Config
+	// Encoding says how the publisher marks media: vllm (extra_keys), sglang (pad values already in
+	// token_ids), dynamo-json / dynamo-msgpack (tokens_hash given).
+	Encoding codec.Encoding
+	// MaxSaltedBlocks bounds the engine hash → cache salt memory used to salt later blocks of a salted
+	// chain; the oldest entries are forgotten first. Default: DefaultMaxSaltedBlocks.
+	MaxSaltedBlocks int
+}
+
+// DefaultMaxSaltedBlocks is the default Config.MaxSaltedBlocks (16 bytes each, plus map overhead).
+const DefaultMaxSaltedBlocks = 1 << 18
+
+// Stored is the index entry of one stored block.
+type Stored struct {
+	EngineHash uint64
+	// ParentEngineHash is the engine hash of the previous block of the chain; HasParent is false for
+	// the first block of a chain.
+	ParentEngineHash uint64
+	HasParent        bool
+	LocalHash        uint64
+	Kind             blocks.Kind
+	// Identities are the media identities read from the block's extra_keys, in order.
+	Identities []uint64
+}
+
+// Op is one normalized event.
+type Op struct {
+	Type    codec.Type
+	Stored  []Stored // BlockStored
+	Removed []uint64 // BlockRemoved: engine hashes
+	// Medium is the event's cache tier ("" when absent); WorkerID and DPRank are set for Dynamo events.
+	Medium   string
+	WorkerID uint64
+	DPRank   int64
+}
+
+// Result is one normalized batch.
+type Result struct {
+	// Ops are the batch's events in order (apply them in this order).
+	Ops []Op
+	// Skipped counts events that could not be normalized; FirstErr is the first reason (wraps ErrEvent).
+	Skipped  int
+	FirstErr error
+}
+
+// Normalizer normalizes the batches of ONE worker and data-parallel rank, in sequence order: it keeps
+// the cache salt of salted chains so that a chain continued in a later event gets the same seed. It is
+// not safe for concurrent use.
+type Normalizer struct {
+	cfg   Config
+	h     *blocks.Hasher
+	salts map[uint64]uint64 // engine hash → salt term of its chain (salted chains only)
+	ring  []uint64          // insertion order of salts keys, for the bound
+	next  int               // next ring slot to overwrite
+	ids   []uint64          // scratch
+}
+
+// New returns a Normalizer, or an error for an invalid block config or encoding.
+func New(cfg Config) (*Normalizer, error) {
+	h, err := blocks.NewHasher(cfg.Blocks)
+	if err != nil {
+		return nil, fmt.Errorf("creating normalizer: %w", err)
+	}
+	if _, err := codec.ParseEncoding(string(cfg.Encoding)); err != nil {
+		return nil, fmt.Errorf("creating normalizer: %w", err)
+	}
+	if cfg.MaxSaltedBlocks <= 0 {
+		cfg.MaxSaltedBlocks = DefaultMaxSaltedBlocks
+	}
+	return &Normalizer{cfg: cfg, h: h, salts: map[uint64]uint64{}}, nil
+}
+
+// Apply normalizes one decoded batch. Events that cannot be normalized are skipped and counted.
+func (n *Normalizer) Apply(b *codec.Batch) Result {
+	res := Result{Ops: make([]Op, 0, len(b.Events))}
+	for i := range b.Events {
+		ev := &b.Events[i]
+		op := Op{Type: ev.Type, Medium: ev.Medium, WorkerID: ev.WorkerID, DPRank: ev.DPRank}
+		switch ev.Type {
+		case codec.BlockStored:
+			st, err := n.stored(ev)
+			if err != nil {
+				res.Skipped++
+				if res.FirstErr == nil {
+					res.FirstErr = fmt.Errorf("normalizing event %d: %w", i, err)
+				}
+				continue
+			}
+			op.Stored = st
+		case codec.BlockRemoved:
+			op.Removed = append([]uint64(nil), ev.BlockHashes...)
+			for _, h := range ev.BlockHashes {
+				delete(n.salts, h)
+			}
+		case codec.AllBlocksCleared:
+			clear(n.salts)
+			n.ring, n.next = n.ring[:0], 0
+		}
+		res.Ops = append(res.Ops, op)
+	}
+	return res
+}
+
+func (n *Normalizer) stored(ev *codec.Event) ([]Stored, error) {
+	nb := len(ev.BlockHashes)
+	out := make([]Stored, nb)
+	for i, h := range ev.BlockHashes {
+		out[i].EngineHash = h
+		if i > 0 {
+			out[i].ParentEngineHash, out[i].HasParent = ev.BlockHashes[i-1], true
+		} else {
+			out[i].ParentEngineHash, out[i].HasParent = ev.Parent, ev.HasParent
+		}
+	}
+	if ev.LocalHashes != nil { // Dynamo: the publisher already computed LocalBlockHash
+		if len(ev.LocalHashes) != nb {
+			return nil, fmt.Errorf("checking tokens_hash count %d for %d blocks: %w", len(ev.LocalHashes), nb, ErrEvent)
+		}
+		for i := range out {
+			out[i].LocalHash, out[i].Kind = ev.LocalHashes[i], blocks.Precomputed
+		}
+		return out, nil
+	}
+	bs := n.cfg.Blocks.BlockSize
+	if ev.BlockSize != bs {
+		return nil, fmt.Errorf("checking block size %d (want %d): %w", ev.BlockSize, bs, ErrEvent)
+	}
+	if len(ev.TokenIDs) != nb*bs {
+		return nil, fmt.Errorf("checking %d token ids for %d blocks of %d: %w", len(ev.TokenIDs), nb, bs, ErrEvent)
+	}
+	if ev.HasExtraKeys && len(ev.ExtraKeys) != nb {
+		return nil, fmt.Errorf("checking %d extra_keys entries for %d blocks: %w", len(ev.ExtraKeys), nb, ErrEvent)
+	}
+	lora := ""
+	if ev.HasLoRAName {
+		lora = ev.LoRAName
+	}
+	salt, salted := n.chainSalt(ev, lora)
+	seed := blocks.BaseSeed + blocks.LoRATerm(lora) + salt
+	sglang := n.cfg.Encoding == codec.SGLang
+	for i := range out {
+		toks := ev.TokenIDs[i*bs : (i+1)*bs : (i+1)*bs]
+		n.ids = n.ids[:0]
+		if ev.HasExtraKeys && !sglang {
+			for _, k := range ev.ExtraKeys[i] {
+				if id, ok := identityOf(k); ok {
+					n.ids = append(n.ids, id)
+				}
+			}
+		}
+		bh := n.h.Block(toks, n.ids, seed, nil)
+		out[i].LocalHash, out[i].Kind = bh.Hash, bh.Kind
+		if len(n.ids) > 0 {
+			out[i].Identities = append([]uint64(nil), n.ids...)
+		}
+		if sglang && hasPadValue(toks) {
+			out[i].Kind = blocks.Normalized // SGLang pads media runs itself (pad_value ≥ 1_000_000)
+		}
+		if salted {
+			n.remember(out[i].EngineHash, salt)
+		}
+	}
+	return out, nil
+}
+
+// chainSalt returns the salt term of the event's chain: read from the first block's extra_keys when
+// the event starts a chain (parent null), else inherited from the parent block.
+func (n *Normalizer) chainSalt(ev *codec.Event, lora string) (uint64, bool) {
+	if ev.HasParent {
+		s, ok := n.salts[ev.Parent]
+		return s, ok
+	}
+	if !ev.HasExtraKeys || len(ev.ExtraKeys) == 0 {
+		return 0, false
+	}
+	for _, k := range ev.ExtraKeys[0] {
+		if k.Kind != codec.KeyString || k.Str == "" || (lora != "" && k.Str == lora) || IsIdentity(k.Str) {
+			continue
+		}
+		return blocks.SaltTerm(k.Str), true
+	}
+	return 0, false
+}
+
+func (n *Normalizer) remember(h, salt uint64) {
+	if _, ok := n.salts[h]; !ok {
+		if len(n.ring) < n.cfg.MaxSaltedBlocks {
+			n.ring = append(n.ring, h)
+		} else {
+			delete(n.salts, n.ring[n.next])
+			n.ring[n.next] = h
+			n.next = (n.next + 1) % len(n.ring)
+		}
+	}
+	n.salts[h] = salt
+}
+
+func hasPadValue(toks []uint32) bool {
+	for _, t := range toks {
+		if t >= blocks.PadShift {
+			return true
+		}
+	}
+	return false
+}
