@@ -1,0 +1,119 @@
+package scheduler
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvroute/kvroute/routing/index"
+)
+
+// Load is a snapshot of one worker's active load as accounted by this router (plus deltas applied
+// from replicas).
+type Load struct {
+	// PrefillTokens counts uncached prompt tokens of requests that have not produced a first byte.
+	PrefillTokens int64
+	// DecodeBlocks counts prompt blocks of requests that have not finished.
+	DecodeBlocks int64
+	// Requests counts requests that have not finished.
+	Requests int64
+}
+
+// workerLoad holds one worker's counters. Atomics: updated from response goroutines without a lock.
+type workerLoad struct {
+	prefill, decode, requests atomic.Int64
+}
+
+// Tracker accounts active load per worker (DESIGN.md §1 step 7, Dynamo's slot tracker: AddRequest,
+// MarkPrefillCompleted, Free). The zero value is not usable; use NewTracker.
+type Tracker struct {
+	// mu protects the loads map; the counters inside are atomics.
+	mu    sync.RWMutex
+	loads map[index.WorkerKey]*workerLoad
+}
+
+// NewTracker returns an empty tracker.
+func NewTracker() *Tracker {
+	return &Tracker{loads: make(map[index.WorkerKey]*workerLoad)}
+}
+
+func (t *Tracker) get(w index.WorkerKey) *workerLoad {
+	t.mu.RLock()
+	l := t.loads[w]
+	t.mu.RUnlock()
+	if l != nil {
+		return l
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l = t.loads[w]; l == nil {
+		l = new(workerLoad)
+		t.loads[w] = l
+	}
+	return l
+}
+
+// Load returns the worker's current load (zero for a worker never seen).
+func (t *Tracker) Load(w index.WorkerKey) Load {
+	t.mu.RLock()
+	l := t.loads[w]
+	t.mu.RUnlock()
+	if l == nil {
+		return Load{}
+	}
+	return Load{PrefillTokens: l.prefill.Load(), DecodeBlocks: l.decode.Load(), Requests: l.requests.Load()}
+}
+
+// Adjust adds deltas to a worker's load without a handle (replica sync, DESIGN.md §9). Negative deltas
+// subtract; the caller keeps them balanced.
+func (t *Tracker) Adjust(w index.WorkerKey, prefillTokens, decodeBlocks, requests int64) {
+	l := t.get(w)
+	l.prefill.Add(prefillTokens)
+	l.decode.Add(decodeBlocks)
+	l.requests.Add(requests)
+}
+
+// Forget drops a worker's counters (after the worker left). Handles still open keep updating the
+// dropped counters, which no longer count.
+func (t *Tracker) Forget(w index.WorkerKey) {
+	t.mu.Lock()
+	delete(t.loads, w)
+	t.mu.Unlock()
+}
+
+// Begin accounts one routed request on worker w: prefillTokens (uncached prompt tokens, clamped at 0)
+// until FirstByte, decodeBlocks (prompt blocks, clamped at 0) until Done.
+func (t *Tracker) Begin(w index.WorkerKey, prefillTokens, decodeBlocks int64) *Handle {
+	prefillTokens, decodeBlocks = max(prefillTokens, 0), max(decodeBlocks, 0)
+	l := t.get(w)
+	l.prefill.Add(prefillTokens)
+	l.decode.Add(decodeBlocks)
+	l.requests.Add(1)
+	return &Handle{load: l, prefill: prefillTokens, decode: decodeBlocks}
+}
+
+// Handle releases the load of one request. Its methods are idempotent and safe from any goroutine.
+type Handle struct {
+	load            *workerLoad
+	prefill, decode int64
+	// firstByte and done flip once (compare-and-swap), so each release happens exactly once.
+	firstByte, done atomic.Bool
+}
+
+// FirstByte releases the request's prefill tokens (the worker produced its first response byte).
+func (h *Handle) FirstByte() {
+	if h != nil && h.firstByte.CompareAndSwap(false, true) {
+		h.load.prefill.Add(-h.prefill)
+	}
+}
+
+// Done releases everything the request still holds (response ended, failed or the client went away).
+func (h *Handle) Done() {
+	if h == nil {
+		return
+	}
+	h.FirstByte()
+	if h.done.CompareAndSwap(false, true) {
+		h.load.decode.Add(-h.decode)
+		h.load.requests.Add(-1)
+	}
+}

@@ -1,0 +1,274 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/kvroute/kvroute/routing/index"
+)
+
+// ErrNoCandidates is returned by Select when no candidate is available; the caller falls back to its
+// fallback policy.
+var ErrNoCandidates = errors.New("no available candidate")
+
+// Config holds the DESIGN.md §7 parameters. Use DefaultConfig for the defaults: zero is a legal value for
+// every field (prefill_load_scale 0 routes on decode load alone, overlap_credit 0 ignores the cache).
+type Config struct {
+	// PrefillLoadScale weights the prefill term. Default: 1.
+	PrefillLoadScale float64 `json:"prefill_load_scale"`
+	// OverlapCredit is the prefill blocks credited per overlapping cached block. Default: 1.
+	OverlapCredit float64 `json:"overlap_credit"`
+	// Temperature 0 picks the minimum cost; above 0 it samples a softmax of the normalized costs.
+	// Default: 0.
+	Temperature float64 `json:"temperature"`
+	// MaxActivePrefillTokens marks a worker busy when its active prefill tokens exceed it; busy workers
+	// are skipped unless every available worker is busy. Default: 0 (off).
+	MaxActivePrefillTokens int64 `json:"max_active_prefill_tokens"`
+	// MaxActiveDecodeBlocks marks a worker busy when its active decode blocks exceed it. Default: 0 (off).
+	MaxActiveDecodeBlocks int64 `json:"max_active_decode_blocks"`
+}
+
+// DefaultConfig returns prefill_load_scale 1, overlap_credit 1, temperature 0, no busy thresholds.
+func DefaultConfig() *Config {
+	return &Config{PrefillLoadScale: 1, OverlapCredit: 1}
+}
+
+// Validate rejects negative or non-finite parameters.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"prefill_load_scale", c.PrefillLoadScale}, {"overlap_credit", c.OverlapCredit}, {"temperature", c.Temperature}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s must be a finite number >= 0, got %v", f.name, f.v)
+		}
+	}
+	if c.MaxActivePrefillTokens < 0 || c.MaxActiveDecodeBlocks < 0 {
+		return errors.New("busy thresholds must be >= 0")
+	}
+	return nil
+}
+
+// Candidate is one worker the request may go to.
+type Candidate struct {
+	Worker   index.WorkerKey
+	Endpoint string
+	// Available is false when the upstream is down (Caddy health); such a candidate is scored and
+	// listed but never chosen.
+	Available bool
+	// OverlapBlocks is the worker's cached prefix of the request, in blocks (index.Match).
+	OverlapBlocks int
+}
+
+// Request is what the cost needs to know about the request.
+type Request struct {
+	// Tokens is request_tokens: the prompt tokens the worker will see.
+	Tokens int
+	// BlockSize is the model's KV block size in tokens (> 0).
+	BlockSize int
+}
+
+// Scored is one candidate with its load and cost, as listed by explain.
+type Scored struct {
+	Candidate
+	Load Load
+	// Cost is the §7 cost (computed for every candidate, available or not).
+	Cost float64
+	// Busy is set when a busy threshold is exceeded; Eligible when the candidate took part in the
+	// choice (available, and not busy unless all available candidates were).
+	Busy, Eligible bool
+}
+
+// Decision is the outcome of Select.
+type Decision struct {
+	Worker        index.WorkerKey
+	Endpoint      string
+	Cost          float64
+	OverlapBlocks int
+	// TotalBlocks is the request's complete blocks: floor(Tokens / BlockSize).
+	TotalBlocks int
+	// PrefillTokens is the chosen worker's uncached prompt tokens, max(Tokens − overlap·BlockSize, 0);
+	// DecodeBlocks is ceil(Tokens / BlockSize). Begin accounts both.
+	PrefillTokens, DecodeBlocks int64
+	// Costs and Overlaps hold every candidate's cost and overlap.
+	Costs    map[index.WorkerKey]float64
+	Overlaps map[index.WorkerKey]int
+	// Tied lists the eligible candidates sharing the minimum cost, in candidate order.
+	Tied []index.WorkerKey
+	// Candidates lists every candidate in the order given.
+	Candidates []Scored
+}
+
+// Scheduler scores candidates and tracks active load. Create it with New.
+type Scheduler struct {
+	cfg     Config
+	tracker *Tracker
+
+	// rngMu protects rng, which math/rand/v2 does not make safe for concurrent use.
+	rngMu sync.Mutex
+	rng   *rand.Rand
+}
+
+// New returns a scheduler. A nil cfg means DefaultConfig(); a nil src means the runtime's random source
+// (tests pass a seeded one, e.g. rand.NewPCG(1, 2)).
+func New(cfg *Config, src rand.Source) (*Scheduler, error) {
+	c := *DefaultConfig()
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("creating scheduler: %w", err)
+	}
+	s := &Scheduler{cfg: c, tracker: NewTracker()}
+	if src != nil {
+		s.rng = rand.New(src)
+	}
+	return s, nil
+}
+
+// Tracker returns the scheduler's load tracker.
+func (s *Scheduler) Tracker() *Tracker { return s.tracker }
+
+// Config returns the scheduler's parameters.
+func (s *Scheduler) Config() Config { return s.cfg }
+
+// Cost is the DESIGN.md §7 cost of one worker, in float64:
+// prefill_blocks = (active_prefill_tokens + request_tokens) / block_size,
+// decode_blocks = active_decode_blocks + ceil(request_tokens / block_size),
+// cost = prefill_load_scale · max(prefill_blocks − overlap_credit · overlap_blocks, 0) + decode_blocks.
+func (c *Config) Cost(load Load, requestTokens, blockSize, overlapBlocks int) float64 {
+	bs := float64(blockSize)
+	prefill := (float64(load.PrefillTokens) + float64(requestTokens)) / bs
+	decode := float64(load.DecodeBlocks) + math.Ceil(float64(requestTokens)/bs)
+	return c.PrefillLoadScale*math.Max(prefill-c.OverlapCredit*float64(overlapBlocks), 0) + decode
+}
+
+func (c *Config) busy(l Load) bool {
+	return (c.MaxActivePrefillTokens > 0 && l.PrefillTokens > c.MaxActivePrefillTokens) ||
+		(c.MaxActiveDecodeBlocks > 0 && l.DecodeBlocks > c.MaxActiveDecodeBlocks)
+}
+
+// Select scores every candidate with its current load and picks one (DESIGN.md §7). Unavailable
+// candidates are listed but never picked; busy ones are skipped unless every available one is busy.
+// Temperature 0 picks the minimum cost, ties broken uniformly at random; above 0 it samples
+// p ∝ exp(−(cost − min)/((max − min)·T)), uniform when max = min (Dynamo selector/reference.rs).
+// It returns ErrNoCandidates when none is available, and an error for a block size below 1.
+func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
+	if req.BlockSize < 1 {
+		return Decision{}, fmt.Errorf("selecting worker: block size %d", req.BlockSize)
+	}
+	tokens := max(req.Tokens, 0)
+	d := Decision{
+		TotalBlocks:  tokens / req.BlockSize,
+		DecodeBlocks: int64((tokens + req.BlockSize - 1) / req.BlockSize),
+		Costs:        make(map[index.WorkerKey]float64, len(cands)),
+		Overlaps:     make(map[index.WorkerKey]int, len(cands)),
+		Candidates:   make([]Scored, len(cands)),
+	}
+	available, idle := 0, 0
+	for i, c := range cands {
+		sc := Scored{Candidate: c, Load: s.tracker.Load(c.Worker)}
+		sc.Cost = s.cfg.Cost(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
+		sc.Busy = s.cfg.busy(sc.Load)
+		if c.Available {
+			available++
+			if !sc.Busy {
+				idle++
+			}
+		}
+		d.Costs[c.Worker] = sc.Cost
+		d.Overlaps[c.Worker] = c.OverlapBlocks
+		d.Candidates[i] = sc
+	}
+	if available == 0 {
+		return d, fmt.Errorf("selecting worker among %d candidates: %w", len(cands), ErrNoCandidates)
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var elig []int
+	for i := range d.Candidates {
+		sc := &d.Candidates[i]
+		sc.Eligible = sc.Available && (!sc.Busy || idle == 0)
+		if sc.Eligible {
+			elig = append(elig, i)
+			lo, hi = math.Min(lo, sc.Cost), math.Max(hi, sc.Cost)
+		}
+	}
+	for _, i := range elig {
+		if d.Candidates[i].Cost == lo {
+			d.Tied = append(d.Tied, d.Candidates[i].Worker)
+		}
+	}
+	var pick int
+	if s.cfg.Temperature == 0 || hi == lo {
+		// Minimum with a uniform tie-break (when hi == lo every eligible candidate is tied, which is
+		// the uniform case of the softmax).
+		var tied []int
+		for _, i := range elig {
+			if d.Candidates[i].Cost == lo {
+				tied = append(tied, i)
+			}
+		}
+		pick = tied[s.intN(len(tied))]
+	} else {
+		pick = s.sample(elig, d.Candidates, lo, hi)
+	}
+	ch := &d.Candidates[pick]
+	d.Worker, d.Endpoint, d.Cost, d.OverlapBlocks = ch.Worker, ch.Endpoint, ch.Cost, ch.OverlapBlocks
+	d.PrefillTokens = max(int64(tokens)-int64(ch.OverlapBlocks)*int64(req.BlockSize), 0)
+	return d, nil
+}
+
+// sample draws from p_i ∝ exp(−(cost_i − lo)/((hi − lo)·T)) over the eligible candidates: a uniform u
+// times the total weight, then the first candidate whose cumulative weight exceeds it.
+func (s *Scheduler) sample(elig []int, sc []Scored, lo, hi float64) int {
+	w := make([]float64, len(elig))
+	total := 0.0
+	for k, i := range elig {
+		w[k] = math.Exp(-(sc[i].Cost - lo) / ((hi - lo) * s.cfg.Temperature))
+		total += w[k]
+	}
+	u := s.float64() * total
+	acc := 0.0
+	last := elig[0]
+	for k, i := range elig {
+		if w[k] == 0 {
+			continue
+		}
+		acc += w[k]
+		last = i
+		if acc > u {
+			return i
+		}
+	}
+	return last // rounding: u within the last ulp of total
+}
+
+func (s *Scheduler) intN(n int) int {
+	if n == 1 {
+		return 0
+	}
+	if s.rng == nil {
+		return rand.IntN(n)
+	}
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.IntN(n)
+}
+
+func (s *Scheduler) float64() float64 {
+	if s.rng == nil {
+		return rand.Float64()
+	}
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.Float64()
+}
+
+// Begin accounts the decision's request on its worker: PrefillTokens until FirstByte, DecodeBlocks
+// until Done.
+func (s *Scheduler) Begin(d Decision) *Handle {
+	return s.tracker.Begin(d.Worker, d.PrefillTokens, d.DecodeBlocks)
+}
