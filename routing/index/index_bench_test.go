@@ -1,0 +1,232 @@
+package index_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvroute/kvroute/routing/index"
+)
+
+// Benchmarks run the index and the naive map-based index (naive_test.go) side by side on the same
+// workload. The lookup scenario is DESIGN's sizing target: 64 workers, 4096 chains of 256 blocks
+// (1,048,576 distinct blocks), each chain held in full by one worker and as a prefix of 64..256 blocks
+// by a second; queries are 256 blocks, one in ten diverging at a random depth.
+
+const (
+	benchWorkers = 64
+	benchChains  = 4096
+	benchDepth   = 256
+	benchEvent   = 16 // blocks per BlockStored event
+)
+
+func mix(a, b uint64) uint64 { return chainKey(a, b) }
+
+type benchIndex interface {
+	store(k index.WorkerKey, blocks []index.StoredBlock) error
+	remove(k index.WorkerKey, hashes []uint64)
+	match(q []uint64) []index.Overlap
+}
+
+type realIndex struct{ x *index.Index }
+
+func (r realIndex) store(k index.WorkerKey, b []index.StoredBlock) error { return r.x.Store(ctx, k, b) }
+func (r realIndex) remove(k index.WorkerKey, h []uint64)                 { r.x.Remove(ctx, k, h) }
+func (r realIndex) match(q []uint64) []index.Overlap                     { return r.x.Match(ctx, q) }
+
+func newBench(kind string) benchIndex {
+	if kind == "naive" {
+		return newNaive()
+	}
+	x, err := index.New(&index.Config{MaxBlocksPerWorker: 1 << 22, MaxBlocks: 1 << 24})
+	if err != nil {
+		panic(err)
+	}
+	return realIndex{x}
+}
+
+func benchKey(i int) index.WorkerKey { return index.WorkerKey{ID: fmt.Sprintf("worker-%02d", i)} }
+
+// storeChain stores blocks[:n] of chain c (engine hashes unique per (chain, holder)) in events.
+func storeChain(bi benchIndex, k index.WorkerKey, locals []uint64, engineBase uint64, buf []index.StoredBlock) {
+	for s := 0; s < len(locals); s += benchEvent {
+		e := min(s+benchEvent, len(locals))
+		ev := buf[:0]
+		for j := s; j < e; j++ {
+			b := index.StoredBlock{EngineHash: engineBase + uint64(j), LocalHash: locals[j]}
+			if j > 0 {
+				b.Parent, b.HasParent = engineBase+uint64(j-1), true
+			}
+			ev = append(ev, b)
+		}
+		if err := bi.store(k, ev); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func chainLocals(c int) []uint64 {
+	l := make([]uint64, benchDepth)
+	for j := range l {
+		l[j] = mix(uint64(c)+1, uint64(j))
+	}
+	return l
+}
+
+// buildLookupScenario fills bi and returns the chains' local hashes and the (worker, block) entry count.
+func buildLookupScenario(bi benchIndex) ([][]uint64, int) {
+	rng := rand.New(rand.NewPCG(42, 43))
+	chains := make([][]uint64, benchChains)
+	buf := make([]index.StoredBlock, 0, benchEvent)
+	entries := 0
+	for c := range chains {
+		chains[c] = chainLocals(c)
+		first := rng.IntN(benchWorkers)
+		second := (first + 1 + rng.IntN(benchWorkers-1)) % benchWorkers
+		storeChain(bi, benchKey(first), chains[c], uint64(c)<<20, buf)
+		n := 64 + rng.IntN(benchDepth-64+1)
+		storeChain(bi, benchKey(second), chains[c][:n], uint64(c)<<20|1<<19, buf)
+		entries += benchDepth + n
+	}
+	return chains, entries
+}
+
+func lookupQueries(chains [][]uint64, n int) [][]uint64 {
+	rng := rand.New(rand.NewPCG(7, 8))
+	qs := make([][]uint64, n)
+	for i := range qs {
+		q := slices.Clone(chains[rng.IntN(len(chains))])
+		if rng.IntN(10) == 0 {
+			d := rng.IntN(len(q))
+			for j := d; j < len(q); j++ {
+				q[j] = rng.Uint64()
+			}
+		}
+		qs[i] = q
+	}
+	return qs
+}
+
+// BenchmarkMatch reports ns per 256-block lookup.
+func BenchmarkMatch(b *testing.B) {
+	for _, kind := range []string{"index", "naive"} {
+		b.Run(kind, func(b *testing.B) {
+			bi := newBench(kind)
+			chains, _ := buildLookupScenario(bi)
+			qs := lookupQueries(chains, 4096)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if len(bi.match(qs[i%len(qs)])) == 0 {
+					b.Fatal("no overlap")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMatchLatency times 100,000 single lookups (per benchmark iteration) and reports p50/p99.
+func BenchmarkMatchLatency(b *testing.B) {
+	const lookups = 100_000
+	for _, kind := range []string{"index", "naive"} {
+		b.Run(kind, func(b *testing.B) {
+			bi := newBench(kind)
+			chains, _ := buildLookupScenario(bi)
+			qs := lookupQueries(chains, 4096)
+			lat := make([]time.Duration, lookups)
+			b.ResetTimer()
+			for b.Loop() {
+				for i := range lat {
+					t0 := time.Now()
+					bi.match(qs[i%len(qs)])
+					lat[i] = time.Since(t0)
+				}
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[lookups/2].Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(lat[lookups*99/100].Nanoseconds()), "p99-ns")
+			b.ReportMetric(float64(lat[lookups-1].Nanoseconds()), "max-ns")
+		})
+	}
+}
+
+// BenchmarkApply measures event application in steady state: per iteration one worker stores a new
+// 256-block chain in 16-block events (half of it shared with 3 other chains) and removes the chain it
+// stored 4096 chains earlier, so about 1M (worker, block) entries stay live. Reported: blocks applied
+// (stored + removed) per second.
+func BenchmarkApply(b *testing.B) {
+	const live = 4096
+	for _, kind := range []string{"index", "naive"} {
+		b.Run(kind, func(b *testing.B) {
+			bi := newBench(kind)
+			locals := func(i int) []uint64 {
+				l := make([]uint64, benchDepth)
+				for j := range l {
+					if j < benchDepth/2 {
+						l[j] = mix(uint64(i%1024)+1, uint64(j))
+					} else {
+						l[j] = mix(uint64(i)<<16, uint64(j))
+					}
+				}
+				return l
+			}
+			// Pre-generate a ring of chains so generation is not timed.
+			ring := make([][]uint64, 8192)
+			for i := range ring {
+				ring[i] = locals(i)
+			}
+			buf := make([]index.StoredBlock, 0, benchEvent)
+			rm := make([]uint64, benchDepth)
+			step := func(i int) {
+				k := benchKey(i % 8)
+				storeChain(bi, k, ring[i%len(ring)], uint64(i)<<9, buf)
+				if i >= live {
+					old := i - live
+					for j := range rm {
+						rm[j] = uint64(old)<<9 + uint64(benchDepth-1-j)
+					}
+					bi.remove(benchKey(old%8), rm)
+				}
+			}
+			for i := range live {
+				step(i)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			n := 0
+			for b.Loop() {
+				step(live + n)
+				n++
+			}
+			b.ReportMetric(float64(2*benchDepth*n)/b.Elapsed().Seconds(), "blocks/s")
+		})
+	}
+}
+
+// BenchmarkMemory reports measured heap bytes per distinct block and per (worker, block) entry for the
+// lookup scenario (runtime.ReadMemStats after GC, before and after building).
+func BenchmarkMemory(b *testing.B) {
+	for _, kind := range []string{"index", "naive"} {
+		b.Run(kind, func(b *testing.B) {
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				bi := newBench(kind)
+				_, entries := buildLookupScenario(bi)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				heap := float64(after.HeapAlloc - before.HeapAlloc)
+				b.ReportMetric(heap/float64(benchChains*benchDepth), "B/block")
+				b.ReportMetric(heap/float64(entries), "B/entry")
+				if r, ok := bi.(realIndex); ok {
+					b.ReportMetric(float64(r.x.Stats().Bytes)/float64(entries), "est-B/entry")
+				}
+				runtime.KeepAlive(bi)
+			}
+		})
+	}
+}
