@@ -19,9 +19,11 @@ import (
 //   - a tool message whose parts are all text gets the "\n"-joined string;
 //   - assistant tool_calls are copied with function.arguments decoded by json.loads semantics
 //     (empty, null or invalid → {}); an empty tool_calls list is dropped;
-//   - tool_call_id (tool), reasoning_content (assistant) and a string name are kept.
+//   - an assistant's reasoning is passed as both reasoning and reasoning_content; tool_call_id
+//     (tool), a string name, a string task and a developer message's tools are kept.
 //
-// Member order of each message is role, content, then the kept extras in that order.
+// Member order of each message is role, content, then the extras in that order (vLLM builds
+// the message in the same order).
 func (t *Template) conversation(req *Request, c *converter) (jinja.Value, error) {
 	if req.messages == nil {
 		return jinja.Undefined(), errors.New("request has no messages")
@@ -58,23 +60,24 @@ func (t *Template) message(m *node, c *converter) (jinja.Value, error) {
 	switch {
 	case cn.isNull():
 	case cn.kind == kindString:
-		parts = append(parts, textPart(c, cn.str))
+		parts = append(parts, textPart(c, cn.str, false))
 		texts = append(texts, cn.str)
 	case cn.kind == kindArray:
 		for pi, p := range cn.items {
-			pk, err := partType(p)
+			pp, err := resolvePart(p)
 			if err != nil {
 				return jinja.Undefined(), fmt.Errorf("content[%d]: %w", pi, err)
 			}
-			switch pk {
+			switch pp.kind {
+			case partSkip:
 			case partText:
-				s := p.get("text").str
-				parts = append(parts, textPart(c, s))
-				texts = append(texts, s)
-			case partRefusal:
-				s := p.get("refusal").str
-				parts = append(parts, textPart(c, s))
-				texts = append(texts, s)
+				parts = append(parts, textPart(c, pp.text, pp.textNull))
+				texts = append(texts, pp.text)
+			case partToolReference:
+				v := jinja.NewDict()
+				v.AsDict().Set("type", jinja.NewString("tool_reference"))
+				v.AsDict().Set("name", nullableStr(c, pp.text, pp.textNull))
+				parts, allText = append(parts, v), false
 			case partImage:
 				parts, allText = append(parts, typePart("image")), false
 			case partVideo:
@@ -116,8 +119,9 @@ func (t *Template) message(m *node, c *converter) (jinja.Value, error) {
 				d.Set("tool_calls", v)
 			}
 		}
-		if rc := m.get("reasoning_content"); !rc.isNull() {
-			d.Set("reasoning_content", c.value(rc))
+		if rs := m.get("reasoning"); !rs.isNull() {
+			d.Set("reasoning", c.value(rs))
+			d.Set("reasoning_content", c.value(rs))
 		}
 	case "tool":
 		if id := m.get("tool_call_id"); id != nil {
@@ -127,14 +131,31 @@ func (t *Template) message(m *node, c *converter) (jinja.Value, error) {
 	if name := m.get("name"); name != nil && name.kind == kindString {
 		d.Set("name", c.str(name.str))
 	}
+	if task := m.get("task"); task != nil && task.kind == kindString {
+		d.Set("task", c.str(task.str))
+	}
+	if role == "developer" {
+		tools := jinja.None()
+		if tn := m.get("tools"); tn != nil {
+			tools = c.value(tn)
+		}
+		d.Set("tools", tools)
+	}
 	return msg, nil
 }
 
-func textPart(c *converter, s string) jinja.Value {
+func textPart(c *converter, s string, null bool) jinja.Value {
 	v := jinja.NewDict()
 	v.AsDict().Set("type", jinja.NewString("text"))
-	v.AsDict().Set("text", c.str(s))
+	v.AsDict().Set("text", nullableStr(c, s, null))
 	return v
+}
+
+func nullableStr(c *converter, s string, null bool) jinja.Value {
+	if null {
+		return jinja.None()
+	}
+	return c.str(s)
 }
 
 func typePart(t string) jinja.Value {

@@ -76,7 +76,7 @@ func TestRenderErrors(t *testing.T) {
 		{`{"messages":[{"role":"tool","content":"x"}]}`, "no tools here"},
 		{`{"messages":[{"role":"wizard","content":"x"}]}`, `unknown role "wizard"`},
 		{`{"messages":[{"role":"user","content":{"a":1}}]}`, "content is object"},
-		{`{"messages":[{"role":"user","content":[{"type":"text","text":5}]}]}`, "text part without a string text"},
+		{`{"messages":[{"role":"user","content":[{"type":"text","text":5}]}]}`, "text part: text is number, not a string"},
 		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"x"}]}]}`, "function missing"},
 	} {
 		_, err := render(t, tmpl, tc.body)
@@ -161,5 +161,32 @@ func TestLoadTemplateOrder(t *testing.T) {
 	write("chat_template.jinja", "{% if %}")
 	if _, err := chat.LoadTemplate(dir); err == nil {
 		t.Errorf("bad template compiled")
+	}
+}
+
+// The vLLM conversion of the less common message and part forms, seen through tojson.
+func TestRenderConversionForms(t *testing.T) {
+	tmpl := mustTemplate(t, `{% for m in messages %}{% for c in m.content %}{% endfor %}{{ m | tojson ~ '\n' }}{% endfor %}`)
+	body := `{"messages":[
+		{"role":"developer","content":"d","tools":[{"type":"function"}]},
+		{"role":"user","content":["plain",{"type":"text","text":null},{"type":"input_text","text":null},{"type":"thinking","thinking":"t"},
+			{"type":"tool_reference","name":"n"},{"type":"input_audio","input_audio":{"data":"AA","format":"wav"}},{"image_url":{"url":"u"},"uuid":"x"}],"name":"bob","task":"k"},
+		{"role":"assistant","content":"a","reasoning":"r","tool_calls":[{"function":{"arguments":"[1,2]","name":"f"},"id":"i"},{"function":{"name":"g","arguments":7}}]},
+		{"role":"tool","content":[{"type":"text","text":"x"},{"type":"text","text":"y"}],"tool_call_id":"i"},
+		{"role":"tool","content":[{"type":"tool_reference","name":"n"}]},
+		{"role":"tool","content":null}]}`
+	want := `{"role": "developer", "content": [{"type": "text", "text": "d"}], "tools": [{"type": "function"}]}
+{"role": "user", "content": [{"type": "text", "text": "plain"}, {"type": "text", "text": null}, {"type": "text", "text": "t"}, {"type": "tool_reference", "name": "n"}, {"type": "audio"}, {"type": "image"}], "name": "bob", "task": "k"}
+{"role": "assistant", "content": [{"type": "text", "text": "a"}], "tool_calls": [{"function": {"arguments": [1, 2], "name": "f"}, "id": "i"}, {"function": {"name": "g", "arguments": {}}}], "reasoning": "r", "reasoning_content": "r"}
+{"role": "tool", "content": "x\ny", "tool_call_id": "i"}
+{"role": "tool", "content": [{"type": "tool_reference", "name": "n"}]}
+{"role": "tool", "content": ""}
+`
+	got, err := render(t, tmpl, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

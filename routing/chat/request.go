@@ -51,9 +51,13 @@ type Request struct {
 // MediaPart is one image or video content part.
 type MediaPart struct {
 	Kind blocks.MediaKind
-	// URL is the part's url exactly as sent (for a data: URL, the whole URL).
+	// URL is the part's url exactly as sent (for a data: URL, the whole URL); "" when the part
+	// carries no URL (a uuid-only part, or Embedded).
 	URL string
-	// UUID is the client's uuid member (when HasUUID).
+	// Embedded is set for image_embeds and image_pil parts (no URL to fetch).
+	Embedded bool
+	// UUID is the client's uuid member (when HasUUID); a non-string uuid is given as its JSON
+	// text (vLLM applies str() to it).
 	UUID    string
 	HasUUID bool
 	// Message and Index locate the part: messages[Message].content[Index].
@@ -178,23 +182,23 @@ func (r *Request) scanMessage(mi int, m *node) error {
 	}
 	prevVideo := false
 	for pi, p := range c.items {
-		pt, err := partType(p)
+		pp, err := resolvePart(p)
 		if err != nil {
 			return fmt.Errorf("content[%d]: %w", pi, err)
 		}
+		if pp.kind == partSkip {
+			continue // vLLM drops it: it does not separate its neighbours
+		}
 		isVideo := false
-		switch pt {
+		switch pp.kind {
 		case partImage, partVideo:
-			mp, err := mediaPart(p, pt)
-			if err != nil {
-				return fmt.Errorf("content[%d]: %w", pi, err)
-			}
+			mp := pp.media
 			mp.Message, mp.Index = mi, pi
 			if mp.HasUUID {
 				r.ClientUUID = true
 			}
 			r.Media = append(r.Media, mp)
-			isVideo = pt == partVideo
+			isVideo = pp.kind == partVideo
 			if isVideo && prevVideo {
 				r.AdjacentVideos = true
 			}
@@ -204,89 +208,4 @@ func (r *Request) scanMessage(mi int, m *node) error {
 		prevVideo = isVideo
 	}
 	return nil
-}
-
-// partKind is a content part's meaning after vLLM's part-type resolution.
-type partKind uint8
-
-const (
-	partText partKind = iota + 1
-	partRefusal
-	partImage
-	partVideo
-	partAudio
-)
-
-// partType resolves a content part's type like vLLM's chat_utils: the "type" member, or, when
-// absent, the first media key present.
-func partType(p *node) (partKind, error) {
-	if p.kind != kindObject {
-		return 0, fmt.Errorf("part is %s, not an object", p.kind)
-	}
-	t := p.get("type")
-	if t.isNull() {
-		for _, k := range []struct {
-			key  string
-			kind partKind
-		}{{"image_url", partImage}, {"video_url", partVideo}, {"audio_url", partAudio}, {"input_audio", partAudio}, {"text", partText}} {
-			if p.get(k.key) != nil {
-				return k.kind, nil
-			}
-		}
-		return 0, errors.New("part has no type")
-	}
-	if t.kind != kindString {
-		return 0, fmt.Errorf("part type is %s, not a string", t.kind)
-	}
-	switch t.str {
-	case "text", "input_text", "output_text":
-		if v := p.get("text"); v == nil || v.kind != kindString {
-			return 0, fmt.Errorf("%s part without a string text", t.str)
-		}
-		return partText, nil
-	case "refusal":
-		if v := p.get("refusal"); v == nil || v.kind != kindString {
-			return 0, errors.New("refusal part without a string refusal")
-		}
-		return partRefusal, nil
-	case "image_url":
-		return partImage, nil
-	case "video_url":
-		return partVideo, nil
-	case "input_audio", "audio_url":
-		return partAudio, nil
-	}
-	return 0, fmt.Errorf("unsupported part type %q", t.str)
-}
-
-// mediaPart reads the URL and uuid of an image_url or video_url part. The URL member is either
-// {"url": "..."} or a bare string.
-func mediaPart(p *node, pk partKind) (MediaPart, error) {
-	mp := MediaPart{Kind: blocks.Image, ObjStart: p.start, ObjEnd: p.end}
-	key := "image_url"
-	if pk == partVideo {
-		mp.Kind, key = blocks.Video, "video_url"
-	}
-	u := p.get(key)
-	switch {
-	case u == nil:
-		return mp, fmt.Errorf("%s part without %s", key, key)
-	case u.kind == kindString:
-		mp.URL = u.str
-	case u.kind == kindObject:
-		url := u.get("url")
-		if url == nil || url.kind != kindString {
-			return mp, fmt.Errorf("%s.url missing or not a string", key)
-		}
-		mp.URL = url.str
-	default:
-		return mp, fmt.Errorf("%s is %s, not an object or string", key, u.kind)
-	}
-	if id := p.get("uuid"); !id.isNull() {
-		if id.kind != kindString {
-			return mp, fmt.Errorf("uuid is %s, not a string", id.kind)
-		}
-		mp.UUID, mp.HasUUID = id.str, true
-	}
-	return mp, nil
 }

@@ -77,7 +77,14 @@ func TestParseRequestFlags(t *testing.T) {
 		{"video image video", `{"messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"a"}},{"type":"image_url","image_url":{"url":"i"}},{"type":"video_url","video_url":{"url":"b"}}]}]}`, false, false, false, false, true, false},
 		{"empty mm kwargs", `{"messages":[],"mm_processor_kwargs":{}}`, false, false, false, false, true, false},
 		{"audio_url", `{"messages":[{"role":"user","content":[{"type":"audio_url","audio_url":{"url":"a"}}]}]}`, false, true, false, false, true, false},
-		{"uuid on text only", `{"messages":[{"role":"user","content":[{"type":"text","text":"a","uuid":"x"}]}]}`, false, false, false, false, true, false},
+		// vLLM resolves a part with a uuid by its media keys: a text part with a uuid is an error.
+		{"uuid on text", `{"messages":[{"role":"user","content":[{"type":"text","text":"a","uuid":"x"}]}]}`, false, false, false, false, true, true},
+		{"null text between videos", `{"messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"a"}},{"type":"text","text":null},{"type":"video_url","video_url":{"url":"b"}}]}]}`, true, false, false, false, true, false},
+		{"numeric uuid", `{"messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"a"},"uuid":7}]}]}`, false, false, false, true, true, false},
+		{"uuid-only image", `{"messages":[{"role":"user","content":[{"image_url":null,"uuid":"u"}]}]}`, false, false, false, true, true, false},
+		{"image without url", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}`, false, false, false, false, true, true},
+		{"prompt_embeds", `{"messages":[{"role":"user","content":[{"type":"prompt_embeds","data":"AA"}]}]}`, false, false, false, false, true, true},
+		{"null input_audio falls through to video", `{"messages":[{"role":"user","content":[{"input_audio":null,"video_url":"v"}]}]}`, false, false, false, false, true, false},
 		{"null uuid", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"a"},"uuid":null}]}]}`, false, false, false, false, true, false},
 		{"no messages", `{"model":"m"}`, false, false, false, false, true, true},
 		{"content number", `{"messages":[{"role":"user","content":5}]}`, false, false, false, false, true, true},
@@ -176,5 +183,26 @@ func TestSpliceUUIDs(t *testing.T) {
 	bad := []chat.MediaPart{{ObjStart: 0, ObjEnd: 3}, {ObjStart: -1, ObjEnd: 9999}}
 	if got := chat.SpliceUUIDs(r.Raw, bad, []string{"a", "b"}); !bytes.Equal(got, r.Raw) {
 		t.Errorf("splice with bad offsets changed the body")
+	}
+}
+
+func TestParseRequestPartForms(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":["plain",{"type":"input_image","image_url":"https://x/i.png"},
+		{"type":"image_embeds","image_embeds":"AAAA"},{"type":"video_url","video_url":{"url":"https://x/v.mp4"},"uuid":"u1"}]}]}`
+	r, err := chat.ParseRequest([]byte(body))
+	if err != nil || r.SchemaErr != nil {
+		t.Fatal(err, r.SchemaErr)
+	}
+	if len(r.Media) != 3 {
+		t.Fatalf("got %d media, want 3", len(r.Media))
+	}
+	if m := r.Media[0]; m.Kind != blocks.Image || m.URL != "https://x/i.png" || m.Embedded || m.Index != 1 {
+		t.Errorf("input_image: %+v", m)
+	}
+	if m := r.Media[1]; m.Kind != blocks.Image || !m.Embedded || m.URL != "" || m.Index != 2 {
+		t.Errorf("image_embeds: %+v", m)
+	}
+	if m := r.Media[2]; m.Kind != blocks.Video || m.URL != "https://x/v.mp4" || m.UUID != "u1" || !m.HasUUID || !r.ClientUUID {
+		t.Errorf("video with uuid: %+v", m)
 	}
 }
