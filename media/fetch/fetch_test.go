@@ -338,3 +338,25 @@ func TestProxyEnvIgnored(t *testing.T) {
 		t.Errorf("proxy accepted %d connections, want 0", n)
 	}
 }
+
+// TestConcurrentFetches: one Fetcher serves concurrent fetches (run under -race).
+func TestConcurrentFetches(t *testing.T) {
+	want := readClip(t)
+	srv := newServer(t, redirector(want))
+	f := newFetcher(t, loopbackConfig())
+	errs := make(chan error, 8)
+	for i := 0; i < cap(errs); i++ {
+		go func() {
+			got, err := f.Fetch(context.Background(), srv.URL+"/c")
+			if err == nil && !bytes.Equal(got, want) {
+				err = fmt.Errorf("%d bytes, want %d", len(got), len(want))
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < cap(errs); i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
