@@ -1,0 +1,175 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func init() {
+	caddy.RegisterModule(Admin{})
+}
+
+// Admin is the `admin.api.kvroute` module: read-only routes on Caddy's admin endpoint
+// (DESIGN.md §10).
+//
+//	GET /kvroute/workers  the workers (static and live) with their index state
+//	GET /kvroute/stats    per-model agreement, index size and event counters
+type Admin struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Admin) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.kvroute",
+		New: func() caddy.Module { return new(Admin) },
+	}
+}
+
+// Routes returns the admin routes.
+func (Admin) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/kvroute/workers", Handler: caddy.AdminHandlerFunc(handleWorkers)},
+		{Pattern: "/kvroute/stats", Handler: caddy.AdminHandlerFunc(handleStats)},
+	}
+}
+
+// WorkerStatus is one element of GET /kvroute/workers.
+type WorkerStatus struct {
+	WorkerID       string `json:"worker_id"`
+	Endpoint       string `json:"endpoint"`
+	Model          string `json:"model"`
+	Engine         string `json:"engine"`
+	BlockSize      int    `json:"block_size"`
+	ContractDigest string `json:"contract_digest"`
+	Blocks         int64  `json:"blocks"`
+	LastSeq        uint64 `json:"last_seq"`
+	Healthy        bool   `json:"healthy"`
+}
+
+// Stats is the body of GET /kvroute/stats.
+type Stats struct {
+	Models map[string]ModelStats `json:"models"`
+	Index  IndexStats            `json:"index"`
+	Events EventStats            `json:"events"`
+}
+
+// ModelStats is the agreement state of one model's workers (DESIGN.md §2.3).
+type ModelStats struct {
+	Workers            int  `json:"workers"`
+	BlockSizeAgreement bool `json:"block_size_agreement"`
+	ContractAgreement  bool `json:"contract_agreement"`
+}
+
+// IndexStats is the KV index size.
+type IndexStats struct {
+	Blocks int64 `json:"blocks"`
+	Bytes  int64 `json:"bytes"`
+}
+
+// EventStats counts KV events and registry records.
+type EventStats struct {
+	Received       uint64 `json:"received"`
+	Applied        uint64 `json:"applied"`
+	Dropped        uint64 `json:"dropped"`
+	InvalidRecords uint64 `json:"invalid_records"`
+}
+
+// runningApp returns the kvroute app of the running config.
+func runningApp() (*App, error) {
+	ctx := caddy.ActiveContext()
+	appIface, err := ctx.AppIfConfigured("kvroute")
+	if err != nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("kvroute app is not running: %w", err)}
+	}
+	return appIface.(*App), nil
+}
+
+func onlyGET(r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New("method not allowed")}
+	}
+	return nil
+}
+
+func handleWorkers(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyGET(r); err != nil {
+		return err
+	}
+	a, err := runningApp()
+	if err != nil {
+		return err
+	}
+	out := workerStatuses(a)
+	return writeJSON(w, out)
+}
+
+// workerStatuses lists the app's workers. Index fields (blocks, last_seq, contract_digest) stay zero
+// until the index is installed; a listed worker is healthy (its record is live or static).
+func workerStatuses(a *App) []WorkerStatus {
+	ws := a.WorkerList()
+	out := make([]WorkerStatus, 0, len(ws))
+	for _, wk := range ws {
+		out = append(out, WorkerStatus{
+			WorkerID: wk.WorkerID, Endpoint: wk.Endpoint, Model: wk.Model, Engine: wk.Engine,
+			BlockSize: wk.BlockSize, Healthy: true,
+		})
+	}
+	return out
+}
+
+func handleStats(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyGET(r); err != nil {
+		return err
+	}
+	a, err := runningApp()
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, appStats(a))
+}
+
+// appStats summarizes the app. Contract agreement stays false until contracts are checked.
+func appStats(a *App) Stats {
+	st := Stats{Models: map[string]ModelStats{}}
+	blockSizes := map[string]map[int]bool{}
+	for _, wk := range a.WorkerList() {
+		ms := st.Models[wk.Model]
+		ms.Workers++
+		st.Models[wk.Model] = ms
+		if blockSizes[wk.Model] == nil {
+			blockSizes[wk.Model] = map[int]bool{}
+		}
+		blockSizes[wk.Model][wk.BlockSize] = true
+	}
+	models := make([]string, 0, len(st.Models))
+	for m := range st.Models {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	for _, m := range models {
+		ms := st.Models[m]
+		ms.BlockSizeAgreement = len(blockSizes[m]) == 1
+		st.Models[m] = ms
+	}
+	if n := a.NATS(); n != nil {
+		st.Events.InvalidRecords = n.Watcher().Invalid()
+	}
+	return st
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("encoding response: %w", err)}
+	}
+	return nil
+}
+
+// Interface guards
+var _ caddy.AdminRouter = (*Admin)(nil)

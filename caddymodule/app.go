@@ -1,0 +1,298 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/kvevents/registry"
+)
+
+func init() {
+	caddy.RegisterModule(new(App))
+}
+
+// App is the `kvroute` app. It owns the NATS connection (to a configured NATS cluster, or to an
+// embedded NATS server it starts on loopback when no URL is configured), the worker registry
+// watcher and, later, the KV block index. Those live in a UsagePool, so a config reload that keeps
+// the same NATS settings keeps them (DESIGN.md §9).
+type App struct {
+	// NATSURL is the NATS server or cluster URL (comma-separated for several seeds), e.g.
+	// `nats://nats-1:4222,nats://nats-2:4222`. Placeholders such as `{env.NATS_URL}` are expanded.
+	// Default: empty, which starts an embedded NATS server on loopback (see EmbeddedNATS).
+	NATSURL string `json:"nats_url,omitempty"`
+
+	// NATSCredentials is the path of a NATS credentials (.creds) file used when connecting to
+	// NATSURL. Placeholders are expanded. Default: none.
+	NATSCredentials string `json:"nats_credentials,omitempty"`
+
+	// EmbeddedNATS configures the embedded NATS server started when NATSURL is empty.
+	// Default: 127.0.0.1:4222 with JetStream stored in a temporary directory.
+	EmbeddedNATS *EmbeddedNATS `json:"embedded_nats,omitempty"`
+
+	// Workers are static worker records, merged with the live ones from the `kvroute_workers`
+	// bucket (a static record wins over a live one with the same id). Default: none.
+	Workers []StaticWorker `json:"workers,omitempty"`
+
+	ctx     caddy.Context
+	logger  *zap.Logger
+	poolKey string
+	static  []registry.Worker
+	metrics *metrics
+
+	// mu guards state, stop and done (the app's running lifetime).
+	mu    sync.Mutex
+	state *natsState
+	stop  context.CancelFunc
+	done  chan struct{}
+
+	// workers is the merged (static + live) worker list, sorted by id; replaced, never mutated.
+	// Read lock-free on the request path.
+	workers atomic.Pointer[[]registry.Worker]
+
+	// decider computes routing decisions; see Decider.
+	decider atomic.Pointer[deciderBox]
+}
+
+// EmbeddedNATS configures the embedded NATS server.
+type EmbeddedNATS struct {
+	// Host is the listen address; it must be a loopback address, since the embedded server has no
+	// authentication. Default: 127.0.0.1.
+	Host string `json:"host,omitempty"`
+
+	// Port is the client port. -1 picks a free port (tests). Default: 4222, the standard NATS port,
+	// so kvroute-sim and kvroute-bridge on the same machine connect with their defaults.
+	Port int `json:"port,omitempty"`
+
+	// StoreDir is the JetStream store directory. Default: a temporary directory removed when the
+	// server stops.
+	StoreDir string `json:"store_dir,omitempty"`
+}
+
+// StaticWorker is a worker declared in the configuration instead of the registry bucket.
+type StaticWorker struct {
+	registry.Worker
+
+	// ContractFile is the path of the worker's video contract JSON (DESIGN.md §2.3), read at
+	// provision time into `contract`. Default: none.
+	ContractFile string `json:"contract_file,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (*App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "kvroute",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision sets defaults, expands placeholders and validates the static workers. It does not touch
+// the network; Start does.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	a.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	a.NATSURL = repl.ReplaceAll(a.NATSURL, "")
+	a.NATSCredentials = repl.ReplaceAll(a.NATSCredentials, "")
+	if a.EmbeddedNATS == nil {
+		a.EmbeddedNATS = new(EmbeddedNATS)
+	}
+	if a.EmbeddedNATS.Host == "" {
+		a.EmbeddedNATS.Host = "127.0.0.1"
+	}
+	if a.EmbeddedNATS.Port == 0 {
+		a.EmbeddedNATS.Port = natsutil.DefaultEmbeddedPort
+	}
+	a.EmbeddedNATS.StoreDir = repl.ReplaceAll(a.EmbeddedNATS.StoreDir, "")
+
+	a.static = a.static[:0]
+	seen := map[string]bool{}
+	for i, sw := range a.Workers {
+		w := sw.Worker
+		if sw.ContractFile != "" {
+			b, err := os.ReadFile(repl.ReplaceAll(sw.ContractFile, ""))
+			if err != nil {
+				return fmt.Errorf("reading contract of worker %d (%s): %w", i, w.WorkerID, err)
+			}
+			if !json.Valid(b) {
+				return fmt.Errorf("reading contract of worker %d (%s): %s is not valid JSON", i, w.WorkerID, sw.ContractFile)
+			}
+			w.Contract = json.RawMessage(b)
+		}
+		if err := w.Normalize(); err != nil {
+			return fmt.Errorf("provisioning worker %d: %w", i, err)
+		}
+		if seen[w.WorkerID] {
+			return fmt.Errorf("provisioning worker %d: duplicate worker_id %q", i, w.WorkerID)
+		}
+		seen[w.WorkerID] = true
+		a.static = append(a.static, w)
+	}
+	merged := registry.Merge(a.static, nil)
+	a.workers.Store(&merged)
+
+	if a.NATSURL != "" {
+		a.poolKey = "nats_url=" + a.NATSURL + ";creds=" + a.NATSCredentials
+	} else {
+		a.poolKey = "embedded=" + a.EmbeddedNATS.Host + ":" + strconv.Itoa(a.EmbeddedNATS.Port) + ";store=" + a.EmbeddedNATS.StoreDir
+		if a.EmbeddedNATS.Port == natsutil.RandomPort {
+			// a random port cannot be shared by key between configs that did not agree on it
+			a.poolKey += ";random"
+		}
+	}
+
+	m, err := registerMetrics(ctx.GetMetricsRegistry())
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	a.metrics = m
+	if a.decider.Load() == nil {
+		a.decider.Store(&deciderBox{NoPreference{}})
+	}
+	return nil
+}
+
+// Validate checks the configuration.
+func (a *App) Validate() error {
+	if a.NATSURL == "" && a.NATSCredentials != "" {
+		return fmt.Errorf("nats_credentials needs nats_url")
+	}
+	if p := a.EmbeddedNATS.Port; p < natsutil.RandomPort || p > 65535 {
+		return fmt.Errorf("embedded_nats port %d must be -1 (random) or 1-65535", p)
+	}
+	return nil
+}
+
+// Start connects to NATS (starting the embedded server if needed) through the usage pool, so a
+// reload with the same NATS settings reuses the running connection, and starts following the
+// worker registry.
+func (a *App) Start() error {
+	val, _, err := natsPool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
+		return newNATSState(a.natsConfig(), caddy.Log().Named("kvroute.nats"))
+	})
+	if err != nil {
+		return fmt.Errorf("starting kvroute NATS: %w", err)
+	}
+	st := val.(*natsState)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	a.mu.Lock()
+	a.state, a.stop, a.done = st, cancel, done
+	a.mu.Unlock()
+	a.refreshWorkers()
+	changes, unsub := st.watcher.Subscribe()
+	go func() {
+		defer close(done)
+		defer unsub()
+		defer func() {
+			if r := recover(); r != nil {
+				a.logger.Error("worker list refresher panicked", zap.Any("panic", r), zap.Stack("stack"))
+			}
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+				a.refreshWorkers()
+			}
+		}
+	}()
+	a.logger.Info("kvroute app started", zap.String("nats", st.url), zap.Bool("embedded", st.embedded != nil), zap.Int("static_workers", len(a.static)))
+	return nil
+}
+
+// Stop stops following the registry and releases this config's reference to the NATS state; the
+// last config to release it closes the connection and the embedded server.
+func (a *App) Stop() error {
+	a.mu.Lock()
+	stop, done, st := a.stop, a.done, a.state
+	a.stop, a.done, a.state = nil, nil, nil
+	a.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	stop()
+	<-done
+	_ = st
+	if _, err := natsPool.Delete(a.poolKey); err != nil {
+		return fmt.Errorf("releasing kvroute NATS: %w", err)
+	}
+	return nil
+}
+
+func (a *App) natsConfig() natsConfig {
+	return natsConfig{
+		url:      a.NATSURL,
+		creds:    a.NATSCredentials,
+		host:     a.EmbeddedNATS.Host,
+		port:     a.EmbeddedNATS.Port,
+		storeDir: a.EmbeddedNATS.StoreDir,
+	}
+}
+
+func (a *App) refreshWorkers() {
+	a.mu.Lock()
+	st := a.state
+	a.mu.Unlock()
+	var live []registry.Worker
+	if st != nil {
+		live = st.watcher.Snapshot()
+	}
+	merged := registry.Merge(a.static, live)
+	a.workers.Store(&merged)
+}
+
+// WorkerList returns the current workers (static and live), sorted by worker id. The slice is shared:
+// do not modify it. Safe for concurrent use; lock-free.
+func (a *App) WorkerList() []registry.Worker { return *a.workers.Load() }
+
+// WorkerByEndpoint returns the worker whose normalized endpoint is ep.
+func (a *App) WorkerByEndpoint(ep string) (registry.Worker, bool) {
+	for _, w := range a.WorkerList() {
+		if w.Endpoint == ep {
+			return w, true
+		}
+	}
+	return registry.Worker{}, false
+}
+
+// NATS returns the app's NATS connection state, or nil before Start and after Stop.
+func (a *App) NATS() *NATSState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == nil {
+		return nil
+	}
+	return &NATSState{s: a.state}
+}
+
+// Decider returns the routing decider in use.
+func (a *App) Decider() Decider {
+	if b := a.decider.Load(); b != nil {
+		return b.d
+	}
+	return NoPreference{}
+}
+
+// SetDecider replaces the routing decider (the index and scheduler install theirs; tests inject
+// one). Safe for concurrent use.
+func (a *App) SetDecider(d Decider) { a.decider.Store(&deciderBox{d}) }
+
+// deciderBox lets an interface value live in an atomic.Pointer.
+type deciderBox struct{ d Decider }
+
+// Interface guards
+var (
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
+	_ caddy.Validator   = (*App)(nil)
+)

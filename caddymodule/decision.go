@@ -1,0 +1,86 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/routing/reason"
+)
+
+// Decision is the routing decision of one request. The handler stores it in the request context
+// (DecisionFrom) before calling the next handler; the kvroute selection policy reads it on every
+// proxy attempt.
+type Decision struct {
+	// RequestID is the request's X-Request-Id (the client's, or a generated one).
+	RequestID string
+	// Model is the request's `model` field, when known.
+	Model string
+	// WorkerID and Endpoint (normalized host:port) name the chosen worker; empty for "no
+	// preference", in which case the policy's fallback picks.
+	WorkerID string
+	Endpoint string
+	// Candidates are the next-best workers, best first, tried when the chosen one is not
+	// available. The chosen worker need not be repeated here.
+	Candidates []Candidate
+	// Fallback is the reason the request is not routed exactly ("" when exact).
+	Fallback reason.Code
+	// OverlapBlocks is the chosen worker's cached prefix in blocks; TotalBlocks the request's
+	// complete blocks.
+	OverlapBlocks int
+	TotalBlocks   int
+
+	// body is the request body the proxy replays on every attempt; nil without a body.
+	body *replayBody
+}
+
+// Candidate is one ranked alternative worker.
+type Candidate struct {
+	WorkerID string
+	Endpoint string
+}
+
+type decisionKey struct{}
+
+// WithDecision returns ctx carrying d.
+func WithDecision(ctx context.Context, d *Decision) context.Context {
+	return context.WithValue(ctx, decisionKey{}, d)
+}
+
+// DecisionFrom returns the decision stored by the kvroute handler, or nil.
+func DecisionFrom(ctx context.Context) *Decision {
+	d, _ := ctx.Value(decisionKey{}).(*Decision)
+	return d
+}
+
+// RouteInput is what the handler hands the Decider for one request.
+type RouteInput struct {
+	// Request is the client request (its body already consumed; use Body).
+	Request *http.Request
+	// RequestID is the request id set on the forwarded request.
+	RequestID string
+	// Body is the exact request body (nil when the handler did not read it: not a chat or
+	// completions POST). It must not be modified.
+	Body []byte
+	// Workers is the current worker list (static and live), sorted by id; shared, read-only.
+	Workers []registry.Worker
+}
+
+// Decider computes routing decisions. It is the hook for the routing core (template, tokens,
+// media identities, index, scheduler): the handler calls Decide once per request after the body
+// is read and checked. Implementations must be safe for concurrent use.
+//
+// A returned *reason.Error whose code is a client error (reason.Code.IsClientError) is answered
+// with its 4xx and the JSON error body, and the request is not forwarded. Any other error is
+// logged and the request routes on load alone (fallback index_unavailable unless the error
+// carries another code). A nil Decision means no preference.
+type Decider interface {
+	Decide(ctx context.Context, in *RouteInput) (*Decision, error)
+}
+
+// NoPreference is the Decider used until the routing core is installed: it expresses no
+// preference, so the selection policy's fallback picks the upstream.
+type NoPreference struct{}
+
+// Decide returns an empty decision.
+func (NoPreference) Decide(context.Context, *RouteInput) (*Decision, error) { return &Decision{}, nil }

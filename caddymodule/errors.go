@@ -1,0 +1,39 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/kvroute/kvroute/routing/reason"
+)
+
+// errorBody is the JSON error body of DESIGN.md §8.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    reason.Code `json:"code"`
+	Message string      `json:"message"`
+}
+
+// writeClientError answers a kvroute client error (a 4xx reason code) with
+// `{"error": {"code": "<reason>", "message": "..."}}`. It is the only place that writes kvroute's
+// own error responses; the request is not forwarded. The message is the reason's human text,
+// never the request's content.
+func writeClientError(w http.ResponseWriter, e *reason.Error) {
+	status := e.Code.HTTPStatus()
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	b, err := json.Marshal(errorBody{Error: errorDetail{Code: e.Code, Message: e.Message}})
+	if err != nil { // cannot happen: plain strings
+		b = []byte(`{"error":{"code":"` + string(e.Code) + `","message":""}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,212 @@
+package caddymodule
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/kvroute/kvroute/routing/reason"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Default limits of DESIGN.md §6.
+const (
+	DefaultMaxBodySize = 64 << 20
+	DefaultReadTimeout = 30 * time.Second
+)
+
+// Handler is the `http.handlers.kvroute` handler. For a chat or completions POST it reads the body
+// once (size cap → 413, read deadline → 408), rejects an unparseable body (400), each with the JSON
+// error body of DESIGN.md §8 and without forwarding; it then asks the app's Decider for a routing
+// decision, stores it in the request context for the kvroute selection policy, and hands the
+// exact bytes (exact Content-Length, replayed on retries) to the next handler, normally
+// reverse_proxy. Other requests pass with a "no preference" decision.
+//
+// The request id is the X-Request-Id header, else a generated one, which is then set on the
+// forwarded request.
+//
+// Placeholders (request vars) set by this handler and the selection policy:
+//
+//	{http.vars.kvroute.worker}          id of the chosen worker ("" when none was known)
+//	{http.vars.kvroute.overlap_blocks}  cached prefix of the chosen worker, in blocks
+//	{http.vars.kvroute.total_blocks}    complete blocks of the request
+//	{http.vars.kvroute.fallback}        reason code when not routed exactly ("" when exact)
+type Handler struct {
+	// MaxBodySize is the largest request body read, in bytes; a larger one is answered with 413
+	// `body_too_large`. Default: 64 MiB.
+	MaxBodySize int64 `json:"max_body_size,omitempty"`
+
+	// ReadTimeout is how long the client may take to send the body; a slower one is answered with
+	// 408 `body_timeout`. Default: 30s.
+	ReadTimeout caddy.Duration `json:"read_timeout,omitempty"`
+
+	app     *App
+	logger  *zap.Logger
+	metrics *metrics
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.kvroute",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets defaults and gets the kvroute app.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.MaxBodySize == 0 {
+		h.MaxBodySize = DefaultMaxBodySize
+	}
+	if h.ReadTimeout == 0 {
+		h.ReadTimeout = caddy.Duration(DefaultReadTimeout)
+	}
+	appIface, err := ctx.App("kvroute")
+	if err != nil {
+		return fmt.Errorf("getting kvroute app: %w", err)
+	}
+	h.app = appIface.(*App)
+	h.metrics = h.app.metrics
+	return nil
+}
+
+// Validate checks the limits.
+func (h *Handler) Validate() error {
+	if h.MaxBodySize < 0 {
+		return fmt.Errorf("max_body_size must not be negative")
+	}
+	if h.ReadTimeout < 0 {
+		return fmt.Errorf("read_timeout must not be negative")
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	start := time.Now()
+	reqID := r.Header.Get("X-Request-Id")
+	if reqID == "" || len(reqID) > 200 {
+		reqID = newRequestID()
+		r.Header.Set("X-Request-Id", reqID)
+	}
+
+	var body []byte
+	if routedBody(r) {
+		b, err := readBody(w, r, h.MaxBodySize, time.Duration(h.ReadTimeout))
+		if err != nil {
+			return h.fail(w, r, reqID, err)
+		}
+		if !jsonValid(b) {
+			return h.fail(w, r, reqID, reason.New(reason.BodyInvalid, "request body is not valid JSON"))
+		}
+		body = b
+		h.metrics.routingSeconds.WithLabelValues("parse").Observe(time.Since(start).Seconds())
+	}
+
+	d, err := h.app.Decider().Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.WorkerList()})
+	if err != nil {
+		if code := reason.CodeOf(err); code.IsClientError() {
+			return h.fail(w, r, reqID, err)
+		}
+		code := reason.CodeOf(err)
+		if code == "" {
+			code = reason.IndexUnavailable
+		}
+		h.logger.Error("computing routing decision", zap.String("request_id", reqID), zap.Error(err))
+		d = &Decision{Fallback: code}
+	}
+	if d == nil {
+		d = &Decision{}
+	}
+	d.RequestID = reqID
+	if body != nil {
+		d.body = newReplayBody(body)
+		d.body.install(r)
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	h.record(r, d)
+	return next.ServeHTTP(w, r.WithContext(WithDecision(r.Context(), d)))
+}
+
+// record sets the request vars, counts the decision and logs the [ROUTING] line.
+func (h *Handler) record(r *http.Request, d *Decision) {
+	setDecisionVars(r, d, d.WorkerID)
+	h.metrics.decisions.WithLabelValues(d.Model, d.WorkerID, string(d.Fallback)).Inc()
+	if d.TotalBlocks > 0 {
+		h.metrics.hitRatio.Observe(float64(d.OverlapBlocks) / float64(d.TotalBlocks))
+	}
+	if c := h.logger.Check(zapcore.InfoLevel, "[ROUTING]"); c != nil {
+		c.Write(
+			zap.String("request_id", d.RequestID),
+			zap.String("model", d.Model),
+			zap.String("worker_id", d.WorkerID),
+			zap.String("endpoint", d.Endpoint),
+			zap.Int("overlap_blocks", d.OverlapBlocks),
+			zap.Int("total_blocks", d.TotalBlocks),
+			zap.String("fallback", string(d.Fallback)),
+			zap.Any("costs", map[string]float64{}),
+		)
+	}
+}
+
+// fail answers a kvroute client error with its JSON body, or returns a server error to Caddy.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, reqID string, err error) error {
+	var re *reason.Error
+	if errors.As(err, &re) && re.Code.IsClientError() {
+		h.metrics.errors.WithLabelValues(string(re.Code)).Inc()
+		if c := h.logger.Check(zapcore.DebugLevel, "rejecting request"); c != nil {
+			c.Write(zap.String("request_id", reqID), zap.String("code", string(re.Code)), zap.Error(err))
+		}
+		w.Header().Set("X-Request-Id", reqID)
+		writeClientError(w, re)
+		return nil
+	}
+	return caddyhttp.Error(http.StatusInternalServerError, err)
+}
+
+// setDecisionVars sets the kvroute request vars; worker is the id of the worker that serves.
+func setDecisionVars(r *http.Request, d *Decision, worker string) {
+	ctx := r.Context()
+	caddyhttp.SetVar(ctx, "kvroute.worker", worker)
+	caddyhttp.SetVar(ctx, "kvroute.overlap_blocks", d.OverlapBlocks)
+	caddyhttp.SetVar(ctx, "kvroute.total_blocks", d.TotalBlocks)
+	caddyhttp.SetVar(ctx, "kvroute.fallback", string(d.Fallback))
+}
+
+// routedBody reports whether the request's body is read and routed on: a POST to an OpenAI chat
+// or completions path. Other requests are routed on load alone and their bodies stream through.
+func routedBody(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	return strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/completions")
+}
+
+// newRequestID returns 32 random hex digits.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

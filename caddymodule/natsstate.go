@@ -1,0 +1,134 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/kvevents/registry"
+)
+
+// natsPool holds the NATS state (*natsState) keyed by the NATS settings. It lives for the whole
+// process; each running config holds one reference between App.Start and App.Stop, so during a
+// reload the old and the new config share one connection, and it closes when the last config
+// using it stops.
+var natsPool = caddy.NewUsagePool()
+
+// natsConfig is the part of the app config that decides the NATS state.
+type natsConfig struct {
+	url, creds     string
+	host, storeDir string
+	port           int
+}
+
+// natsState is what survives config reloads: the embedded server (if any), the connection, the
+// registry bucket and its watcher.
+type natsState struct {
+	url      string
+	embedded *natsutil.Embedded // nil when connected to a configured URL
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	kv       jetstream.KeyValue
+	watcher  *registry.Watcher
+	created  time.Time
+	logger   *zap.Logger
+}
+
+// newNATSState starts the embedded server when no URL is configured, connects, opens the
+// registry bucket and starts its watcher. On error everything started so far is stopped.
+func newNATSState(cfg natsConfig, logger *zap.Logger) (st *natsState, err error) {
+	st = &natsState{url: cfg.url, created: time.Now(), logger: logger}
+	defer func() {
+		if err != nil {
+			_ = st.Destruct()
+		}
+	}()
+	if cfg.url == "" {
+		st.embedded, err = natsutil.StartEmbedded(&natsutil.EmbeddedConfig{
+			Host: cfg.host, Port: cfg.port, StoreDir: cfg.storeDir, Logger: logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("starting embedded NATS server: %w", err)
+		}
+		st.url = st.embedded.ClientURL()
+	}
+	var opts []nats.Option
+	if cfg.creds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.creds))
+	}
+	st.nc, err = natsutil.Connect(st.url, &natsutil.ConnectConfig{Name: "kvroute", Options: opts, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	st.js, err = jetstream.New(st.nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st.kv, err = registry.OpenBucket(ctx, st.js)
+	if err != nil {
+		return nil, err
+	}
+	st.watcher = registry.NewWatcher(st.kv, &registry.WatcherConfig{Logger: logger})
+	// the watch outlives any one config: it runs until Destruct
+	if err = st.watcher.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	select {
+	case <-st.watcher.Ready():
+	case <-ctx.Done():
+		logger.Warn("worker registry not loaded within 10s; continuing")
+	}
+	return st, nil
+}
+
+// Destruct stops the watcher, drains and closes the connection and shuts the embedded server
+// down, in that order. It is called by the usage pool when the last config releases the state.
+func (st *natsState) Destruct() error {
+	if st.watcher != nil {
+		st.watcher.Stop()
+	}
+	if st.nc != nil {
+		st.nc.Close()
+	}
+	if st.embedded != nil {
+		st.embedded.Shutdown()
+	}
+	st.logger.Debug("kvroute NATS state destroyed", zap.String("url", st.url))
+	return nil
+}
+
+// NATSState is the read-only view of the app's NATS resources for other kvroute code (event
+// subscriber, replica sync, tests).
+type NATSState struct{ s *natsState }
+
+// Conn returns the NATS connection (shared across reloads; do not close it).
+func (n *NATSState) Conn() *nats.Conn { return n.s.nc }
+
+// JetStream returns the JetStream context of Conn.
+func (n *NATSState) JetStream() jetstream.JetStream { return n.s.js }
+
+// Registry returns the `kvroute_workers` bucket.
+func (n *NATSState) Registry() jetstream.KeyValue { return n.s.kv }
+
+// Watcher returns the registry watcher.
+func (n *NATSState) Watcher() *registry.Watcher { return n.s.watcher }
+
+// URL returns the URL connected to (the embedded server's client URL when embedded).
+func (n *NATSState) URL() string { return n.s.url }
+
+// Embedded reports whether the app runs the embedded NATS server.
+func (n *NATSState) Embedded() bool { return n.s.embedded != nil }
+
+// Created returns when the state was created; a reload that keeps the state keeps this time.
+func (n *NATSState) Created() time.Time { return n.s.created }
+
+// Interface guards
+var _ caddy.Destructor = (*natsState)(nil)

@@ -1,0 +1,110 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/kvroute/kvroute/kvevents/registry"
+)
+
+func init() {
+	caddy.RegisterModule(Selection{})
+}
+
+// Selection is the `http.reverse_proxy.selection_policies.kvroute` policy. It picks the upstream
+// whose dial address (normalized host:port) is the endpoint the kvroute handler chose, if that
+// upstream is available (Caddy health: Available()); else the first available of the decision's
+// next-best candidates; else the fallback policy. Requests without a kvroute decision (the
+// handler did not run) and "no preference" decisions go to the fallback.
+//
+// It also rewinds the request body the handler installed before each attempt, so retries resend
+// the same bytes, and sets {http.vars.kvroute.worker} to the worker that serves the attempt.
+//
+// The decision comes from the handler's own computation, never from client-supplied hints, so a
+// client cannot steer the upstream beyond what its request content earns.
+type Selection struct {
+	// FallbackRaw is the policy used when the decision names no available upstream.
+	// Default: `least_conn`.
+	FallbackRaw json.RawMessage `json:"fallback,omitempty" caddy:"namespace=http.reverse_proxy.selection_policies inline_key=policy"`
+
+	fallback reverseproxy.Selector
+	app      *App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Selection) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.selection_policies.kvroute",
+		New: func() caddy.Module { return new(Selection) },
+	}
+}
+
+// Provision loads the fallback policy and gets the kvroute app.
+func (s *Selection) Provision(ctx caddy.Context) error {
+	if s.FallbackRaw == nil {
+		s.FallbackRaw = caddyconfig.JSONModuleObject(reverseproxy.LeastConnSelection{}, "policy", "least_conn", nil)
+	}
+	mod, err := ctx.LoadModule(s, "FallbackRaw")
+	if err != nil {
+		return fmt.Errorf("loading fallback selection policy: %w", err)
+	}
+	s.fallback = mod.(reverseproxy.Selector)
+	appIface, err := ctx.App("kvroute")
+	if err != nil {
+		return fmt.Errorf("getting kvroute app: %w", err)
+	}
+	s.app = appIface.(*App)
+	return nil
+}
+
+// Select returns the upstream for this attempt, or nil when none is available.
+func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
+	d := DecisionFrom(r.Context())
+	if d == nil {
+		return s.fallback.Select(pool, r, w)
+	}
+	if d.body != nil {
+		d.body.Rewind()
+	}
+	up := pickEndpoint(pool, d.Endpoint)
+	for i := 0; up == nil && i < len(d.Candidates); i++ {
+		up = pickEndpoint(pool, d.Candidates[i].Endpoint)
+	}
+	if up == nil {
+		up = s.fallback.Select(pool, r, w)
+	}
+	if up != nil {
+		worker := ""
+		if ep, err := registry.NormalizeEndpoint(up.Dial); err == nil {
+			if wk, ok := s.app.WorkerByEndpoint(ep); ok {
+				worker = wk.WorkerID
+			}
+		}
+		setDecisionVars(r, d, worker)
+	}
+	return up
+}
+
+// pickEndpoint returns the available upstream of pool whose normalized dial address is ep.
+func pickEndpoint(pool reverseproxy.UpstreamPool, ep string) *reverseproxy.Upstream {
+	if ep == "" {
+		return nil
+	}
+	for _, up := range pool {
+		if n, err := registry.NormalizeEndpoint(up.Dial); err == nil && n == ep && up.Available() {
+			return up
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner     = (*Selection)(nil)
+	_ reverseproxy.Selector = (*Selection)(nil)
+)
