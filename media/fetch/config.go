@@ -113,7 +113,7 @@ func compile(cfg *Config) (*policy, error) {
 	for _, d := range cfg.AllowedDomains {
 		d = normalizeHost(d)
 		if ip, err := netip.ParseAddr(strings.Trim(d, "[]")); err == nil {
-			p.exactDomains[ip.String()] = true
+			p.exactDomains[ip.WithZone("").String()] = true
 			continue
 		}
 		name, wildcard := strings.CutPrefix(d, "*.")
