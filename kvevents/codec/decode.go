@@ -136,6 +136,39 @@ func (dc *Decoder) str(what string) (string, error) {
 	return s, nil
 }
 
+// name reads a map key or event tag and returns it as one of the known field names (no allocation),
+// or a copy of any other string.
+func (dc *Decoder) name(what string) (string, error) {
+	b, next, ok := rawStr(dc.buf, dc.pos())
+	if !ok {
+		c, _ := dc.peek()
+		return "", malformed(what, c)
+	}
+	dc.seek(next)
+	switch string(b) {
+	case "type":
+		return "type", nil
+	case "ts":
+		return "ts", nil
+	case "events":
+		return "events", nil
+	case "data_parallel_rank":
+		return "data_parallel_rank", nil
+	case "BlockStored":
+		return "BlockStored", nil
+	case "BlockRemoved":
+		return "BlockRemoved", nil
+	case "AllBlocksCleared":
+		return "AllBlocksCleared", nil
+	}
+	for _, f := range storedFields {
+		if string(b) == f {
+			return f, nil
+		}
+	}
+	return string(b), nil
+}
+
 func (dc *Decoder) optStr(what string) (string, bool, error) {
 	if null, err := dc.isNil(); null || err != nil {
 		return "", false, err
@@ -175,10 +208,11 @@ func (dc *Decoder) hash() (uint64, error) {
 	}
 	switch {
 	case isInt(c):
-		h, err := dc.d.DecodeUint64()
-		if err != nil {
+		h, _, next, ok := rawInt(dc.buf, dc.pos())
+		if !ok {
 			return 0, fmt.Errorf("reading block hash: %w", errTruncated)
 		}
+		dc.seek(next)
 		return h, nil
 	case msgpcode.IsBin(c) || msgpcode.IsString(c):
 		b, err := dc.d.DecodeBytes()
@@ -215,16 +249,19 @@ func (dc *Decoder) tokens() ([]uint32, error) {
 		return nil, err
 	}
 	out := make([]uint32, n)
+	off := dc.pos()
 	for i := range out {
-		v, err := dc.int64v("token id")
-		if err != nil {
-			return nil, err
+		v, neg, next, ok := rawInt(dc.buf, off)
+		if !ok {
+			return nil, fmt.Errorf("reading token id %d: not an integer: %w", i, ErrMalformed)
 		}
-		if v < 0 || v > math.MaxUint32 {
-			return nil, fmt.Errorf("reading token id %d: out of range: %w", v, ErrMalformed)
+		if neg || v > math.MaxUint32 {
+			return nil, fmt.Errorf("reading token id %d: %d out of range: %w", i, int64(v), ErrMalformed)
 		}
 		out[i] = uint32(v)
+		off = next
 	}
+	dc.seek(off)
 	return out, nil
 }
 
@@ -358,7 +395,7 @@ func (dc *Decoder) event() (Event, error) {
 		if n == 0 {
 			return ev, fmt.Errorf("reading event: empty array: %w", ErrMalformed)
 		}
-		tag, err := dc.str("event tag")
+		tag, err := dc.name("event tag")
 		if err != nil {
 			return ev, err
 		}
@@ -387,12 +424,12 @@ func (dc *Decoder) event() (Event, error) {
 			return ev, fmt.Errorf("reading event map: %w", errTruncated)
 		}
 		for i := 0; i < n; i++ {
-			key, err := dc.str("event key")
+			key, err := dc.name("event key")
 			if err != nil {
 				return ev, err
 			}
 			if key == "type" {
-				tag, err := dc.str("event type")
+				tag, err := dc.name("event type")
 				if err != nil {
 					return ev, err
 				}
@@ -501,7 +538,7 @@ func (dc *Decoder) decodeEngine(b []byte) (*Batch, error) {
 		}
 		seen := false
 		for i := 0; i < n; i++ {
-			key, err := dc.str("batch key")
+			key, err := dc.name("batch key")
 			if err != nil {
 				return nil, err
 			}

@@ -126,3 +126,85 @@ func sized(b []byte, c byte) (n uint64, hdr int, container, ok bool) {
 	}
 	return 0, 0, false, false // 0xc1 (never used)
 }
+
+// rawInt reads the msgpack integer at b[off]: its bits as u64 (signed values sign-extended), whether
+// it was encoded signed, and the offset after it. ok is false if b[off] is not a complete integer.
+func rawInt(b []byte, off int) (v uint64, neg bool, next int, ok bool) {
+	if off >= len(b) {
+		return 0, false, 0, false
+	}
+	c := b[off]
+	switch {
+	case c <= 0x7f:
+		return uint64(c), false, off + 1, true
+	case c >= 0xe0:
+		return uint64(int64(int8(c))), true, off + 1, true
+	}
+	var n int
+	switch c {
+	case 0xcc, 0xd0:
+		n = 1
+	case 0xcd, 0xd1:
+		n = 2
+	case 0xce, 0xd2:
+		n = 4
+	case 0xcf, 0xd3:
+		n = 8
+	default:
+		return 0, false, 0, false
+	}
+	if len(b)-off-1 < n {
+		return 0, false, 0, false
+	}
+	p := b[off+1 : off+1+n]
+	switch c {
+	case 0xcc:
+		v = uint64(p[0])
+	case 0xcd:
+		v = uint64(binary.BigEndian.Uint16(p))
+	case 0xce:
+		v = uint64(binary.BigEndian.Uint32(p))
+	case 0xcf:
+		v = binary.BigEndian.Uint64(p)
+	case 0xd0:
+		v, neg = uint64(int64(int8(p[0]))), int8(p[0]) < 0
+	case 0xd1:
+		s := int16(binary.BigEndian.Uint16(p))
+		v, neg = uint64(int64(s)), s < 0
+	case 0xd2:
+		s := int32(binary.BigEndian.Uint32(p))
+		v, neg = uint64(int64(s)), s < 0
+	case 0xd3:
+		s := int64(binary.BigEndian.Uint64(p))
+		v, neg = uint64(s), s < 0
+	}
+	return v, neg, off + 1 + n, true
+}
+
+// rawStr returns the bytes of the msgpack string at b[off] (aliasing b) and the offset after it.
+func rawStr(b []byte, off int) (s []byte, next int, ok bool) {
+	if off >= len(b) {
+		return nil, 0, false
+	}
+	c := b[off]
+	var n uint64
+	hdr := 1
+	switch {
+	case c >= 0xa0 && c <= 0xbf:
+		n = uint64(c & 0x1f)
+	case c == 0xd9 || c == 0xda || c == 0xdb:
+		var ok bool
+		n, hdr, _, ok = sized(b[off:], c)
+		if !ok {
+			return nil, 0, false
+		}
+	default:
+		return nil, 0, false
+	}
+	start := off + hdr
+	if n > uint64(len(b)-start) {
+		return nil, 0, false
+	}
+	end := start + int(n)
+	return b[start:end], end, true
+}
