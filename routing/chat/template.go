@@ -20,7 +20,8 @@ const maxTemplateFile = 16 << 20
 // Template is a compiled chat template with the Hugging Face rendering environment
 // (transformers' apply_chat_template: Jinja2 with trim_blocks and lstrip_blocks, the
 // loopcontrols extension, tojson = json.dumps(ensure_ascii=False), raise_exception,
-// strftime_now, and the tokenizer's special tokens as variables). Safe for concurrent use.
+// strftime_now, and the tokenizer's special tokens as variables). Whitespace control follows
+// Jinja2's lexer (see normalizeTemplate). Safe for concurrent use.
 type Template struct {
 	// Source is the template text.
 	Source string
@@ -43,7 +44,11 @@ var contentLoop = regexp.MustCompile(`for\s+\w+\s+in\s+\w+\s*(\.\s*content\b|\[\
 // NewTemplate compiles source. special maps special-token variable names to their text
 // (strings) or lists of texts; nil is fine.
 func NewTemplate(source string, special map[string]any) (*Template, error) {
-	tmpl, err := jinja.Compile(source)
+	norm, err := normalizeTemplate(source)
+	if err != nil {
+		return nil, fmt.Errorf("compiling chat template: %w", err)
+	}
+	tmpl, err := jinja.Compile(norm)
 	if err != nil {
 		return nil, fmt.Errorf("compiling chat template: %w", err)
 	}
