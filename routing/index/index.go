@@ -120,6 +120,8 @@ type Index struct {
 	// liveMask has the bit of every slot in use, one word per 64 slots (len == t.stride).
 	liveMask  []uint64
 	evictions uint64
+	// clock stamps leaves as they are stored (see entry.stamp).
+	clock uint32
 }
 
 // worker is the per-worker state. Fields are protected by Index.mu.
@@ -280,8 +282,8 @@ func (x *Index) Stats() Stats {
 		Evictions: x.evictions,
 		Workers:   make([]WorkerStats, 0, len(x.workers)),
 	}
-	// Arenas at capacity, maps at ~1.5 slots per key of 8 bytes control + key + value.
-	s.Bytes = int64(cap(x.t.nodes))*nodeSize + int64(cap(x.t.bits))*8 + int64(cap(x.t.entries))*entrySize +
+	// Arenas at capacity (paged), maps by their key counts.
+	s.Bytes = int64(x.t.nodes.capacity())*(nodeSize+8*int64(x.t.stride)) + int64(x.t.entries.capacity())*entrySize +
 		int64(len(x.t.kids))*kidSlotBytes
 	for _, w := range x.workers {
 		s.Workers = append(s.Workers, WorkerStats{Worker: w.key, Blocks: w.held, Entries: w.held + w.ghosts})

@@ -128,7 +128,9 @@ func BenchmarkMatch(b *testing.B) {
 	}
 }
 
-// BenchmarkMatchLatency times 100,000 single lookups (per benchmark iteration) and reports p50/p99.
+// BenchmarkMatchLatency times 100,000 single lookups (per benchmark iteration) and reports p50/p99 of
+// wall time. On a shared machine the tail includes time the thread was descheduled; compare runs at
+// similar load.
 func BenchmarkMatchLatency(b *testing.B) {
 	const lookups = 100_000
 	for _, kind := range []string{"index", "naive"} {

@@ -40,7 +40,7 @@ func (x *Index) AppendMatch(dst []Overlap, hashes []uint64) []Overlap {
 		if !ok {
 			break
 		}
-		words := t.bits[int(n)*t.stride : int(n)*t.stride+t.stride]
+		words := t.words(n)
 		left := false
 		for i, a := range active {
 			kept := a & words[i]

@@ -14,11 +14,11 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 		if !ok {
 			return &UnknownParentError{Worker: w.key, Parent: b.Parent}
 		}
-		pNode, pEntry = t.entries[pe].node, pe
+		pNode, pEntry = t.entries.at(pe).node, pe
 	}
 	if old, ok := w.byEngine[b.EngineHash]; ok {
-		on := t.entries[old].node
-		if t.nodes[on].parent == pNode && t.nodes[on].hash == b.LocalHash {
+		on := t.entries.at(old).node
+		if t.nodes.at(on).parent == pNode && t.nodes.at(on).hash == b.LocalHash {
 			x.touchLocked(w, old)
 			return nil
 		}
@@ -43,7 +43,7 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 	case w.ghosts > 0:
 		if e := t.findEntry(n, w.slot); e != nilIdx {
 			// Revive the placeholder: its descendants count again.
-			en := &t.entries[e]
+			en := t.entries.at(e)
 			en.engine = b.EngineHash
 			en.flags |= fHeld
 			w.ghosts--
@@ -54,14 +54,14 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 		}
 	}
 	e := t.newEntry(n, w.slot, pEntry)
-	en := &t.entries[e]
+	en := t.entries.at(e)
 	en.engine = b.EngineHash
 	en.flags = fHeld
 	w.byEngine[b.EngineHash] = e
 	w.held++
 	t.setBit(n, w.slot)
 	if pEntry != nilIdx {
-		pe := &t.entries[pEntry]
+		pe := t.entries.at(pEntry)
 		pe.childRefs++
 		if pe.flags&fLeaf != 0 {
 			x.unlinkLeafLocked(w, pEntry)
@@ -73,7 +73,7 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 
 // touchLocked moves a leaf to the newest end of the eviction order. Lock should be held on entry.
 func (x *Index) touchLocked(w *worker, e int32) {
-	if x.t.entries[e].flags&fLeaf != 0 {
+	if x.t.entries.at(e).flags&fLeaf != 0 {
 		x.unlinkLeafLocked(w, e)
 		x.pushLeafLocked(w, e, false)
 	}
@@ -88,7 +88,7 @@ func (x *Index) removeEngineLocked(w *worker, h uint64) bool {
 		return false
 	}
 	delete(w.byEngine, h)
-	en := &t.entries[e]
+	en := t.entries.at(e)
 	if more := w.extra[e]; len(more) > 0 {
 		// The block stays held under its other engine hashes.
 		if en.engine == h {
@@ -118,7 +118,7 @@ func (x *Index) removeEngineLocked(w *worker, h uint64) bool {
 // Lock should be held on entry.
 func (x *Index) unholdLocked(w *worker, e int32) {
 	t := &x.t
-	en := &t.entries[e]
+	en := t.entries.at(e)
 	t.clearBit(en.node, w.slot)
 	en.flags &^= fHeld
 	w.held--
@@ -135,15 +135,15 @@ func (x *Index) unholdLocked(w *worker, e int32) {
 func (x *Index) releaseLocked(w *worker, e int32) {
 	t := &x.t
 	for e != nilIdx {
-		if t.entries[e].flags&fLeaf != 0 {
+		if t.entries.at(e).flags&fLeaf != 0 {
 			x.unlinkLeafLocked(w, e)
 		}
-		p := t.entries[e].parent
+		p := t.entries.at(e).parent
 		t.dropEntry(e)
 		if p == nilIdx {
 			return
 		}
-		pe := &t.entries[p]
+		pe := t.entries.at(p)
 		pe.childRefs--
 		if pe.childRefs > 0 {
 			return
@@ -157,76 +157,55 @@ func (x *Index) releaseLocked(w *worker, e int32) {
 	}
 }
 
-// pushLeafLocked puts e on the worker's and the global leaf lists, at the oldest end when oldest is set.
+// pushLeafLocked puts e on the worker's leaf list, at the oldest end when oldest is set (a parent
+// whose last child went: it is older than that child), else at the newest end with a fresh stamp.
 // Lock should be held on entry.
 func (x *Index) pushLeafLocked(w *worker, e int32, oldest bool) {
 	t := &x.t
-	en := &t.entries[e]
+	en := t.entries.at(e)
 	en.flags |= fLeaf
 	if oldest {
 		en.wPrev, en.wNext = nilIdx, w.leafHead
 		if w.leafHead != nilIdx {
-			t.entries[w.leafHead].wPrev = e
+			t.entries.at(w.leafHead).wPrev = e
 		} else {
 			w.leafTail = e
 		}
 		w.leafHead = e
-		en.gPrev, en.gNext = nilIdx, t.gHead
-		if t.gHead != nilIdx {
-			t.entries[t.gHead].gPrev = e
-		} else {
-			t.gTail = e
-		}
-		t.gHead = e
 		return
 	}
+	x.clock++
+	en.stamp = x.clock
 	en.wPrev, en.wNext = w.leafTail, nilIdx
 	if w.leafTail != nilIdx {
-		t.entries[w.leafTail].wNext = e
+		t.entries.at(w.leafTail).wNext = e
 	} else {
 		w.leafHead = e
 	}
 	w.leafTail = e
-	en.gPrev, en.gNext = t.gTail, nilIdx
-	if t.gTail != nilIdx {
-		t.entries[t.gTail].gNext = e
-	} else {
-		t.gHead = e
-	}
-	t.gTail = e
 }
 
-// unlinkLeafLocked takes e off both leaf lists. Lock should be held on entry.
+// unlinkLeafLocked takes e off the worker's leaf list. Lock should be held on entry.
 func (x *Index) unlinkLeafLocked(w *worker, e int32) {
 	t := &x.t
-	en := &t.entries[e]
+	en := t.entries.at(e)
 	en.flags &^= fLeaf
 	if en.wPrev != nilIdx {
-		t.entries[en.wPrev].wNext = en.wNext
+		t.entries.at(en.wPrev).wNext = en.wNext
 	} else {
 		w.leafHead = en.wNext
 	}
 	if en.wNext != nilIdx {
-		t.entries[en.wNext].wPrev = en.wPrev
+		t.entries.at(en.wNext).wPrev = en.wPrev
 	} else {
 		w.leafTail = en.wPrev
 	}
-	if en.gPrev != nilIdx {
-		t.entries[en.gPrev].gNext = en.gNext
-	} else {
-		t.gHead = en.gNext
-	}
-	if en.gNext != nilIdx {
-		t.entries[en.gNext].gPrev = en.gPrev
-	} else {
-		t.gTail = en.gPrev
-	}
-	en.wPrev, en.wNext, en.gPrev, en.gNext = nilIdx, nilIdx, nilIdx, nilIdx
+	en.wPrev, en.wNext = nilIdx, nilIdx
 }
 
 // evictLocked drops the leaf e of w with all its engine hashes. Lock should be held on entry.
 func (x *Index) evictLocked(w *worker, e int32) {
-	en := &x.t.entries[e]
+	en := x.t.entries.at(e)
 	delete(w.byEngine, en.engine)
 	for _, h := range w.extra[e] {
 		delete(w.byEngine, h)
@@ -236,15 +215,28 @@ func (x *Index) evictLocked(w *worker, e int32) {
 	x.evictions++
 }
 
-// enforceCapsLocked evicts the oldest leaves of w while it is over its cap, then the oldest leaves of
-// any worker while the index is over the total cap. Lock should be held on entry.
+// enforceCapsLocked evicts the oldest leaves of w while it is over its cap, then, while the index is
+// over the total cap, the oldest of the workers' oldest leaves (by stamp; a scan over the workers, so
+// O(workers) per evicted block). Lock should be held on entry.
 func (x *Index) enforceCapsLocked(w *worker) {
 	for w.held+w.ghosts > x.cfg.MaxBlocksPerWorker && w.leafHead != nilIdx {
 		x.evictLocked(w, w.leafHead)
 	}
-	for x.t.liveEntries > x.cfg.MaxBlocks && x.t.gHead != nilIdx {
-		e := x.t.gHead
-		x.evictLocked(x.slots[x.t.entries[e].slot], e)
+	for x.t.liveEntries > x.cfg.MaxBlocks {
+		var victim *worker
+		var vs uint32
+		for _, o := range x.slots {
+			if o == nil || o.leafHead == nilIdx {
+				continue
+			}
+			if s := x.t.entries.at(o.leafHead).stamp; victim == nil || int32(s-vs) < 0 {
+				victim, vs = o, s
+			}
+		}
+		if victim == nil {
+			return
+		}
+		x.evictLocked(victim, victim.leafHead)
 	}
 }
 
@@ -253,8 +245,8 @@ func (x *Index) purgeLocked(w *worker) {
 	t := &x.t
 	for _, e := range w.byEngine {
 		// Free e and the placeholders above it; held ancestors are reached through byEngine.
-		for e != nilIdx && t.entries[e].flags&fFree == 0 {
-			en := &t.entries[e]
+		for e != nilIdx && t.entries.at(e).flags&fFree == 0 {
+			en := t.entries.at(e)
 			if en.flags&fLeaf != 0 {
 				x.unlinkLeafLocked(w, e)
 			}
@@ -263,7 +255,7 @@ func (x *Index) purgeLocked(w *worker) {
 			}
 			p := en.parent
 			t.dropEntry(e)
-			if p == nilIdx || t.entries[p].flags&(fHeld|fFree) != 0 {
+			if p == nilIdx || t.entries.at(p).flags&(fHeld|fFree) != 0 {
 				break
 			}
 			e = p

@@ -8,8 +8,8 @@ const (
 
 // Approximate sizes used by Stats (bytes).
 const (
-	nodeSize        = 32
-	entrySize       = 48
+	nodeSize        = 24
+	entrySize       = 40
 	kidSlotBytes    = 40 // 16-byte key, 4-byte value, control byte, load factor
 	engineSlotBytes = 24 // 8-byte key, 4-byte value, control byte, load factor
 )
@@ -22,10 +22,8 @@ type node struct {
 	// child is one child kept inline (nilIdx when none); the node's other children are in tree.kids.
 	child     int32
 	nChildren int32
-	// entries heads the list of (worker, node) entries, linked through entry.nNext/nPrev.
+	// entries heads the list of (worker, node) entries, linked through entry.nNext.
 	entries int32
-	// refs counts those entries.
-	refs int32
 }
 
 // kidKey addresses a child by its parent node and local hash.
@@ -37,7 +35,7 @@ type kidKey struct {
 // entry flags.
 const (
 	fHeld uint8 = 1 << iota // the worker holds the block (else a placeholder kept for descendants)
-	fLeaf                   // on the leaf (eviction) lists
+	fLeaf                   // on the worker's leaf (eviction) list
 	fFree                   // on the free list
 )
 
@@ -50,56 +48,59 @@ type entry struct {
 	parent int32
 	// childRefs counts the worker's entries on child nodes whose parent is this entry.
 	childRefs int32
-	// wPrev/wNext link the worker's leaf list (wNext also chains free entries);
-	// gPrev/gNext the global leaf list; nPrev/nNext the node's entry list.
+	// wPrev/wNext link the worker's leaf list (wNext also chains free entries); nNext the node's entries.
 	wPrev, wNext int32
-	gPrev, gNext int32
-	nPrev, nNext int32
-	slot         uint16
-	flags        uint8
+	nNext        int32
+	// stamp is the store clock when the entry was last stored or refreshed (wraps; compared by
+	// difference), used to pick the oldest leaf among workers for the total cap.
+	stamp uint32
+	slot  uint16
+	flags uint8
 }
 
 // tree holds the arenas. Its fields are protected by Index.mu.
 type tree struct {
-	nodes    []node
+	nodes    arena[node]
 	freeNode int32
 	kids     map[kidKey]int32
-	// bits holds stride words per node: bit s set when the worker in slot s holds the node.
-	bits   []uint64
+	// bits holds stride words per node, one page per node page: bit s set when the worker in slot s
+	// holds the node.
+	bits   [][]uint64
 	stride int
 
-	entries   []entry
+	entries   arena[entry]
 	freeEntry int32
-	// gHead/gTail is the global list of evictable leaves, oldest first.
-	gHead, gTail int32
 
 	liveNodes, liveEntries int
 }
 
 func (t *tree) init() {
-	t.nodes = []node{{parent: nilIdx, child: nilIdx, entries: nilIdx}}
+	t.stride = 1
+	t.nodes.grow()
+	t.bits = [][]uint64{make([]uint64, pageSize)}
+	*t.nodes.at(rootNode) = node{parent: nilIdx, child: nilIdx, entries: nilIdx}
 	t.freeNode = nilIdx
 	t.kids = make(map[kidKey]int32)
-	t.stride = 1
-	t.bits = make([]uint64, 1)
 	t.freeEntry = nilIdx
-	t.gHead, t.gTail = nilIdx, nilIdx
 }
 
 // growStride re-lays the bitsets with stride words per node.
 func (t *tree) growStride(stride int) {
-	nb := make([]uint64, len(t.nodes)*stride, cap(t.nodes)*stride)
-	for n := range t.nodes {
-		copy(nb[n*stride:], t.bits[n*t.stride:(n+1)*t.stride])
+	for pi, old := range t.bits {
+		nb := make([]uint64, pageSize*stride)
+		for i := range pageSize {
+			copy(nb[i*stride:], old[i*t.stride:(i+1)*t.stride])
+		}
+		t.bits[pi] = nb
 	}
-	t.bits, t.stride = nb, stride
+	t.stride = stride
 }
 
 // child returns the child of p with local hash h.
 func (t *tree) child(p int32, h uint64) (int32, bool) {
-	pn := &t.nodes[p]
+	pn := t.nodes.at(p)
 	if c := pn.child; c != nilIdx {
-		if t.nodes[c].hash == h {
+		if t.nodes.at(c).hash == h {
 			return c, true
 		}
 		if pn.nChildren == 1 {
@@ -117,16 +118,15 @@ func (t *tree) addChild(p int32, h uint64) int32 {
 	var c int32
 	if t.freeNode != nilIdx {
 		c = t.freeNode
-		t.freeNode = t.nodes[c].parent
+		t.freeNode = t.nodes.at(c).parent
 	} else {
-		c = int32(len(t.nodes))
-		t.nodes = append(t.nodes, node{})
-		for range t.stride {
-			t.bits = append(t.bits, 0)
+		var page bool
+		if c, page = t.nodes.grow(); page {
+			t.bits = append(t.bits, make([]uint64, pageSize*t.stride))
 		}
 	}
-	t.nodes[c] = node{hash: h, parent: p, child: nilIdx, entries: nilIdx}
-	pn := &t.nodes[p]
+	*t.nodes.at(c) = node{hash: h, parent: p, child: nilIdx, entries: nilIdx}
+	pn := t.nodes.at(p)
 	if pn.child == nilIdx {
 		pn.child = c
 	} else {
@@ -140,12 +140,12 @@ func (t *tree) addChild(p int32, h uint64) int32 {
 // maybeFreeNode frees n and then its ancestors while they have no entries and no children.
 func (t *tree) maybeFreeNode(n int32) {
 	for n != rootNode {
-		nd := &t.nodes[n]
-		if nd.refs != 0 || nd.nChildren != 0 {
+		nd := t.nodes.at(n)
+		if nd.entries != nilIdx || nd.nChildren != 0 {
 			return
 		}
 		p := nd.parent
-		pn := &t.nodes[p]
+		pn := t.nodes.at(p)
 		if pn.child == n {
 			pn.child = nilIdx
 		} else {
@@ -160,15 +160,15 @@ func (t *tree) maybeFreeNode(n int32) {
 }
 
 func (t *tree) setBit(n int32, slot uint16) {
-	t.bits[int(n)*t.stride+int(slot/64)] |= 1 << (slot % 64)
+	t.words(n)[slot/64] |= 1 << (slot % 64)
 }
 
 func (t *tree) clearBit(n int32, slot uint16) {
-	t.bits[int(n)*t.stride+int(slot/64)] &^= 1 << (slot % 64)
+	t.words(n)[slot/64] &^= 1 << (slot % 64)
 }
 
 func (t *tree) hasBit(n int32, slot uint16) bool {
-	return t.bits[int(n)*t.stride+int(slot/64)]&(1<<(slot%64)) != 0
+	return t.words(n)[slot/64]&(1<<(slot%64)) != 0
 }
 
 // newEntry allocates an entry for slot on node n under parent entry p and links it into the node list.
@@ -176,38 +176,34 @@ func (t *tree) newEntry(n int32, slot uint16, p int32) int32 {
 	var e int32
 	if t.freeEntry != nilIdx {
 		e = t.freeEntry
-		t.freeEntry = t.entries[e].wNext
+		t.freeEntry = t.entries.at(e).wNext
 	} else {
-		e = int32(len(t.entries))
-		t.entries = append(t.entries, entry{})
+		e, _ = t.entries.grow()
 	}
-	nd := &t.nodes[n]
-	t.entries[e] = entry{node: n, parent: p, slot: slot, wPrev: nilIdx, wNext: nilIdx,
-		gPrev: nilIdx, gNext: nilIdx, nPrev: nilIdx, nNext: nd.entries}
-	if nd.entries != nilIdx {
-		t.entries[nd.entries].nPrev = e
-	}
+	nd := t.nodes.at(n)
+	*t.entries.at(e) = entry{node: n, parent: p, slot: slot, wPrev: nilIdx, wNext: nilIdx, nNext: nd.entries}
 	nd.entries = e
-	nd.refs++
 	t.liveEntries++
 	return e
 }
 
-// dropEntry unlinks e from its node and returns it to the free list; it then frees the node if it is
-// unused. The caller has already taken e off the leaf lists and cleared its bit.
+// dropEntry unlinks e from its node (a walk of the node's entries: at most one per worker) and returns
+// it to the free list; it then frees the node if it is unused. The caller has already taken e off the
+// leaf list and cleared its bit.
 func (t *tree) dropEntry(e int32) {
-	en := &t.entries[e]
+	en := t.entries.at(e)
 	n := en.node
-	nd := &t.nodes[n]
-	if en.nPrev != nilIdx {
-		t.entries[en.nPrev].nNext = en.nNext
-	} else {
+	nd := t.nodes.at(n)
+	if nd.entries == e {
 		nd.entries = en.nNext
+	} else {
+		for p := nd.entries; p != nilIdx; p = t.entries.at(p).nNext {
+			if t.entries.at(p).nNext == e {
+				t.entries.at(p).nNext = en.nNext
+				break
+			}
+		}
 	}
-	if en.nNext != nilIdx {
-		t.entries[en.nNext].nPrev = en.nPrev
-	}
-	nd.refs--
 	*en = entry{node: nilIdx, parent: nilIdx, wNext: t.freeEntry, flags: fFree}
 	t.freeEntry = e
 	t.liveEntries--
@@ -216,8 +212,8 @@ func (t *tree) dropEntry(e int32) {
 
 // findEntry returns the entry of slot on node n.
 func (t *tree) findEntry(n int32, slot uint16) int32 {
-	for e := t.nodes[n].entries; e != nilIdx; e = t.entries[e].nNext {
-		if t.entries[e].slot == slot {
+	for e := t.nodes.at(n).entries; e != nilIdx; e = t.entries.at(e).nNext {
+		if t.entries.at(e).slot == slot {
 			return e
 		}
 	}
