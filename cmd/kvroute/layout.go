@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/tokenizer"
+)
+
+// maxContractFile bounds the contract file read by `kvroute layout`.
+const maxContractFile = 1 << 16
+
+func init() {
+	register("layout", "layout --model DIR --contract FILE (--total-frames N --source-fps F | --image) --width W --height H", runLayout)
+}
+
+// videoLayoutOutput is the output of `kvroute layout` for a video, keys in DESIGN.md §10a order.
+type videoLayoutOutput struct {
+	Indices             []int    `json:"indices"`
+	ResizedHeight       int      `json:"resized_height"`
+	ResizedWidth        int      `json:"resized_width"`
+	GridTHW             [3]int   `json:"grid_thw"`
+	TokensPerGroup      int      `json:"tokens_per_group"`
+	TimestampTexts      []string `json:"timestamp_texts"`
+	ReplacementTokenIDs []uint32 `json:"replacement_token_ids"`
+}
+
+// imageLayoutOutput is the output of `kvroute layout --image`.
+type imageLayoutOutput struct {
+	ResizedHeight int    `json:"resized_height"`
+	ResizedWidth  int    `json:"resized_width"`
+	GridTHW       [3]int `json:"grid_thw"`
+	Tokens        int    `json:"tokens"`
+}
+
+// runLayout implements `kvroute layout` (DESIGN.md §10a): the layout a worker with the given
+// contract produces for a video of N frames at F fps and W×H pixels (sampled indices, resized
+// size, grid, timestamp texts and the replacement token ids, each timestamp tokenized alone), or
+// with --image for an image (the contract's image_resize, else the model's preprocessor_config.json
+// budget). The model folder is checked as at startup (layout.LoadModel) and must fit the contract.
+func runLayout(args []string) (any, error) {
+	fs := flag.NewFlagSet("layout", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dir := fs.String("model", "", "model directory (config.json, processor configs, tokenizer.json)")
+	contractPath := fs.String("contract", "", "video contract JSON file (DESIGN.md §2.3)")
+	image := fs.Bool("image", false, "lay out an image instead of a video")
+	total := fs.Int("total-frames", 0, "source frame count of the video")
+	fps := fs.Float64("source-fps", 0, "source frame rate of the video")
+	width := fs.Int("width", 0, "frame or image width in pixels")
+	height := fs.Int("height", 0, "frame or image height in pixels")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("parsing layout flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("layout: unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	need := []string{"model", "contract", "width", "height"}
+	if !*image {
+		need = append(need, "total-frames", "source-fps")
+	} else if set["total-frames"] || set["source-fps"] {
+		return nil, errors.New("layout: --image takes no --total-frames or --source-fps")
+	}
+	for _, n := range need {
+		if !set[n] {
+			return nil, fmt.Errorf("layout: --%s is required", n)
+		}
+	}
+	a, err := loadAdapter(*dir, *contractPath)
+	if err != nil {
+		return nil, err
+	}
+	if *image {
+		return imageLayout(a, *width, *height)
+	}
+	return videoLayout(a, layout.VideoInput{TotalFrames: *total, SourceFPS: *fps, Width: *width, Height: *height})
+}
+
+// loadAdapter reads and validates the contract, loads and checks the model folder, and returns
+// the Qwen3-VL adapter over the model's tokenizer.
+func loadAdapter(dir, contractPath string) (*layout.Qwen3VL, error) {
+	f, err := os.Open(contractPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading contract: %w", err)
+	}
+	defer f.Close()
+	doc, err := io.ReadAll(io.LimitReader(f, maxContractFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading contract: %w", err)
+	}
+	c, err := layout.ParseContract(doc)
+	if err != nil {
+		return nil, fmt.Errorf("reading contract: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("validating contract: %w", err)
+	}
+	m, err := layout.LoadModel(dir)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("loading tokenizer: %w", err)
+	}
+	return layout.NewQwen3VL(c, m, tok)
+}
+
+func videoLayout(a *layout.Qwen3VL, in layout.VideoInput) (*videoLayoutOutput, error) {
+	l, err := a.VideoLayout(in)
+	if err != nil {
+		return nil, err
+	}
+	repl, err := a.VideoReplacement(l)
+	if err != nil {
+		return nil, err
+	}
+	return &videoLayoutOutput{
+		Indices:       l.Indices,
+		ResizedHeight: l.ResizedHeight, ResizedWidth: l.ResizedWidth,
+		GridTHW:             l.GridTHW,
+		TokensPerGroup:      l.TokensPerGroup,
+		TimestampTexts:      l.TimestampTexts,
+		ReplacementTokenIDs: repl,
+	}, nil
+}
+
+func imageLayout(a *layout.Qwen3VL, width, height int) (*imageLayoutOutput, error) {
+	l, err := a.ImageLayout(width, height)
+	if err != nil {
+		return nil, err
+	}
+	return &imageLayoutOutput{ResizedHeight: l.ResizedHeight, ResizedWidth: l.ResizedWidth, GridTHW: l.GridTHW, Tokens: l.Tokens}, nil
+}
