@@ -1,0 +1,121 @@
+package normalize
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/routing/blocks"
+)
+
+// TestRequestSideEqualsEventSide publishes every normalize.jsonl prompt as a worker would (vLLM
+// extra_keys from its spans, LoRA and salt included; both key styles and all encodings; the chain split
+// over two events so the salt must be carried), then checks that normalization gives the request side's
+// golden hashes block for block.
+func TestRequestSideEqualsEventSide(t *testing.T) {
+	f, err := os.Open("../../testdata/golden/normalize.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	prompts := 0
+	for sc.Scan() {
+		var r struct {
+			ID     string `json:"id"`
+			Inputs struct {
+				BlockSize int      `json:"block_size"`
+				Tokens    []uint32 `json:"tokens"`
+				Spans     []struct {
+					Start, End int
+					Identity   string
+				} `json:"spans"`
+				ImagePad  uint32  `json:"image_pad"`
+				VideoPad  uint32  `json:"video_pad"`
+				LoRAName  *string `json:"lora_name"`
+				CacheSalt *string `json:"cache_salt"`
+			} `json:"inputs"`
+			Outputs struct {
+				Blocks []struct {
+					Kind      string `json:"kind"`
+					LocalHash string `json:"local_hash"`
+				} `json:"blocks"`
+			} `json:"outputs"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		in := r.Inputs
+		spans := make([]blocks.Span, len(in.Spans))
+		for i, s := range in.Spans {
+			id, _ := strconv.ParseUint(s.Identity, 10, 64)
+			spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: id}
+		}
+		lora, salt := str(in.LoRAName), str(in.CacheSalt)
+		bs := in.BlockSize
+		nb := len(in.Tokens) / bs
+		if nb < 2 {
+			continue
+		}
+		for _, style := range []codec.ExtraKeysStyle{codec.PairKeys, codec.BareKeys} {
+			keys := codec.ExtraKeysFor(bs, len(in.Tokens), spans, lora, salt, style)
+			hashes := make([]uint64, nb)
+			for i := range hashes {
+				hashes[i] = uint64(1000*prompts + i + 1)
+			}
+			split := nb / 2
+			ev := func(from, to int) codec.Event {
+				e := codec.Event{Type: codec.BlockStored, BlockHashes: hashes[from:to], TokenIDs: in.Tokens[from*bs : to*bs],
+					BlockSize: bs, Medium: "GPU", HasMedium: true, LoRAName: lora, HasLoRAName: lora != "",
+					ExtraKeys: keys[from:to], HasExtraKeys: true}
+				if from > 0 {
+					e.Parent, e.HasParent = hashes[from-1], true
+				}
+				return e
+			}
+			for _, form := range []codec.Form{codec.ArrayForm, codec.MapForm} {
+				n, err := New(Config{Blocks: blocks.Config{BlockSize: bs, ImagePad: in.ImagePad, VideoPad: in.VideoPad}, Encoding: codec.VLLM})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []Stored
+				for _, b := range []*codec.Batch{{Events: []codec.Event{ev(0, split)}}, {Events: []codec.Event{ev(split, nb)}}} {
+					raw, err := codec.EncodeVLLM(b, codec.ArrayForm, form)
+					if err != nil {
+						t.Fatal(err)
+					}
+					dec, err := codec.Decode(codec.VLLM, raw)
+					if err != nil {
+						t.Fatal(err)
+					}
+					res := n.Apply(dec)
+					if res.Skipped != 0 {
+						t.Fatalf("%s: %v", r.ID, res.FirstErr)
+					}
+					got = append(got, res.Ops[0].Stored...)
+				}
+				for i, w := range r.Outputs.Blocks {
+					if strconv.FormatUint(got[i].LocalHash, 10) != w.LocalHash || got[i].Kind.String() != w.Kind {
+						t.Errorf("%s style %d form %d block %d: %x %v, want %s %s", r.ID, style, form, i, got[i].LocalHash, got[i].Kind, w.LocalHash, w.Kind)
+					}
+				}
+			}
+		}
+		prompts++
+	}
+	if prompts < 30 {
+		t.Errorf("only %d prompts checked", prompts)
+	}
+	t.Logf("%d normalize.jsonl prompts: event side equals request side", prompts)
+}
+
+func str(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
