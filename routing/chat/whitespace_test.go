@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/kvroute/kvroute/routing/chat"
@@ -49,4 +50,37 @@ func TestJinja2Whitespace(t *testing.T) {
 			t.Errorf("%q compiled", bad)
 		}
 	}
+}
+
+// testdata/jinja2_whitespace.jsonl: random templates from whitespace-sensitive pieces (text with
+// spaces, tabs, CR/LF, U+3000; {{ }} with and without "-"; if/for/set with "-" and "+" on
+// either side; comments), rendered by Jinja2 3.1.6 (testdata/gen_whitespace.py).
+func TestJinja2WhitespaceRandom(t *testing.T) {
+	lines := readLines(t, "testdata/jinja2_whitespace.jsonl")
+	matched := 0
+	for _, line := range lines {
+		var c struct {
+			Template string `json:"template"`
+			Rendered string `json:"rendered"`
+		}
+		if err := json.Unmarshal(line, &c); err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := chat.NewTemplate(c.Template, nil)
+		if err != nil {
+			t.Errorf("%q: %v", c.Template, err)
+			continue
+		}
+		got, err := tmpl.RenderInput(chat.Input{Messages: []byte(`[]`), Kwargs: []byte(`{"x":"X","n":"N"}`)})
+		if err != nil {
+			t.Errorf("%q: %v", c.Template, err)
+			continue
+		}
+		if got != c.Rendered {
+			t.Errorf("%q:\n got %q\nwant %q", c.Template, got, c.Rendered)
+			continue
+		}
+		matched++
+	}
+	t.Logf("jinja2_whitespace.jsonl: %d/%d identical", matched, len(lines))
 }
