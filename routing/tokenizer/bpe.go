@@ -16,24 +16,18 @@ func pairKey(left, right uint32) uint64 { return uint64(left)<<32 | uint64(right
 
 // symbol is one node of the linked list of a word's current tokens.
 type symbol struct {
-	id         uint32
-	prev, next int32 // neighbour indices, -1 at the ends
-	dead       bool  // merged into its left neighbour
+	id         uint32 // deadSymbol once merged into its left neighbour
+	prev, next int32  // neighbour indices, -1 at the ends
 }
 
-// candidate is a heap entry: merging the symbol at pos with its right
-// neighbour into id, at rank rank. Entries go stale when a neighbour merges;
-// they are checked when popped, as in Hugging Face's word.rs.
-type candidate struct {
-	rank uint32
-	pos  int32
-	id   uint32
-}
+const deadSymbol = ^uint32(0)
 
-// less orders candidates by rank, then leftmost position (HF's Merge Ord).
-func (a candidate) less(b candidate) bool {
-	return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos)
-}
+// A candidate is a heap entry rank<<32 | pos: merging the symbol at pos with
+// its right neighbour by the merge rule of that rank (whose result is
+// rankIDs[rank]). Ordering the packed value orders by rank, then leftmost
+// position, as Hugging Face's Merge Ord. Entries go stale when a neighbour
+// merges; they are checked when popped, as in Hugging Face's word.rs.
+type candidate = uint64
 
 // bpeScratch holds the reusable buffers of one bpe call.
 type bpeScratch struct {
@@ -43,10 +37,16 @@ type bpeScratch struct {
 
 var scratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
 
+// maxScratch bounds the symbol capacity kept in scratchPool, so one huge
+// word does not pin its buffers.
+const maxScratch = 1 << 17
+
 // bpe appends the ids of word (raw bytes, at least one) to dst. It is Hugging
 // Face tokenizers' BPE merge_all (models/bpe/word.rs): repeatedly merge the
 // pair with the lowest rank, leftmost first, using a binary heap of
-// candidates and a linked list of symbols: O(n log n) for n bytes.
+// candidates and a linked list of symbols: O(n log n) for n bytes. A popped
+// candidate is applied only if the pair now at its position still merges
+// into the candidate's result id (HF's staleness check).
 func (t *Tokenizer) bpe(dst []uint32, word string) []uint32 {
 	sc := scratchPool.Get().(*bpeScratch)
 	n := len(word)
@@ -58,7 +58,7 @@ func (t *Tokenizer) bpe(dst []uint32, word string) []uint32 {
 	h := sc.heap[:0]
 	for i := 0; i+1 < n; i++ {
 		if m, ok := t.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
-			h = append(h, candidate{rank: m.rank, pos: int32(i), id: m.id})
+			h = append(h, uint64(m.rank)<<32|uint64(i))
 		}
 	}
 	for i := len(h)/2 - 1; i >= 0; i-- {
@@ -72,28 +72,30 @@ func (t *Tokenizer) bpe(dst []uint32, word string) []uint32 {
 		if last > 0 {
 			siftDown(h, 0)
 		}
-		s := &syms[top.pos]
-		if s.dead || s.next < 0 {
+		pos := int32(uint32(top))
+		newID := t.rankIDs[top>>32]
+		s := &syms[pos]
+		if s.id == deadSymbol || s.next < 0 {
 			continue
 		}
 		next := s.next
-		if m, ok := t.merges[pairKey(s.id, syms[next].id)]; !ok || m.id != top.id {
+		if m, ok := t.merges[pairKey(s.id, syms[next].id)]; !ok || m.id != newID {
 			continue // stale: a neighbour changed since this entry was pushed
 		}
-		s.id = top.id
-		syms[next].dead = true
+		s.id = newID
+		syms[next].id = deadSymbol
 		s.next = syms[next].next
 		if s.next >= 0 {
-			syms[s.next].prev = top.pos
+			syms[s.next].prev = pos
 		}
 		if s.prev >= 0 {
-			if m, ok := t.merges[pairKey(syms[s.prev].id, s.id)]; ok {
-				h = heapPush(h, candidate{rank: m.rank, pos: s.prev, id: m.id})
+			if m, ok := t.merges[pairKey(syms[s.prev].id, newID)]; ok {
+				h = heapPush(h, uint64(m.rank)<<32|uint64(uint32(s.prev)))
 			}
 		}
 		if s.next >= 0 {
-			if m, ok := t.merges[pairKey(s.id, syms[s.next].id)]; ok {
-				h = heapPush(h, candidate{rank: m.rank, pos: top.pos, id: m.id})
+			if m, ok := t.merges[pairKey(newID, syms[s.next].id)]; ok {
+				h = heapPush(h, uint64(m.rank)<<32|uint64(uint32(pos)))
 			}
 		}
 	}
@@ -107,41 +109,40 @@ func (t *Tokenizer) bpe(dst []uint32, word string) []uint32 {
 	return dst
 }
 
-// maxScratch bounds the symbol capacity kept in scratchPool, so one huge
-// word does not pin its buffers.
-const maxScratch = 1 << 14
-
 func heapPush(h []candidate, c candidate) []candidate {
 	h = append(h, c)
 	i := len(h) - 1
 	for i > 0 {
 		p := (i - 1) / 2
-		if !h[i].less(h[p]) {
+		if h[p] <= c {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = c
 	return h
 }
 
 func siftDown(h []candidate, i int) {
 	n := len(h)
+	c := h[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
-		if r := l + 1; r < n && h[r].less(h[l]) {
+		if r := l + 1; r < n && h[r] < h[l] {
 			m = r
 		}
-		if !h[m].less(h[i]) {
-			return
+		if c <= h[m] {
+			break
 		}
-		h[i], h[m] = h[m], h[i]
+		h[i] = h[m]
 		i = m
 	}
+	h[i] = c
 }
 
 // wordCache memoizes the ids of short pre-tokens. It holds at most

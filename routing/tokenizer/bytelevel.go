@@ -20,17 +20,3 @@ func init() {
 		runeToByte[byteToRune[b]] = byte(b)
 	}
 }
-
-// unmapByteLevel turns a byte-level token text (e.g. "Ġworld") back into its
-// raw bytes (" world"). ok is false if a rune is outside the alphabet.
-func unmapByteLevel(s string) (raw string, ok bool) {
-	buf := make([]byte, 0, len(s))
-	for _, r := range s {
-		b, found := runeToByte[r]
-		if !found {
-			return "", false
-		}
-		buf = append(buf, b)
-	}
-	return string(buf), true
-}

@@ -1,13 +1,11 @@
 package tokenizer
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 )
 
 // qwenSplitRegex is the only pre-tokenizer pattern this package implements.
@@ -55,43 +53,15 @@ type preTokJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string            `json:"type"`
-	Dropout                 *float64          `json:"dropout"`
-	UnkToken                *string           `json:"unk_token"`
-	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-	ByteFallback            bool              `json:"byte_fallback"`
-	IgnoreMerges            bool              `json:"ignore_merges"`
-	Vocab                   map[string]uint32 `json:"vocab"`
-	Merges                  []mergeJSON       `json:"merges"`
-}
-
-// mergeJSON is one merge in either form: "a b" or ["a", "b"].
-type mergeJSON [2]string
-
-func (m *mergeJSON) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		parts := strings.Split(s, " ")
-		if len(parts) != 2 {
-			return fmt.Errorf("merge %q is not two space-separated tokens", s)
-		}
-		m[0], m[1] = parts[0], parts[1]
-		return nil
-	}
-	var parts []string
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return err
-	}
-	if len(parts) != 2 {
-		return fmt.Errorf("merge %s does not have two tokens", b)
-	}
-	m[0], m[1] = parts[0], parts[1]
-	return nil
+	Type                    string          `json:"type"`
+	Dropout                 *float64        `json:"dropout"`
+	UnkToken                *string         `json:"unk_token"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	Vocab                   json.RawMessage `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
 }
 
 // Load reads a Hugging Face tokenizer.json (byte-level BPE with the Qwen
@@ -119,12 +89,16 @@ func parse(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	initClasses()
-	t := &Tokenizer{
-		vocab:  f.Model.Vocab,
-		merges: make(map[uint64]merge, len(f.Model.Merges)),
+	vocab, err := parseVocab(f.Model.Vocab)
+	if err != nil {
+		return nil, fmt.Errorf("decoding model.vocab: %w", err)
 	}
+	if len(vocab) == 0 {
+		return nil, fmt.Errorf("checking model: %w: empty vocab", ErrUnsupported)
+	}
+	t := &Tokenizer{vocab: vocab}
 	maxID := -1
-	for _, id := range f.Model.Vocab {
+	for _, id := range vocab {
 		maxID = max(maxID, int(id))
 	}
 	for _, a := range f.AddedTokens {
@@ -133,14 +107,8 @@ func parse(data []byte) (*Tokenizer, error) {
 	if maxID > 1<<24 {
 		return nil, fmt.Errorf("checking ids: %w: token id %d is too large", ErrUnsupported, maxID)
 	}
-	t.decode = make([]string, maxID+1)
-	t.known = make([]bool, maxID+1)
-	for tok, id := range f.Model.Vocab {
-		raw, ok := unmapByteLevel(tok)
-		if !ok {
-			return nil, fmt.Errorf("checking vocab: %w: token %q is not in the byte-level alphabet", ErrUnsupported, tok)
-		}
-		t.decode[id], t.known[id] = raw, true
+	if err := t.setDecode(maxID); err != nil {
+		return nil, err
 	}
 	for b := 0; b < 256; b++ {
 		id, ok := t.vocab[string(byteToRune[b])]
@@ -149,20 +117,55 @@ func parse(data []byte) (*Tokenizer, error) {
 		}
 		t.byteIDs[b] = id
 	}
-	for rank, m := range f.Model.Merges {
-		left, ok1 := t.vocab[m[0]]
-		right, ok2 := t.vocab[m[1]]
-		res, ok3 := t.vocab[m[0]+m[1]]
+	t.merges = make(map[uint64]merge, len(vocab))
+	var pair []byte
+	err = parseMerges(f.Model.Merges, func(a, b []byte) error {
+		rank := len(t.rankIDs)
+		left, ok1 := t.vocab[string(a)]
+		right, ok2 := t.vocab[string(b)]
+		pair = append(append(pair[:0], a...), b...)
+		res, ok3 := t.vocab[string(pair)]
 		if !ok1 || !ok2 || !ok3 {
-			return nil, fmt.Errorf("checking merges: merge %d %q %q: token not in vocab", rank, m[0], m[1])
+			return fmt.Errorf("merge %d %q %q: token not in vocab", rank, a, b)
 		}
 		t.merges[pairKey(left, right)] = merge{rank: uint32(rank), id: res}
+		t.rankIDs = append(t.rankIDs, res)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decoding model.merges: %w", err)
 	}
 	if err := t.setAdded(f.AddedTokens); err != nil {
 		return nil, err
 	}
 	t.cache.m = make(map[string][]uint32, 1024)
 	return t, nil
+}
+
+// setDecode fills the id → raw bytes table of the vocabulary (one shared
+// backing string).
+func (t *Tokenizer) setDecode(maxID int) error {
+	type span struct{ off, n int }
+	spans := make([]span, maxID+1)
+	t.known = make([]bool, maxID+1)
+	var arena []byte
+	for tok, id := range t.vocab {
+		off := len(arena)
+		for _, r := range tok {
+			b, ok := runeToByte[r]
+			if !ok {
+				return fmt.Errorf("checking vocab: %w: token %q is not in the byte-level alphabet", ErrUnsupported, tok)
+			}
+			arena = append(arena, b)
+		}
+		spans[id], t.known[id] = span{off, len(arena) - off}, true
+	}
+	all := string(arena)
+	t.decode = make([]string, maxID+1)
+	for id, sp := range spans {
+		t.decode[id] = all[sp.off : sp.off+sp.n]
+	}
+	return nil
 }
 
 // setAdded indexes the added tokens for leftmost-longest matching.
@@ -228,8 +231,6 @@ func checkShape(f *fileJSON) error {
 		return fmt.Errorf("checking model: %w: byte_fallback", ErrUnsupported)
 	case m.IgnoreMerges:
 		return fmt.Errorf("checking model: %w: ignore_merges", ErrUnsupported)
-	case len(m.Vocab) == 0:
-		return fmt.Errorf("checking model: %w: empty vocab", ErrUnsupported)
 	}
 	return nil
 }

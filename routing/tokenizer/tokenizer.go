@@ -11,6 +11,7 @@ import (
 type Tokenizer struct {
 	vocab   map[string]uint32 // byte-level token text (e.g. "Ġworld") → id
 	merges  map[uint64]merge  // pairKey(left, right) → rank and result
+	rankIDs []uint32          // merge rank → result id
 	byteIDs [256]uint32       // id of the one-byte token of each byte
 	decode  []string          // id → raw bytes (added tokens: their content)
 	known   []bool            // id → whether decode[id] is defined

@@ -1,0 +1,90 @@
+package tokenizer
+
+import (
+	"runtime"
+	"testing"
+)
+
+// BenchmarkEncode1MB encodes the 1 MB mixed golden text (376 840 tokens).
+// "warm" keeps the per-word cache across iterations (steady state of a
+// server), "cold" empties it before each iteration (every word runs BPE).
+func BenchmarkEncode1MB(b *testing.B) {
+	tok := loadTest(b)
+	text, want := read1MB(b)
+	for _, mode := range []string{"warm", "cold"} {
+		b.Run(mode, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if mode == "cold" {
+					tok.cache.mu.Lock()
+					tok.cache.m = make(map[string][]uint32, 1024)
+					tok.cache.mu.Unlock()
+				}
+				if got := tok.Encode(text); len(got) != len(want) {
+					b.Fatalf("got %d ids, want %d", len(got), len(want))
+				}
+			}
+			b.ReportMetric(float64(len(want))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkEncode1MBParallel encodes the 1 MB text from GOMAXPROCS
+// goroutines sharing one Tokenizer (cache contention included).
+func BenchmarkEncode1MBParallel(b *testing.B) {
+	tok := loadTest(b)
+	text, _ := read1MB(b)
+	b.SetBytes(int64(len(text)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tok.Encode(text)
+		}
+	})
+}
+
+// BenchmarkEncodeChatPrompt encodes the rendered Qwen3/Qwen3-VL chat prompts
+// of chat_cases_qwen3.jsonl, the per-request workload.
+func BenchmarkEncodeChatPrompt(b *testing.B) {
+	tok := loadTest(b)
+	cases := chatCases(b)
+	n := 0
+	for _, c := range cases {
+		n += len(c.Text)
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, c := range cases {
+			tok.Encode(c.Text)
+		}
+	}
+}
+
+// BenchmarkLoad measures Load of the 11.4 MB Qwen3 tokenizer.json and reports
+// the live heap it holds afterwards (heap-MB, after a GC).
+func BenchmarkLoad(b *testing.B) {
+	b.ReportAllocs()
+	var heap float64
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		tok, err := Load(testModelPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap = float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
+		runtime.KeepAlive(tok)
+		b.StartTimer()
+	}
+	b.ReportMetric(heap, "heap-MB")
+}
