@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // Schema is the schema string of a version 1 video contract (DESIGN.md §2.3).
@@ -271,4 +273,17 @@ func (c *Contract) validateSampler() error {
 		}
 	}
 	return nil
+}
+
+// FrameCount returns the source frame count the worker's loader sees for a clip, per
+// frame_count_source: the decoded (presentable) count for decoded; for container, the container's
+// count (nb_frames, else round(duration × fps); 0 when unknown), which must equal the decoded
+// count, since otherwise the router cannot know which frames the worker takes (DESIGN.md §2.3):
+// that is a *reason.Error with code frame_count_mismatch.
+func (c *Contract) FrameCount(decoded, container int) (int, error) {
+	if c.FrameCountSource == FrameCountContainer && container != decoded {
+		return 0, reason.New(reason.FrameCountMismatch, "container frame count %d differs from the decoded count %d",
+			container, decoded)
+	}
+	return decoded, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // exampleContract is the contract of DESIGN.md §2.3.
@@ -201,5 +202,21 @@ func TestContractSGLangValid(t *testing.T) {
 	c = mustParse(t, strings.Replace(exampleContract, `"round_ties_even"`, `"legacy_ceil"`, 1))
 	if err := c.Validate(); err != nil {
 		t.Errorf("bare_video_token with legacy_ceil: %v", err)
+	}
+}
+
+func TestContractFrameCount(t *testing.T) {
+	c := mustParse(t, exampleContract)
+	if n, err := c.FrameCount(300, 0); err != nil || n != 300 {
+		t.Errorf("decoded: %d, %v", n, err)
+	}
+	c.FrameCountSource = layout.FrameCountContainer
+	if n, err := c.FrameCount(300, 300); err != nil || n != 300 {
+		t.Errorf("container equal: %d, %v", n, err)
+	}
+	for _, container := range []int{301, 0} {
+		if _, err := c.FrameCount(300, container); reason.CodeOf(err) != reason.FrameCountMismatch {
+			t.Errorf("container %d: err %v, want frame_count_mismatch", container, err)
+		}
 	}
 }

@@ -181,6 +181,13 @@ type placeholder struct {
 // layout_error for an incomplete layout, an expansion over MaxExpandedTokens, or a whole-prompt
 // tokenization that does not reproduce the expected runs.
 func (a *Qwen3VL) Expand(prompt string, media []Media) (*Expansion, error) {
+	return a.ExpandEncoded(prompt, nil, media)
+}
+
+// ExpandEncoded is Expand for a prompt whose tokens are already known (ids must be
+// tok.Encode(prompt), e.g. from routing/model's PromptTokens): with spliced timestamp tokenization
+// they are used instead of encoding the prompt again; nil ids, or whole tokenization, encode it.
+func (a *Qwen3VL) ExpandEncoded(prompt string, ids []uint32, media []Media) (*Expansion, error) {
 	for i, m := range media {
 		switch {
 		case m.Kind == blocks.Video:
@@ -198,7 +205,10 @@ func (a *Qwen3VL) Expand(prompt string, media []Media) (*Expansion, error) {
 	if a.c.TimestampTokenization == TimestampsWhole {
 		return a.expandWhole(prompt, media)
 	}
-	return a.expandSpliced(prompt, media)
+	if ids == nil {
+		ids = a.tok.Encode(prompt)
+	}
+	return a.expandSpliced(ids, media)
 }
 
 func matchKinds(places []placeholder, media []Media) error {
@@ -247,8 +257,7 @@ func (a *Qwen3VL) findTokenPlaceholders(ids []uint32) ([]placeholder, error) {
 	return places, nil
 }
 
-func (a *Qwen3VL) expandSpliced(prompt string, media []Media) (*Expansion, error) {
-	ids := a.tok.Encode(prompt)
+func (a *Qwen3VL) expandSpliced(ids []uint32, media []Media) (*Expansion, error) {
 	places, err := a.findTokenPlaceholders(ids)
 	if err != nil {
 		return nil, err

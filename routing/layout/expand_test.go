@@ -20,7 +20,7 @@ var (
 )
 
 // realTokenizer loads the test model's tokenizer.json once per test binary.
-func realTokenizer(t *testing.T) *tokenizer.Tokenizer {
+func realTokenizer(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	tokOnce.Do(func() {
 		tokVal, tokErr = tokenizer.Load(goldenDir + "qwen3vl-test-model/tokenizer.json")
@@ -263,6 +263,10 @@ func TestExpandedPromptGolden(t *testing.T) {
 			if !slices.Equal(ex.Tokens, want) {
 				t.Errorf("%s %s: %d tokens, want %d", r.ID, mode, len(ex.Tokens), len(want))
 				continue
+			}
+			pre, err := a.ExpandEncoded(rendered, tok.Encode(rendered), []layout.Media{{Kind: blocks.Video, Identity: 0xabc, Video: l}})
+			if err != nil || !reflect.DeepEqual(pre, ex) {
+				t.Errorf("%s %s: ExpandEncoded differs from Expand (err %v)", r.ID, mode, err)
 			}
 			if len(ex.Spans) != 1 {
 				t.Fatalf("%s %s: spans %v", r.ID, mode, ex.Spans)
