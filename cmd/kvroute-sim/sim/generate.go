@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// words are the completion tokens, in turn.
+var words = []string{"The", " cache", " is", " warm", ",", " the", " route", " is", " short", "."}
+
+// generation is one completion in progress.
+type generation struct {
+	s            *Server
+	id           string
+	promptTokens int
+	cachedTokens int
+	maxTokens    int
+	includeUsage bool
+}
+
+func (g *generation) usage(completion int) *usage {
+	return &usage{PromptTokens: g.promptTokens, CompletionTokens: completion, TotalTokens: g.promptTokens + completion,
+		PromptTokensDetails: promptTokensDetails{CachedTokens: g.cachedTokens}}
+}
+
+// token waits for token i (prefill delay before the first, token delay before the others) and
+// returns its text, or false when the client went away.
+func (g *generation) token(ctx context.Context, i int) (string, bool) {
+	d := g.s.cfg.TokenDelay
+	if i == 0 {
+		d = g.s.cfg.PrefillDelay
+	}
+	if !wait(ctx, d) {
+		return "", false
+	}
+	return words[i%len(words)], true
+}
+
+// complete answers with one JSON chat.completion.
+func (g *generation) complete(ctx context.Context, w http.ResponseWriter) DoneInfo {
+	var text strings.Builder
+	for i := 0; i < g.maxTokens; i++ {
+		t, ok := g.token(ctx, i)
+		if !ok {
+			return DoneInfo{Canceled: true, At: time.Now(), Tokens: i}
+		}
+		text.WriteString(t)
+	}
+	stop := "length"
+	writeJSON(w, http.StatusOK, chatCompletion{
+		ID: g.id, Object: "chat.completion", Created: time.Now().Unix(), Model: g.s.cfg.Model,
+		SystemFingerprint: g.s.cfg.WorkerID,
+		Choices:           []choice{{Index: 0, Message: &outMessage{Role: "assistant", Content: text.String()}, FinishReason: &stop}},
+		Usage:             g.usage(g.maxTokens),
+	})
+	return DoneInfo{At: time.Now(), Tokens: g.maxTokens}
+}
+
+// stream answers with server-sent events, one chat.completion.chunk per token, each flushed as
+// soon as it is produced, then `data: [DONE]`.
+func (g *generation) stream(ctx context.Context, w http.ResponseWriter) DoneInfo {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	send := func(c chatCompletion) bool {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	chunk := func(delta *outMessage, finish *string) chatCompletion {
+		return chatCompletion{ID: g.id, Object: "chat.completion.chunk", Created: time.Now().Unix(), Model: g.s.cfg.Model,
+			SystemFingerprint: g.s.cfg.WorkerID, Choices: []choice{{Index: 0, Delta: delta, FinishReason: finish}}}
+	}
+	for i := 0; i < g.maxTokens; i++ {
+		t, ok := g.token(ctx, i)
+		if !ok {
+			return DoneInfo{Canceled: true, At: time.Now(), Tokens: i}
+		}
+		d := &outMessage{Content: t}
+		if i == 0 {
+			d.Role = "assistant"
+		}
+		if !send(chunk(d, nil)) {
+			return DoneInfo{Canceled: true, At: time.Now(), Tokens: i}
+		}
+	}
+	stop := "length"
+	last := chunk(&outMessage{}, &stop)
+	if !send(last) {
+		return DoneInfo{Canceled: true, At: time.Now(), Tokens: g.maxTokens}
+	}
+	if g.includeUsage {
+		u := chatCompletion{ID: g.id, Object: "chat.completion.chunk", Created: time.Now().Unix(), Model: g.s.cfg.Model,
+			SystemFingerprint: g.s.cfg.WorkerID, Choices: []choice{}, Usage: g.usage(g.maxTokens)}
+		if !send(u) {
+			return DoneInfo{Canceled: true, At: time.Now(), Tokens: g.maxTokens}
+		}
+	}
+	if _, err := fmt.Fprint(w, "data: [DONE]\n\n"); err != nil {
+		return DoneInfo{Canceled: true, At: time.Now(), Tokens: g.maxTokens}
+	}
+	_ = rc.Flush()
+	return DoneInfo{At: time.Now(), Tokens: g.maxTokens}
+}

@@ -1,0 +1,59 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/kvevents/registry"
+)
+
+// Registration is the simulator's worker record in the kvroute registry: written at Start,
+// heartbeated every 10 s, deleted at Close.
+type Registration struct {
+	nc  *nats.Conn
+	pub *registry.Publisher
+}
+
+// Register connects to natsURL and publishes the worker record for s, reachable at endpoint.
+func Register(ctx context.Context, natsURL, endpoint string, s *Server, logger *zap.Logger) (*Registration, error) {
+	nc, err := natsutil.Connect(natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + s.cfg.WorkerID, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	kv, err := registry.OpenBucket(ctx, js)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	rec := registry.Worker{
+		WorkerID: s.cfg.WorkerID, Endpoint: endpoint, Model: s.cfg.Model, Engine: registry.EngineVLLM,
+		EngineVersion: "kvroute-sim", BlockSize: s.cfg.BlockSize, DPSize: 1,
+	}
+	pub, err := registry.NewPublisher(kv, rec, &registry.PublisherConfig{Logger: logger})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if err := pub.Start(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &Registration{nc: nc, pub: pub}, nil
+}
+
+// Close deletes the worker record and closes the connection.
+func (r *Registration) Close(ctx context.Context) error {
+	err := r.pub.Stop(ctx)
+	r.nc.Close()
+	return err
+}
