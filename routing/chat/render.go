@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -17,10 +18,11 @@ var ErrRender = errors.New("rendering chat template")
 var reservedVars = map[string]bool{"messages": true, "tools": true, "documents": true}
 
 // Render renders req's messages through the template the way vLLM's chat endpoint does: the
-// messages converted as described on conversation, tools as sent (None when absent),
-// documents None, add_generation_prompt from the request (default true), the special tokens,
-// then chat_template_kwargs (which override everything but messages, tools and documents).
-// The result is the prompt text with media placeholders unexpanded.
+// messages converted as described on conversation, tools and documents as sent (None when
+// absent), add_generation_prompt from the request (default true), the special tokens, then
+// chat_template_kwargs (which override everything but messages, tools and documents); with
+// continue_final_message the output is cut after the final message's text. The result is the
+// prompt text with media placeholders unexpanded.
 func (t *Template) Render(req *Request) (string, error) {
 	if req.SchemaErr != nil {
 		return "", fmt.Errorf("%w: %w", ErrRender, req.SchemaErr)
@@ -30,11 +32,74 @@ func (t *Template) Render(req *Request) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrRender, err)
 	}
+	if req.ContinueFinalMessage && req.AddGenerationPrompt {
+		return "", fmt.Errorf("%w: continue_final_message and add_generation_prompt are both set", ErrRender)
+	}
 	tools := jinja.None()
 	if req.tools != nil {
 		tools = c.value(req.tools)
 	}
-	return t.render(c, msgs, tools, req.AddGenerationPrompt, req.chatTemplateKwargs)
+	docs := jinja.None()
+	if req.documents != nil {
+		docs = c.value(req.documents)
+	}
+	out, err := t.render(c, msgs, tools, docs, req.AddGenerationPrompt, req.chatTemplateKwargs)
+	if err != nil || !req.ContinueFinalMessage {
+		return out, err
+	}
+	out, err = continueFinal(out, msgs)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrRender, err)
+	}
+	return out, nil
+}
+
+// continueFinal cuts the rendered chat right after the final message's text, the way
+// transformers' render_jinja_template does for continue_final_message: the text is the final
+// message's content string, or the last part of its content list that has a "text" key; the
+// cut is after its last occurrence (whitespace-stripped) in the output, keeping the message's
+// own leading/trailing spacing when the template kept it.
+func continueFinal(out string, msgs jinja.Value) (string, error) {
+	list := msgs.AsList()
+	if list.Len() == 0 {
+		return "", errors.New("continue_final_message with no messages")
+	}
+	last := list.Get(list.Len() - 1)
+	content, _ := last.AsDict().Get("content")
+	var final string
+	switch {
+	case content.IsString():
+		final = content.AsString()
+	case content.IsList():
+		found := false
+		items := content.AsList().Items
+		for i := len(items) - 1; i >= 0 && !found; i-- {
+			if !items[i].IsDict() {
+				continue
+			}
+			if v, ok := items[i].AsDict().Get("text"); ok {
+				if !v.IsString() {
+					return "", errors.New("continue_final_message: the final text part is not a string")
+				}
+				final, found = v.AsString(), true
+			}
+		}
+		if !found {
+			return "", errors.New("continue_final_message is set but the final message has no text to continue")
+		}
+	default:
+		return "", errors.New("continue_final_message: the final message has no content")
+	}
+	stripped := strings.TrimFunc(final, pyIsSpace)
+	loc := strings.LastIndex(out, stripped)
+	if loc < 0 {
+		return "", errors.New("continue_final_message is set but the final message does not appear in the rendered chat")
+	}
+	left := strings.TrimLeftFunc(final, pyIsSpace)
+	if end := loc + len(left); end <= len(out) && out[loc:end] == final {
+		return out[:end], nil
+	}
+	return out[:loc+len(stripped)], nil
 }
 
 // Input is a template input already in the shape the template receives (no vLLM
@@ -75,10 +140,10 @@ func (t *Template) RenderInput(in Input) (string, error) {
 			return "", fmt.Errorf("%w: kwargs is %s, not an object", ErrRender, kw.kind)
 		}
 	}
-	return t.render(c, c.value(mn), tools, in.AddGenerationPrompt, kw)
+	return t.render(c, c.value(mn), tools, jinja.None(), in.AddGenerationPrompt, kw)
 }
 
-func (t *Template) render(c *converter, msgs, tools jinja.Value, addGen bool, kwargs *node) (out string, err error) {
+func (t *Template) render(c *converter, msgs, tools, docs jinja.Value, addGen bool, kwargs *node) (out string, err error) {
 	data := make(map[string]jinja.Value, len(t.special)+8)
 	for k, v := range t.special {
 		data[k] = v
@@ -93,7 +158,7 @@ func (t *Template) render(c *converter, msgs, tools jinja.Value, addGen bool, kw
 	}
 	data["messages"] = msgs
 	data["tools"] = tools
-	data["documents"] = jinja.None()
+	data["documents"] = docs
 	if c.big && c.sawMark {
 		return "", fmt.Errorf("%w: %w", ErrRender, errReservedRune)
 	}

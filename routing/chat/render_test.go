@@ -190,3 +190,35 @@ func TestRenderConversionForms(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// continue_final_message: the prompt ends right after the final message's text (transformers'
+// render_jinja_template), and add_generation_prompt must be off.
+func TestRenderContinueFinalMessage(t *testing.T) {
+	tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Once upon"}],"add_generation_prompt":false,"continue_final_message":true}`,
+			"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nOnce upon"},
+		{`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"A"},{"type":"text","text":" B "}]}],"add_generation_prompt":false,"continue_final_message":true}`,
+			"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nA B"}, // the text is " B ": "B " at the match differs from it, so the cut is after "B"
+	} {
+		got, err := render(t, tmpl, tc.body)
+		if err != nil || got != tc.want {
+			t.Errorf("%s:\n got %q (%v)\nwant %q", tc.body, got, err, tc.want)
+		}
+	}
+	for _, body := range []string{
+		`{"messages":[{"role":"user","content":"hi"}],"continue_final_message":true}`,
+		`{"messages":[{"role":"assistant","content":null}],"add_generation_prompt":false,"continue_final_message":true}`,
+	} {
+		if _, err := render(t, tmpl, body); !errors.Is(err, chat.ErrRender) {
+			t.Errorf("%s: err %v, want ErrRender", body, err)
+		}
+	}
+	docs := mustTemplate(t, `{% for d in documents %}[{{ d.title }}]{% endfor %}{{ documents is none }}`)
+	if got, err := render(t, docs, `{"messages":[],"documents":[{"title":"a"},{"title":"b"}]}`); err != nil || got != "[a][b]False" {
+		t.Errorf("documents: %q %v", got, err)
+	}
+}

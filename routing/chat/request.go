@@ -20,6 +20,9 @@ type Request struct {
 	Stream bool
 	// AddGenerationPrompt is the vLLM extra add_generation_prompt (default true).
 	AddGenerationPrompt bool
+	// ContinueFinalMessage is the vLLM extra continue_final_message: the prompt ends inside the
+	// final message (Hugging Face truncates the rendered chat after its text).
+	ContinueFinalMessage bool
 	// CacheSalt is the vLLM extra cache_salt ("" when absent).
 	CacheSalt string
 	// MMProcessorKwargs is set when mm_processor_kwargs is present and not an empty object.
@@ -46,6 +49,7 @@ type Request struct {
 	messages           *node
 	tools              *node
 	chatTemplateKwargs *node
+	documents          *node
 }
 
 // MediaPart is one image or video content part.
@@ -107,6 +111,18 @@ func (r *Request) fill() error {
 			return fmt.Errorf("add_generation_prompt is %s, not a boolean", v.kind)
 		}
 		r.AddGenerationPrompt = v.b
+	}
+	if v := root.get("continue_final_message"); !v.isNull() {
+		if v.kind != kindBool {
+			return fmt.Errorf("continue_final_message is %s, not a boolean", v.kind)
+		}
+		r.ContinueFinalMessage = v.b
+	}
+	if v := root.get("documents"); !v.isNull() {
+		if v.kind != kindArray {
+			return fmt.Errorf("documents is %s, not an array", v.kind)
+		}
+		r.documents = v
 	}
 	if v := root.get("cache_salt"); !v.isNull() {
 		if v.kind != kindString {
