@@ -15,7 +15,7 @@ func chatBody4k() []byte {
 	sentence := "The quick brown fox jumps over the lazy dog while the camera pans slowly across the field. "
 	var msgs []map[string]any
 	msgs = append(msgs, map[string]any{"role": "system", "content": "You are a careful video analyst."})
-	for i := 0; i < 12; i++ {
+	for i := 0; i < 13; i++ {
 		msgs = append(msgs, map[string]any{"role": "user", "content": []any{
 			map[string]any{"type": "text", "text": fmt.Sprintf("Turn %d. ", i) + strings.Repeat(sentence, 8)},
 		}})
