@@ -1,0 +1,153 @@
+// Package resolver implements router.Media over the media fetcher and decoder: it fetches a
+// media URL, decodes it at the edge and returns what the router needs (identity, frame count,
+// geometry). kvroute's handler and kvroute-sim both use it, so the router and the simulated
+// worker sample and hash a clip the same way.
+package resolver
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"image"
+	"image/draw"
+	_ "image/gif" // image decoders for image_url parts
+	_ "image/jpeg"
+	_ "image/png"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/kvroute/kvroute/media"
+	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/router"
+)
+
+// Image size caps: an image_url part larger than this is rejected (frame_too_large) before its
+// pixels are decoded.
+const (
+	MaxImageSide   = 16384
+	MaxImagePixels = 64 << 20
+)
+
+// Resolver fetches and decodes media. It is safe for concurrent use.
+type Resolver struct {
+	fetcher *fetch.Fetcher
+	decoder *media.Decoder
+	// Stage, when set, receives the time spent fetching and decoding (DESIGN.md §10 stages
+	// `fetch` and `decode`).
+	Stage func(stage string, d time.Duration)
+}
+
+// New returns a resolver over a fetcher and a decoder.
+func New(f *fetch.Fetcher, d *media.Decoder) *Resolver { return &Resolver{fetcher: f, decoder: d} }
+
+var _ router.Media = (*Resolver)(nil)
+
+func (r *Resolver) stage(name string, t time.Time) {
+	if r.Stage != nil {
+		r.Stage(name, time.Since(t))
+	}
+}
+
+// Video fetches url and decodes it with the frames contract c samples; the result's identity
+// comes from the decode cache when the same bytes were decoded under the same contract before.
+func (r *Resolver) Video(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
+	t := time.Now()
+	data, err := r.fetcher.Fetch(ctx, url)
+	r.stage("fetch", t)
+	if err != nil {
+		return nil, err
+	}
+	return r.DecodeVideo(ctx, data, c)
+}
+
+// DecodeVideo is Video for bytes already in memory.
+func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contract) (*router.VideoInfo, error) {
+	digest, err := c.Digest()
+	if err != nil {
+		return nil, reason.Wrap(reason.ContractUnsupported, err, "hashing the contract")
+	}
+	sampler := func(total int, st media.Stats) ([]int, error) {
+		idx, err := router.Sampler(c, total, st.FPS, st.Width, st.Height)
+		if err != nil {
+			return nil, reason.Wrap(reason.LayoutError, err, "sampling frames")
+		}
+		return idx, nil
+	}
+	t := time.Now()
+	res, err := r.decoder.Identify(ctx, data, sampler, "contract:"+digest)
+	r.stage("decode", t)
+	if err != nil {
+		return nil, err
+	}
+	return &router.VideoInfo{
+		Identity:        res.Identity,
+		Codec:           res.Stats.Codec,
+		DecodedFrames:   res.Stats.DecodedFrames,
+		ContainerFrames: res.Stats.ContainerFrames(),
+		SourceFPS:       res.Stats.FPS,
+		Width:           res.Stats.Width,
+		Height:          res.Stats.Height,
+		Indices:         res.Indices,
+	}, nil
+}
+
+// Image fetches url and decodes it (PNG, JPEG, GIF).
+func (r *Resolver) Image(ctx context.Context, url string) (*router.ImageInfo, error) {
+	t := time.Now()
+	data, err := r.fetcher.Fetch(ctx, url)
+	r.stage("fetch", t)
+	if err != nil {
+		return nil, err
+	}
+	t = time.Now()
+	defer r.stage("decode", t)
+	return DecodeImage(data)
+}
+
+// DecodeImage decodes an image and computes its identity: XXH3-64 (seed 0) over Dynamo's
+// canonical_content_hash layout of the RGB pixels (u64le rank 3, u64le H, W, 3, u8 dtype 0, the
+// rows packed). The size is checked on the header before any pixel buffer is allocated.
+func DecodeImage(data []byte) (*router.ImageInfo, error) {
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "the image is not a PNG, JPEG or GIF file")
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
+		return nil, reason.New(reason.FrameTooLarge, "the image is %dx%d pixels, larger than allowed", cfg.Width, cfg.Height)
+	}
+	img, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "decoding the image")
+	}
+	b := img.Bounds()
+	rgba, ok := img.(*image.RGBA)
+	if !ok || rgba.Rect.Min != (image.Point{}) {
+		rgba = image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
+		draw.Draw(rgba, rgba.Rect, img, b.Min, draw.Src)
+	}
+	w, h := rgba.Rect.Dx(), rgba.Rect.Dy()
+	hs := xxh3.New()
+	var hdr [8]byte
+	for _, v := range []uint64{3, uint64(h), uint64(w), 3} {
+		binary.LittleEndian.PutUint64(hdr[:], v)
+		_, _ = hs.Write(hdr[:])
+	}
+	_, _ = hs.Write([]byte{0})
+	row := make([]byte, w*3)
+	for y := 0; y < h; y++ {
+		src := rgba.Pix[y*rgba.Stride : y*rgba.Stride+w*4]
+		for x := 0; x < w; x++ {
+			copy(row[x*3:x*3+3], src[x*4:x*4+3])
+		}
+		_, _ = hs.Write(row)
+	}
+	id := hs.Sum64()
+	if id == 0 {
+		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
+	}
+	return &router.ImageInfo{Identity: id, Width: w, Height: h}, nil
+}
+

@@ -1,0 +1,172 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/reason"
+)
+
+// Frame count sources of the contract (DESIGN.md §2.3).
+const frameCountContainer = "container"
+
+// mediaView resolves every media item of req and expands the prompt into the worker-visible
+// tokens. It returns a client error (4xx) as err, or a fallback reason code with a detail when
+// exact routing is not possible; exactly one of the expansion, the code or the error is set.
+func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string, workers []Worker, res *Result) (*layout.Expansion, reason.Code, string, error) {
+	switch {
+	case req.HasAudio:
+		return nil, reason.AudioPresent, "the request has an audio part", nil
+	case !r.cfg.FrontendDecoding || r.media == nil:
+		return nil, reason.FrontendDecodingOff, "frontend decoding is off", nil
+	case r.lmodel == nil || !r.model.Vision:
+		return nil, reason.NoMediaSupport, "the model folder has no vision processor", nil
+	case req.ClientUUID:
+		return nil, reason.ClientUUID, "the client sent a uuid on a media part", nil
+	case req.MMProcessorKwargs:
+		return nil, reason.MMProcessorKwargs, "the request sets mm_processor_kwargs", nil
+	case req.AdjacentVideos:
+		return nil, reason.AdjacentVideos, "two video parts are adjacent in one message", nil
+	}
+	for _, p := range req.Media {
+		if p.Embedded || p.URL == "" {
+			return nil, reason.NoMediaSupport, "a media part has no URL (embeddings are not decoded)", nil
+		}
+	}
+	cs := r.cohortFor(res.Model, workers)
+	if cs.err != nil {
+		return nil, reason.CodeOf(cs.err), cs.err.Error(), nil
+	}
+	for _, w := range workers {
+		if w.Engine == EngineSGLang && !w.hasFeature(FeatureMMHashes) {
+			return nil, reason.EngineNoMMHashes, "worker " + w.ID + " is SGLang without mm_hashes forwarding", nil
+		}
+	}
+	if r.verify.mismatched(res.Model, cs.cohort.Digest) {
+		return nil, reason.LayoutMismatch, "a worker's KV events disagreed with the router's layout", nil
+	}
+
+	rs, code, detail, err := r.resolveAll(ctx, req.Media, cs.cohort.Contract)
+	if err != nil || code != "" {
+		return nil, code, detail, err
+	}
+	items := make([]layout.Media, len(rs))
+	for i := range rs {
+		items[i] = rs[i].item
+	}
+	t := time.Now()
+	exp, err := cs.adapter.Expand(prompt, items)
+	r.stage("layout", t)
+	if err != nil {
+		code := reason.CodeOf(err)
+		if code == "" {
+			code = reason.LayoutError
+		}
+		return nil, code, err.Error(), nil
+	}
+	res.Media = make([]MediaSummary, len(items))
+	for i, it := range items {
+		s := exp.Spans[i]
+		ms := MediaSummary{Kind: it.Kind.String(), Identity: fmt.Sprintf("%016x", it.Identity), Tokens: s.End - s.Start}
+		if it.Video != nil {
+			ms.Frames, ms.GridTHW = it.Video.NumFrames, it.Video.GridTHW
+		} else {
+			ms.Frames, ms.GridTHW = 1, it.Image.GridTHW
+		}
+		ms.Width, ms.Height = rs[i].width, rs[i].height
+		res.Media[i] = ms
+	}
+	return exp, "", "", nil
+}
+
+// resolved is one media item's outcome.
+type resolved struct {
+	item          layout.Media
+	width, height int
+	err           error
+}
+
+// resolveAll fetches and decodes every media part concurrently and computes its layout.
+func (r *Router) resolveAll(ctx context.Context, parts []chat.MediaPart, c *layout.Contract) ([]resolved, reason.Code, string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]resolved, len(parts))
+	var wg sync.WaitGroup
+	t := time.Now()
+	for i := range parts {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			out[i] = r.resolveOne(ctx, parts[i], c)
+			if code := reason.CodeOf(out[i].err); code.IsClientError() {
+				cancel() // the request is rejected: stop the other fetches
+			}
+		}(i)
+	}
+	wg.Wait()
+	r.stage("media", t)
+	// A client error anywhere rejects the request; report the first in prompt order.
+	for _, o := range out {
+		if code := reason.CodeOf(o.err); code.IsClientError() {
+			return nil, "", "", o.err
+		}
+	}
+	for _, o := range out {
+		if o.err != nil {
+			code := reason.CodeOf(o.err)
+			if code == "" {
+				code = reason.IdentityError
+			}
+			return nil, code, o.err.Error(), nil
+		}
+	}
+	return out, "", "", nil
+}
+
+func (r *Router) resolveOne(ctx context.Context, p chat.MediaPart, c *layout.Contract) resolved {
+	if p.Kind == blocks.Image {
+		info, err := r.media.Image(ctx, p.URL)
+		if err != nil {
+			return resolved{err: err}
+		}
+		budget := r.lmodel.Image
+		if c.ImageResize != nil {
+			budget = *c.ImageResize
+		}
+		il, err := layout.LayoutImage(c.Resize, budget, info.Width, info.Height)
+		if err != nil {
+			return resolved{err: reason.Wrap(reason.LayoutError, err, "image layout")}
+		}
+		return resolved{item: layout.Media{Kind: blocks.Image, Identity: info.Identity, Image: il}, width: info.Width, height: info.Height}
+	}
+	info, err := r.media.Video(ctx, p.URL, c)
+	if err != nil {
+		return resolved{err: err}
+	}
+	total := info.DecodedFrames
+	if c.FrameCountSource == frameCountContainer && info.ContainerFrames != info.DecodedFrames {
+		return resolved{err: reason.New(reason.FrameCountMismatch,
+			"the container says %d frames, %d decode", info.ContainerFrames, info.DecodedFrames)}
+	}
+	vl, err := layout.LayoutVideo(c, layout.VideoInput{TotalFrames: total, SourceFPS: info.SourceFPS, Width: info.Width, Height: info.Height})
+	if err != nil {
+		return resolved{err: reason.Wrap(reason.LayoutError, err, "video layout")}
+	}
+	if !slices.Equal(vl.Indices, info.Indices) {
+		return resolved{err: reason.New(reason.IdentityError, "the identity covers other frames than the layout samples")}
+	}
+	if ce := r.log.Check(zapcore.DebugLevel, "video routing metadata resolved"); ce != nil {
+		ce.Write(zap.Int("frames", vl.NumFrames), zap.Int("width", info.Width), zap.Int("height", info.Height),
+			zap.Int("replacement_tokens", vl.VideoPadTokens()), zap.String("identity", fmt.Sprintf("%016x", info.Identity)))
+	}
+	return resolved{item: layout.Media{Kind: blocks.Video, Identity: info.Identity, Video: vl}, width: info.Width, height: info.Height}
+}
