@@ -150,4 +150,3 @@ func DecodeImage(data []byte) (*router.ImageInfo, error) {
 	}
 	return &router.ImageInfo{Identity: id, Width: w, Height: h}, nil
 }
-

@@ -121,4 +121,3 @@ func ContractDigest(raw []byte) string {
 	}
 	return d
 }
-
