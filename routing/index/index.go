@@ -129,7 +129,7 @@ type worker struct {
 	key  WorkerKey
 	slot uint16
 	// byEngine maps every engine hash the worker holds to its entry.
-	byEngine map[uint64]int32
+	byEngine engineMap
 	// extra lists the further engine hashes of an entry that was stored under more than one engine hash
 	// (rare: two engine hashes of one content); the entry's own hash is the first.
 	extra map[int32][]uint64
@@ -187,7 +187,7 @@ func (x *Index) workerLocked(k WorkerKey, create bool) (*worker, error) {
 		copy(m, x.liveMask)
 		x.liveMask = m
 	}
-	w := &worker{key: k, slot: slot, byEngine: make(map[uint64]int32), leafHead: nilIdx, leafTail: nilIdx}
+	w := &worker{key: k, slot: slot, leafHead: nilIdx, leafTail: nilIdx}
 	x.workers[k] = w
 	x.slots[slot] = w
 	x.liveMask[slot/64] |= 1 << (slot % 64)
@@ -287,7 +287,7 @@ func (x *Index) Stats() Stats {
 		int64(len(x.t.kids))*kidSlotBytes
 	for _, w := range x.workers {
 		s.Workers = append(s.Workers, WorkerStats{Worker: w.key, Blocks: w.held, Entries: w.held + w.ghosts})
-		s.Bytes += int64(len(w.byEngine)) * engineSlotBytes
+		s.Bytes += w.byEngine.bytes()
 	}
 	return s
 }

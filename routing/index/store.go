@@ -10,13 +10,13 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 	}
 	pNode, pEntry := rootNode, nilIdx
 	if b.HasParent {
-		pe, ok := w.byEngine[b.Parent]
+		pe, ok := w.byEngine.get(b.Parent)
 		if !ok {
 			return &UnknownParentError{Worker: w.key, Parent: b.Parent}
 		}
 		pNode, pEntry = t.entries.at(pe).node, pe
 	}
-	if old, ok := w.byEngine[b.EngineHash]; ok {
+	if old, ok := w.byEngine.get(b.EngineHash); ok {
 		on := t.entries.at(old).node
 		if t.nodes.at(on).parent == pNode && t.nodes.at(on).hash == b.LocalHash {
 			x.touchLocked(w, old)
@@ -37,7 +37,7 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 			w.extra = make(map[int32][]uint64)
 		}
 		w.extra[e] = append(w.extra[e], b.EngineHash)
-		w.byEngine[b.EngineHash] = e
+		w.byEngine.put(b.EngineHash, e)
 		x.touchLocked(w, e)
 		return nil
 	case w.ghosts > 0:
@@ -48,7 +48,7 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 			en.flags |= fHeld
 			w.ghosts--
 			w.held++
-			w.byEngine[b.EngineHash] = e
+			w.byEngine.put(b.EngineHash, e)
 			t.setBit(n, w.slot)
 			return nil
 		}
@@ -57,7 +57,7 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 	en := t.entries.at(e)
 	en.engine = b.EngineHash
 	en.flags = fHeld
-	w.byEngine[b.EngineHash] = e
+	w.byEngine.put(b.EngineHash, e)
 	w.held++
 	t.setBit(n, w.slot)
 	if pEntry != nilIdx {
@@ -83,11 +83,11 @@ func (x *Index) touchLocked(w *worker, e int32) {
 // Lock should be held on entry.
 func (x *Index) removeEngineLocked(w *worker, h uint64) bool {
 	t := &x.t
-	e, ok := w.byEngine[h]
+	e, ok := w.byEngine.get(h)
 	if !ok {
 		return false
 	}
-	delete(w.byEngine, h)
+	w.byEngine.del(h)
 	en := t.entries.at(e)
 	if more := w.extra[e]; len(more) > 0 {
 		// The block stays held under its other engine hashes.
@@ -206,9 +206,9 @@ func (x *Index) unlinkLeafLocked(w *worker, e int32) {
 // evictLocked drops the leaf e of w with all its engine hashes. Lock should be held on entry.
 func (x *Index) evictLocked(w *worker, e int32) {
 	en := x.t.entries.at(e)
-	delete(w.byEngine, en.engine)
+	w.byEngine.del(en.engine)
 	for _, h := range w.extra[e] {
-		delete(w.byEngine, h)
+		w.byEngine.del(h)
 	}
 	delete(w.extra, e)
 	x.unholdLocked(w, e)
@@ -243,7 +243,7 @@ func (x *Index) enforceCapsLocked(w *worker) {
 // purgeLocked drops every entry of w; w stays registered. Lock should be held on entry.
 func (x *Index) purgeLocked(w *worker) {
 	t := &x.t
-	for _, e := range w.byEngine {
+	w.byEngine.each(func(_ uint64, e int32) {
 		// Free e and the placeholders above it; held ancestors are reached through byEngine.
 		for e != nilIdx && t.entries.at(e).flags&fFree == 0 {
 			en := t.entries.at(e)
@@ -260,8 +260,8 @@ func (x *Index) purgeLocked(w *worker) {
 			}
 			e = p
 		}
-	}
-	w.byEngine = make(map[uint64]int32)
+	})
+	w.byEngine = engineMap{}
 	w.extra = nil
 	w.held, w.ghosts = 0, 0
 	w.leafHead, w.leafTail = nilIdx, nilIdx

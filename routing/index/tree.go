@@ -8,10 +8,9 @@ const (
 
 // Approximate sizes used by Stats (bytes).
 const (
-	nodeSize        = 24
-	entrySize       = 40
-	kidSlotBytes    = 40 // 16-byte key, 4-byte value, control byte, load factor
-	engineSlotBytes = 24 // 8-byte key, 4-byte value, control byte, load factor
+	nodeSize     = 24
+	entrySize    = 40
+	kidSlotBytes = 40 // 16-byte key, 4-byte value, control byte, load factor
 )
 
 // node is one radix node: a block (by local hash) under its parent node. The root is node 0.
