@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -37,14 +36,10 @@ type Template struct {
 	stringContent bool
 }
 
-// contentLoop matches a for loop over a message's content (vLLM's _detect_content_format looks
-// for the same thing in the template's syntax tree).
-var contentLoop = regexp.MustCompile(`for\s+\w+\s+in\s+\w+\s*(\.\s*content\b|\[\s*['"]content['"]\s*\])`)
-
 // NewTemplate compiles source. special maps special-token variable names to their text
 // (strings) or lists of texts; nil is fine.
 func NewTemplate(source string, special map[string]any) (*Template, error) {
-	norm, err := normalizeTemplate(source)
+	norm, blockTags, err := normalizeTemplateBlocks(source)
 	if err != nil {
 		return nil, fmt.Errorf("compiling chat template: %w", err)
 	}
@@ -56,7 +51,7 @@ func NewTemplate(source string, special map[string]any) (*Template, error) {
 		Source:        source,
 		tmpl:          tmpl,
 		special:       make(map[string]jinja.Value, len(special)),
-		stringContent: !contentLoop.MatchString(source),
+		stringContent: !loopsOverContent(blockTags),
 	}
 	for k, v := range special {
 		t.special[k] = jinja.FromGoValue(v)

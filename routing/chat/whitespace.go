@@ -52,6 +52,13 @@ func allSpacePy(s string) bool {
 // normalizeTemplate rewrites a template source so that ardanlabs/jinja renders it with Jinja2's
 // whitespace semantics under trim_blocks=True and lstrip_blocks=True.
 func normalizeTemplate(src string) (string, error) {
+	out, _, err := normalizeTemplateBlocks(src)
+	return out, err
+}
+
+// normalizeTemplateBlocks is normalizeTemplate that also returns the bodies of the block tags
+// ({% … %} without delimiters and markers), in source order.
+func normalizeTemplateBlocks(src string) (string, []string, error) {
 	lines := newlineRE.Split(src, -1)
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
@@ -59,6 +66,7 @@ func normalizeTemplate(src string) (string, error) {
 	src = strings.Join(lines, "\n")
 
 	var out strings.Builder
+	var blocks []string
 	out.Grow(len(src) + len(src)/8)
 	lineStarting := true // the previous token ended a line (or this is the start)
 	pos := 0
@@ -79,7 +87,7 @@ func normalizeTemplate(src string) (string, error) {
 			}
 			e := rawEndRE.FindStringSubmatchIndex(src[body:])
 			if e == nil {
-				return "", errUnclosedTag
+				return "", nil, errUnclosedTag
 			}
 			content := src[body : body+e[0]]
 			content = stripLeft(content, src[body+e[2]:body+e[3]], true, false)
@@ -99,7 +107,7 @@ func normalizeTemplate(src string) (string, error) {
 		}
 		end, right, err := tagEnd(src, j, kind)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		body := src[j:end]
 		isBlock := kind == '%' || kind == '#'
@@ -110,6 +118,7 @@ func normalizeTemplate(src string) (string, error) {
 			out.WriteString(body)
 			out.WriteString("}}")
 		case '%':
+			blocks = append(blocks, body)
 			out.WriteString("{%+")
 			out.WriteString(body)
 			out.WriteString("+%}")
@@ -120,7 +129,7 @@ func normalizeTemplate(src string) (string, error) {
 		}
 		pos, lineStarting = consumeRight(src, end+closeLen, right, isBlock)
 	}
-	return out.String(), nil
+	return out.String(), blocks, nil
 }
 
 // nextTagStart returns the index of the next "{{", "{%" or "{#" at or after pos, or -1.
