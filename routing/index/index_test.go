@@ -352,7 +352,7 @@ func TestConcurrentReads(t *testing.T) {
 			defer writers.Done()
 			k := index.WorkerKey{ID: "w", DPRank: wi}
 			rng := rand.New(rand.NewPCG(uint64(wi), 7))
-			for range 500 {
+			for range 300 {
 				locals := make([]uint64, 32)
 				for i := range locals {
 					locals[i] = rng.Uint64N(3)
@@ -380,5 +380,61 @@ func TestConcurrentReads(t *testing.T) {
 	}
 	if s := x.Stats(); s.Entries != 0 || s.Blocks != 0 || len(s.Workers) != 0 {
 		t.Errorf("after removing workers: %+v", s)
+	}
+}
+
+// TestCapsBoundAndSubset applies the same random events to a capped and an uncapped index: the capped
+// one never exceeds its caps (per worker and total) and never credits a worker more than the uncapped
+// one does (eviction only forgets).
+func TestCapsBoundAndSubset(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	capped := newIndex(t, &index.Config{MaxBlocksPerWorker: 40, MaxBlocks: 100})
+	full := newIndex(t, nil)
+	keys := []index.WorkerKey{wA, wB, wC, wA1}
+	for step := range 5000 {
+		k := keys[rng.IntN(len(keys))]
+		locals := make([]uint64, 1+rng.IntN(12))
+		for i := range locals {
+			locals[i] = rng.Uint64N(5)
+		}
+		base := 1 + rng.Uint64N(1<<20)<<4
+		blocks := chain(0, base, locals...)
+		if err := capped.Store(ctx, k, blocks); err != nil {
+			t.Fatal(err)
+		}
+		if err := full.Store(ctx, k, blocks); err != nil {
+			t.Fatal(err)
+		}
+		if rng.IntN(4) == 0 {
+			hs := []uint64{base + rng.Uint64N(12)}
+			capped.Remove(ctx, k, hs)
+			full.Remove(ctx, k, hs)
+		}
+		s := capped.Stats()
+		if s.Entries > 100 {
+			t.Fatalf("step %d: %d entries above the total cap", step, s.Entries)
+		}
+		for _, ws := range s.Workers {
+			if ws.Entries > 40 {
+				t.Fatalf("step %d: worker %v has %d entries", step, ws.Worker, ws.Entries)
+			}
+		}
+		q := locals
+		got := map[index.WorkerKey]int{}
+		for _, o := range capped.Match(ctx, q) {
+			got[o.Worker] = o.Blocks
+		}
+		for _, o := range full.Match(ctx, q) {
+			if got[o.Worker] > o.Blocks {
+				t.Fatalf("step %d: capped credits %v with %d > %d", step, o.Worker, got[o.Worker], o.Blocks)
+			}
+			delete(got, o.Worker)
+		}
+		if len(got) != 0 {
+			t.Fatalf("step %d: capped credits workers the full index does not: %v", step, got)
+		}
+	}
+	if capped.Stats().Evictions == 0 {
+		t.Error("no evictions happened")
 	}
 }
