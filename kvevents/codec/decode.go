@@ -300,11 +300,10 @@ func (dc *Decoder) extraKeys() ([][]ExtraKey, bool, error) {
 // extraKey reads a string, a [string, int] pair, or anything else as raw bytes.
 func (dc *Decoder) extraKey() (ExtraKey, error) {
 	start := dc.pos()
-	end, err := skipValue(dc.buf, start)
+	c, err := dc.peek()
 	if err != nil {
 		return ExtraKey{}, err
 	}
-	c, _ := dc.peek()
 	if msgpcode.IsString(c) {
 		s, err := dc.str("extra key")
 		return ExtraKey{Kind: KeyString, Str: s}, err
@@ -317,6 +316,10 @@ func (dc *Decoder) extraKey() (ExtraKey, error) {
 				}
 			}
 		}
+	}
+	end, err := skipValue(dc.buf, start)
+	if err != nil {
+		return ExtraKey{}, err
 	}
 	dc.seek(end)
 	return ExtraKey{Kind: KeyOther, Raw: bytes.Clone(dc.buf[start:end])}, nil
@@ -464,16 +467,18 @@ func (dc *Decoder) events(bt *Batch) error {
 	}
 	bt.Events = make([]Event, 0, n)
 	for i := 0; i < n; i++ {
+		// The whole batch was checked by skipValue, so a successful event() ends exactly at the
+		// event's end; only a failed one needs its extent to resynchronize.
 		start := dc.pos()
+		ev, err := dc.event()
+		if err == nil {
+			bt.Events = append(bt.Events, ev)
+			continue
+		}
+		bt.skip(fmt.Errorf("event %d: %w", i, err))
 		end, err := skipValue(dc.buf, start)
 		if err != nil {
 			return err
-		}
-		ev, err := dc.event()
-		if err != nil {
-			bt.skip(fmt.Errorf("event %d: %w", i, err))
-		} else {
-			bt.Events = append(bt.Events, ev)
 		}
 		dc.seek(end)
 	}

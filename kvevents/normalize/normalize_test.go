@@ -316,4 +316,40 @@ func BenchmarkDecodeNormalize(b *testing.B) {
 			b.ReportMetric(float64(size)/b.Elapsed().Seconds()/1e6, "MB/s")
 		})
 	}
+	// One BlockStored of 64 blocks of 16 tokens with a video: the shape of a long multimodal prompt.
+	b.Run("video64", func(b *testing.B) {
+		toks := make([]uint32, 64*16)
+		for i := range toks {
+			toks[i] = uint32(i * 7 % 150000)
+			if i >= 100 && i < 900 && i%100 > 6 {
+				toks[i] = 151656
+			}
+		}
+		hashes := make([]uint64, 64)
+		for i := range hashes {
+			hashes[i] = uint64(i+1) * 0x9e3779b97f4a7c15
+		}
+		spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd, Kind: blocks.Video}}
+		bt := &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16,
+			HasExtraKeys: true, ExtraKeys: codec.ExtraKeysFor(16, len(toks), spans, "", "", codec.PairKeys)}}}
+		raw, err := codec.EncodeVLLM(bt, codec.ArrayForm, codec.MapForm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dc := codec.NewDecoder()
+		n, _ := New(Config{Blocks: qwen, Encoding: codec.VLLM})
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			dec, err := dc.Decode(codec.VLLM, raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res := n.Apply(dec); len(res.Ops[0].Stored) != 64 {
+				b.Fatal("short")
+			}
+		}
+		b.ReportMetric(float64(b.N)*64/b.Elapsed().Seconds(), "blocks/s")
+	})
 }
