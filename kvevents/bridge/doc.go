@@ -1,0 +1,37 @@
+// Package bridge forwards an inference engine's KV events from ZMQ to NATS (DESIGN.md §2, §2.2) and
+// registers the worker (DESIGN.md §2.1). It is Caddy-free; cmd/kvroute-bridge is its command line.
+//
+// For every worker and data-parallel rank r the bridge connects a ZMQ SUB socket to the engine's
+// publisher (vLLM and SGLang bind rank r on the configured port + r; vllm/distributed/kv_events.py
+// ZmqEventPublisher.offset_endpoint_port). Each message is three frames, [topic, seq (u64 big-endian),
+// msgpack batch]; the batch is published unchanged on kvroute.events.<worker_id> with the headers
+// Kvroute-Seq (decimal), Kvroute-Encoding (vllm|sglang) and Kvroute-Dp-Rank (decimal). Messages of
+// another shape are counted and skipped; payloads are not decoded here (the router's decoder
+// handles them).
+//
+// Ordering and gaps. ZMQ PUB drops messages for a slow or reconnecting subscriber, so the bridge
+// checks the sequence numbers:
+//
+//   - a gap (seq > last+1) is filled from the engine's ROUTER replay socket when one is configured:
+//     the bridge sends [b"", start (u64 big-endian)] from a DEALER socket and reads [b"", seq,
+//     payload] (SGLang, older vLLM) or [b"", topic, seq, payload] (newer vLLM) replies up to the
+//     seq = -1 sentinel (ZmqEventPublisher._service_replay). It asks from the last batch it already
+//     forwarded and checks that the engine still returns the same bytes for it, so a restarted
+//     engine is never mistaken for a continuation;
+//   - a sequence that goes back (or a replay that no longer matches) means the engine restarted:
+//     its cache is gone, so the bridge announces a reset and forwards the new incarnation from its
+//     first buffered batch;
+//   - a gap that cannot be filled (no replay socket, the engine's buffer moved on, no answer) is
+//     announced on kvroute.ctl.<worker_id>.reset with the body {"dp_rank": r, "next_seq": n,
+//     "reason": "..."}: routers clear that worker and continue at seq n.
+//
+// The bridge keeps a bounded ring of the batches it forwarded and answers the routers' replay
+// requests on kvroute.ctl.<worker_id>.replay ({"dp_rank": r, "from_seq": n} → {"replayed": k} or
+// {"error": "..."}) from the ring, else from the engine's replay socket, by publishing the batches
+// again on the events subject with their original sequence numbers.
+//
+// Concurrency: each rank is served by one goroutine that owns its ZMQ sockets, its ring and its
+// sequence state; replay requests from NATS are handed to it over a channel, so batches of one rank
+// are published in order. NATS reconnects are handled by the NATS client (publishes are buffered);
+// batches lost on the way are recovered by the routers' replay requests.
+package bridge
