@@ -89,6 +89,9 @@ func eventsCmd(args []string, stdin io.Reader, stderr io.Writer) (any, error) {
 	if res.Skipped > 0 {
 		fmt.Fprintf(stderr, "events: skipped %d events that cannot be normalized (first: %v)\n", res.Skipped, res.FirstErr)
 	}
+	if res.Ignored > 0 {
+		fmt.Fprintf(stderr, "events: ignored %d token-less stored events of a non-GPU tier\n", res.Ignored)
+	}
 	out := eventsOutput{Stored: []storedOut{}, Removed: []string{}}
 	for _, op := range res.Ops {
 		for _, s := range op.Stored {

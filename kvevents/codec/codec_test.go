@@ -136,6 +136,14 @@ func TestDecodeShapes(t *testing.T) {
 	}
 }
 
+func TestSGLangMapBatch(t *testing.T) {
+	b, _ := msgpack.Marshal(map[string]any{"ts": 2, "events": []any{[]any{"AllBlocksCleared"}}, "attn_dp_rank": 3, "extra": []any{1}})
+	bt, err := Decode(SGLang, b)
+	if err != nil || !bt.HasDPRank || bt.DPRank != 3 || bt.TS != 2 || len(bt.Events) != 1 {
+		t.Errorf("%+v %v", bt, err)
+	}
+}
+
 func TestDecodeHashForms(t *testing.T) {
 	// Byte-string hashes (vLLM without int block hashes): the last 8 bytes, big-endian.
 	raw := make([]byte, 32)

@@ -154,6 +154,8 @@ func (dc *Decoder) name(what string) (string, error) {
 		return "events", nil
 	case "data_parallel_rank":
 		return "data_parallel_rank", nil
+	case "attn_dp_rank":
+		return "attn_dp_rank", nil
 	case "BlockStored":
 		return "BlockStored", nil
 	case "BlockRemoved":
@@ -553,7 +555,7 @@ func (dc *Decoder) decodeEngine(b []byte) (*Batch, error) {
 			case "events":
 				seen = true
 				err = dc.events(bt)
-			case "data_parallel_rank":
+			case "data_parallel_rank", "attn_dp_rank": // SGLang names it attn_dp_rank
 				bt.DPRank, bt.HasDPRank, err = dc.optInt("data_parallel_rank")
 			default:
 				err = dc.skip()

@@ -24,6 +24,16 @@ type Config struct {
 	MaxSaltedBlocks int
 }
 
+// DefaultConfig is the configuration for the Qwen3-VL test model's vLLM workers: block size 16,
+// image pad 151655, video pad 151656, vllm encoding, DefaultMaxSaltedBlocks.
+func DefaultConfig() Config {
+	return Config{
+		Blocks:          blocks.Config{BlockSize: 16, ImagePad: 151655, VideoPad: 151656},
+		Encoding:        codec.VLLM,
+		MaxSaltedBlocks: DefaultMaxSaltedBlocks,
+	}
+}
+
 // DefaultMaxSaltedBlocks is the default Config.MaxSaltedBlocks (16 bytes each, plus map overhead).
 const DefaultMaxSaltedBlocks = 1 << 18
 
@@ -55,6 +65,9 @@ type Op struct {
 type Result struct {
 	// Ops are the batch's events in order (apply them in this order).
 	Ops []Op
+	// Ignored counts BlockStored events of another tier than GPU that carry no tokens (vLLM CPU
+	// offloading announces copies of blocks it already stored on the GPU this way): dropped quietly.
+	Ignored int
 	// Skipped counts events that could not be normalized; FirstErr is the first reason (wraps ErrEvent).
 	Skipped  int
 	FirstErr error
@@ -95,6 +108,10 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 		op := Op{Type: ev.Type, Medium: ev.Medium, WorkerID: ev.WorkerID, DPRank: ev.DPRank}
 		switch ev.Type {
 		case codec.BlockStored:
+			if len(ev.TokenIDs) == 0 && ev.LocalHashes == nil && ev.HasMedium && ev.Medium != "GPU" {
+				res.Ignored++
+				continue
+			}
 			st, err := n.stored(ev)
 			if err != nil {
 				res.Skipped++

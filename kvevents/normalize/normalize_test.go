@@ -254,7 +254,7 @@ func TestSkipsEventsThatDoNotFit(t *testing.T) {
 		{Type: codec.BlockStored, BlockHashes: []uint64{1}, TokenIDs: make([]uint32, 16), BlockSize: 16, HasExtraKeys: true},
 		{Type: codec.BlockRemoved, BlockHashes: []uint64{1}},
 	}})
-	if res.Skipped != 3 || len(res.Ops) != 1 || !errors.Is(res.FirstErr, ErrEvent) {
+	if res.Skipped != 2 || res.Ignored != 1 || len(res.Ops) != 1 || !errors.Is(res.FirstErr, ErrEvent) {
 		t.Errorf("%+v", res)
 	}
 }
