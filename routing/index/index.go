@@ -1,9 +1,11 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -19,6 +21,14 @@ func (k WorkerKey) String() string {
 		return k.ID
 	}
 	return fmt.Sprintf("%s/%d", k.ID, k.DPRank)
+}
+
+// compareKeys orders worker keys by id, then dp rank.
+func compareKeys(a, b WorkerKey) int {
+	if c := cmp.Compare(a.ID, b.ID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.DPRank, b.DPRank)
 }
 
 // StoredBlock is one block of a BlockStored event after normalization (DESIGN.md §2, §5).
@@ -117,6 +127,8 @@ type Index struct {
 	workers   map[WorkerKey]*worker
 	slots     []*worker
 	freeSlots []uint16
+	// order lists the slots in use sorted by worker key (id, then dp rank), for Match's output.
+	order []uint16
 	// liveMask has the bit of every slot in use, one word per 64 slots (len == t.stride).
 	liveMask  []uint64
 	evictions uint64
@@ -191,6 +203,8 @@ func (x *Index) workerLocked(k WorkerKey, create bool) (*worker, error) {
 	x.workers[k] = w
 	x.slots[slot] = w
 	x.liveMask[slot/64] |= 1 << (slot % 64)
+	i, _ := slices.BinarySearchFunc(x.order, k, func(s uint16, k WorkerKey) int { return compareKeys(x.slots[s].key, k) })
+	x.order = slices.Insert(x.order, i, slot)
 	return w, nil
 }
 
@@ -255,6 +269,7 @@ func (x *Index) RemoveWorker(ctx context.Context, k WorkerKey) {
 		return
 	}
 	x.purgeLocked(w)
+	x.order = slices.DeleteFunc(x.order, func(s uint16) bool { return s == w.slot })
 	delete(x.workers, k)
 	x.slots[w.slot] = nil
 	x.liveMask[w.slot/64] &^= 1 << (w.slot % 64)

@@ -133,6 +133,27 @@ func BenchmarkMatch(b *testing.B) {
 	}
 }
 
+// BenchmarkMatchShared is the output-heavy case: all 64 workers hold the same 256-block chain.
+func BenchmarkMatchShared(b *testing.B) {
+	for _, kind := range []string{"index", "naive"} {
+		b.Run(kind, func(b *testing.B) {
+			bi := newBench(kind)
+			locals := chainLocals(1)
+			buf := make([]index.StoredBlock, 0, benchEvent)
+			for w := range benchWorkers {
+				storeChain(bi, benchKey(w), locals, uint64(w)<<20, buf)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if got := bi.match(locals); len(got) != benchWorkers || got[0].Blocks != benchDepth {
+					b.Fatalf("match: %d workers", len(got))
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkMatchLatency times 100,000 single lookups (per benchmark iteration) and reports p50/p99 of
 // wall time. On a shared machine the tail includes time the thread was descheduled; compare runs at
 // similar load.

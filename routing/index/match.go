@@ -1,7 +1,6 @@
 package index
 
 import (
-	"cmp"
 	"context"
 	"math/bits"
 	"slices"
@@ -18,13 +17,11 @@ func (x *Index) Match(ctx context.Context, hashes []uint64) []Overlap {
 	return x.AppendMatch(nil, hashes)
 }
 
-// AppendMatch is Match appending to dst (which it sorts from len(dst) on), for callers that reuse a
-// buffer.
+// AppendMatch is Match appending to dst, for callers that reuse a buffer.
 func (x *Index) AppendMatch(dst []Overlap, hashes []uint64) []Overlap {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	t := &x.t
-	start := len(dst)
 	var buf [4]uint64
 	var active []uint64
 	if t.stride <= len(buf) {
@@ -33,8 +30,16 @@ func (x *Index) AppendMatch(dst []Overlap, hashes []uint64) []Overlap {
 		active = make([]uint64, t.stride)
 	}
 	copy(active, x.liveMask)
+	// depths[slot] is the slot's overlap once it is known.
+	var dbuf [256]int32
+	var depths []int32
+	if len(x.slots) <= len(dbuf) {
+		depths = dbuf[:len(x.slots)]
+	} else {
+		depths = make([]int32, len(x.slots))
+	}
 	cur := rootNode
-	depth := 0
+	depth := int32(0)
 	for _, h := range hashes {
 		n, ok := t.child(cur, h)
 		if !ok {
@@ -44,9 +49,7 @@ func (x *Index) AppendMatch(dst []Overlap, hashes []uint64) []Overlap {
 		left := false
 		for i, a := range active {
 			kept := a & words[i]
-			if depth > 0 {
-				dst = x.appendSlots(dst, i, a&^kept, depth)
-			}
+			setDepths(depths, i, a&^kept, depth)
 			active[i] = kept
 			left = left || kept != 0
 		}
@@ -56,27 +59,30 @@ func (x *Index) AppendMatch(dst []Overlap, hashes []uint64) []Overlap {
 		depth++
 		cur = n
 	}
-	if depth > 0 {
-		for i, a := range active {
-			dst = x.appendSlots(dst, i, a, depth)
+	for i, a := range active {
+		setDepths(depths, i, a, depth)
+	}
+	// Emit in worker-key order (x.order), so no sort is needed per lookup.
+	count := 0
+	for _, d := range depths {
+		if d > 0 {
+			count++
 		}
 	}
-	slices.SortFunc(dst[start:], func(a, b Overlap) int {
-		if c := cmp.Compare(a.Worker.ID, b.Worker.ID); c != 0 {
-			return c
+	dst = slices.Grow(dst, count)
+	for _, s := range x.order {
+		if d := depths[s]; d > 0 {
+			dst = append(dst, Overlap{Worker: x.slots[s].key, Blocks: int(d)})
 		}
-		return cmp.Compare(a.Worker.DPRank, b.Worker.DPRank)
-	})
+	}
 	return dst
 }
 
-// appendSlots appends an Overlap of depth blocks for every slot set in word i of m.
-// Lock should be held (read) on entry.
-func (x *Index) appendSlots(dst []Overlap, i int, m uint64, depth int) []Overlap {
+// setDepths records depth for every slot set in word i of m.
+func setDepths(depths []int32, i int, m uint64, depth int32) {
 	for m != 0 {
 		b := bits.TrailingZeros64(m)
 		m &= m - 1
-		dst = append(dst, Overlap{Worker: x.slots[i*64+b].key, Blocks: depth})
+		depths[i*64+b] = depth
 	}
-	return dst
 }
