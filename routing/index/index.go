@@ -72,7 +72,8 @@ type Config struct {
 	// recently stored leaves are evicted. Default: 1<<20.
 	MaxBlocksPerWorker int
 	// MaxBlocks caps the (worker, block) entries of all workers together; beyond it the least recently
-	// stored leaves of any worker are evicted. Default: 1<<24.
+	// stored leaves of any worker are evicted. Default: 1<<24 (about 1.5 GiB at ~90 bytes per entry);
+	// at most 1<<30.
 	MaxBlocks int
 	// MaxWorkers caps the number of workers tracked at once (each a worker id and dp rank). Default: 4096,
 	// at most 65535.
@@ -109,7 +110,7 @@ type Stats struct {
 	Bytes int64
 	// Evictions counts entries evicted by the caps since the index was created.
 	Evictions uint64
-	// Workers lists every tracked worker, in no particular order.
+	// Workers lists every tracked worker, by worker id, then dp rank.
 	Workers []WorkerStats
 }
 
@@ -169,6 +170,11 @@ func New(cfg *Config) (*Index, error) {
 	}
 	if c.MaxWorkers > 65535 {
 		return nil, fmt.Errorf("creating index: max_workers %d above 65535", c.MaxWorkers)
+	}
+	// Nodes never outnumber entries (every node on the path to an entry carries an entry of that
+	// worker, held or placeholder), so int32 arena indices are safe below this bound.
+	if c.MaxBlocks > 1<<30 || c.MaxBlocksPerWorker > 1<<30 {
+		return nil, fmt.Errorf("creating index: block caps above %d", 1<<30)
 	}
 	x := &Index{cfg: c, workers: make(map[WorkerKey]*worker)}
 	x.t.init()
@@ -300,7 +306,8 @@ func (x *Index) Stats() Stats {
 	// Arenas at capacity (paged), maps by their key counts.
 	s.Bytes = int64(x.t.nodes.capacity())*(nodeSize+8*int64(x.t.stride)) + int64(x.t.entries.capacity())*entrySize +
 		int64(len(x.t.kids))*kidSlotBytes
-	for _, w := range x.workers {
+	for _, slot := range x.order {
+		w := x.slots[slot]
 		s.Workers = append(s.Workers, WorkerStats{Worker: w.key, Blocks: w.held, Entries: w.held + w.ghosts})
 		s.Bytes += w.byEngine.bytes()
 	}
