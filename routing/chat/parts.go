@@ -85,7 +85,11 @@ func resolvePart(p *node) (part, error) {
 		if !ok {
 			return part{}, fmt.Errorf("unsupported part type %q", t.str)
 		}
-		return valuePart(p, tp.kind, tp.member, t.str)
+		pp, err := valuePart(p, tp.kind, tp.member, t.str)
+		if err == nil && (pp.kind == partImage || pp.kind == partVideo) && keyedMember(p) != tp.member {
+			pp.media.NoSplice = true
+		}
+		return pp, err
 	}
 	for _, k := range keyedParts {
 		v := p.get(k.key)
@@ -101,6 +105,16 @@ func resolvePart(p *node) (part, error) {
 		return part{}, fmt.Errorf("%s part with a uuid but no media key", t.str)
 	}
 	return part{}, errors.New("part has no type")
+}
+
+// keyedMember returns the member vLLM would resolve p by if it had a uuid ("" for none).
+func keyedMember(p *node) string {
+	for _, k := range keyedParts {
+		if v := p.get(k.key); v != nil && !(k.key == "input_audio" && v.isNull()) {
+			return k.key
+		}
+	}
+	return ""
 }
 
 // valuePart reads the value member of a part of a known kind.

@@ -64,6 +64,10 @@ type MediaPart struct {
 	// text (vLLM applies str() to it).
 	UUID    string
 	HasUUID bool
+	// NoSplice is set when adding a uuid would change how vLLM reads the part (a part with a
+	// "type" and no uuid goes by its type; with a uuid it goes by the first media key it has, and
+	// this part has another media key first). No identity may be forwarded for it.
+	NoSplice bool
 	// Message and Index locate the part: messages[Message].content[Index].
 	Message, Index int
 	// ObjStart and ObjEnd are the byte offsets of the part object in Raw: Raw[ObjStart] is '{'

@@ -206,3 +206,21 @@ func TestParseRequestPartForms(t *testing.T) {
 		t.Errorf("video with uuid: %+v", m)
 	}
 }
+
+// A typed part with another media key that comes first in vLLM's uuid resolution order would
+// change meaning with a uuid: it is marked NoSplice and SpliceUUIDs leaves it alone.
+func TestNoSplice(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":[{"type":"video_url","video_url":"v","input_audio":{}},{"type":"video_url","video_url":"w","input_audio":null}]}]}`
+	r, err := chat.ParseRequest([]byte(body))
+	if err != nil || r.SchemaErr != nil {
+		t.Fatal(err, r.SchemaErr)
+	}
+	if !r.Media[0].NoSplice || r.Media[1].NoSplice {
+		t.Fatalf("NoSplice flags %v %v, want true false", r.Media[0].NoSplice, r.Media[1].NoSplice)
+	}
+	out := chat.SpliceUUIDs(r.Raw, r.Media, []string{"a", "b"})
+	want := strings.Replace(body, `"input_audio":null}`, `"input_audio":null,"uuid":"b"}`, 1)
+	if string(out) != want {
+		t.Errorf("got  %s\nwant %s", out, want)
+	}
+}

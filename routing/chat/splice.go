@@ -10,7 +10,7 @@ import (
 // parts[i].ObjEnd-1), and every other byte is left as it was, so key order, number text and
 // whitespace of the client's body survive (DESIGN.md §1 step 6). The member goes last so that,
 // under JSON's last-wins rule for duplicate keys, it is the uuid the worker reads. Parts whose
-// uuid is "" are skipped; parts beyond len(uuids) are skipped. Offsets that do not point at an
+// uuid is "" are skipped, and so are parts marked NoSplice and parts beyond len(uuids). Offsets that do not point at an
 // object in raw are skipped too, so a bad caller cannot corrupt the body.
 func SpliceUUIDs(raw []byte, parts []MediaPart, uuids []string) []byte {
 	type ins struct {
@@ -20,7 +20,7 @@ func SpliceUUIDs(raw []byte, parts []MediaPart, uuids []string) []byte {
 	var todo []ins
 	extra := 0
 	for i, p := range parts {
-		if i >= len(uuids) || uuids[i] == "" {
+		if i >= len(uuids) || uuids[i] == "" || p.NoSplice {
 			continue
 		}
 		if p.ObjStart < 0 || p.ObjEnd > len(raw) || p.ObjEnd-p.ObjStart < 2 ||
