@@ -199,3 +199,28 @@ func BenchmarkHashPrompt(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)*float64(len(toks)/qwen.BlockSize)/b.Elapsed().Seconds(), "blocks/s")
 }
+
+// BenchmarkBlock is the per-block cost of the three kinds (16-token blocks).
+func BenchmarkBlock(b *testing.B) {
+	h, _ := NewHasher(qwen)
+	text := make([]uint32, 16)
+	video := make([]uint32, 16)
+	for i := range text {
+		text[i] = uint32(1000 + i)
+		video[i] = 151656
+	}
+	runless := []uint32{151653, 27, 15, 13, 18, 6486, 29, 151652, 27, 16, 13, 18, 6486, 29, 151652, 5}
+	for _, tc := range []struct {
+		name string
+		toks []uint32
+		ids  []uint64
+	}{{"plain", text, nil}, {"normalized", video, []uint64{42}}, {"boundary", runless, []uint64{42, 7}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				h.Block(tc.toks, tc.ids, BaseSeed, nil)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "blocks/s")
+		})
+	}
+}
