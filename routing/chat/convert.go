@@ -224,3 +224,60 @@ func arguments(a *node, c *converter) jinja.Value {
 	// Other scalars: false/0 are falsy (→ {}), and json.loads rejects the rest (→ {}).
 	return empty
 }
+
+// checkTool validates one request tool like vLLM's ChatCompletionToolsParam: an object with an
+// optional "type" equal to "function" and a "function" object with a string name, an optional
+// string description and an optional object parameters.
+func checkTool(t *node) error {
+	if t.kind != kindObject {
+		return fmt.Errorf("tool is %s, not an object", t.kind)
+	}
+	if ty := t.get("type"); ty != nil && (ty.kind != kindString || ty.str != "function") {
+		return errors.New(`tool type is not "function"`)
+	}
+	fn := t.get("function")
+	if fn == nil || fn.kind != kindObject {
+		return errors.New("tool function missing or not an object")
+	}
+	if name := fn.get("name"); name == nil || name.kind != kindString {
+		return errors.New("tool function name missing or not a string")
+	}
+	if d := fn.get("description"); !d.isNull() && d.kind != kindString {
+		return fmt.Errorf("tool function description is %s, not a string", d.kind)
+	}
+	if p := fn.get("parameters"); !p.isNull() && p.kind != kindObject {
+		return fmt.Errorf("tool function parameters is %s, not an object", p.kind)
+	}
+	return nil
+}
+
+// toolValue is vLLM's tool.model_dump() of a checked tool (pydantic v2, extra="allow"):
+// {"type": "function", "function": {"name", "description", "parameters", extra members…},
+// extra members…}, declared fields first and null when absent, extras in request order.
+func toolValue(t *node, c *converter) jinja.Value {
+	fn := t.get("function")
+	fv := jinja.NewDict()
+	fd := fv.AsDict()
+	for _, k := range []string{"name", "description", "parameters"} {
+		if v := fn.get(k); v != nil {
+			fd.Set(k, c.value(v))
+		} else {
+			fd.Set(k, jinja.None())
+		}
+	}
+	for i, k := range fn.keys {
+		if k != "name" && k != "description" && k != "parameters" {
+			fd.Set(k, c.value(fn.vals[i]))
+		}
+	}
+	tv := jinja.NewDict()
+	td := tv.AsDict()
+	td.Set("type", jinja.NewString("function"))
+	td.Set("function", fv)
+	for i, k := range t.keys {
+		if k != "type" && k != "function" {
+			td.Set(k, c.value(t.vals[i]))
+		}
+	}
+	return tv
+}

@@ -18,8 +18,8 @@ var ErrRender = errors.New("rendering chat template")
 var reservedVars = map[string]bool{"messages": true, "tools": true, "documents": true}
 
 // Render renders req's messages through the template the way vLLM's chat endpoint does: the
-// messages converted as described on conversation, tools and documents as sent (None when
-// absent), add_generation_prompt from the request (default true), the special tokens, then
+// messages converted as described on conversation, tools as vLLM's tool.model_dump() gives
+// them (toolValue), documents as sent (None when absent), add_generation_prompt from the request (default true), the special tokens, then
 // chat_template_kwargs (which override everything but messages, tools and documents); with
 // continue_final_message the output is cut after the final message's text. The result is the
 // prompt text with media placeholders unexpanded.
@@ -37,7 +37,11 @@ func (t *Template) Render(req *Request) (string, error) {
 	}
 	tools := jinja.None()
 	if req.tools != nil {
-		tools = c.value(req.tools)
+		items := make([]jinja.Value, len(req.tools.items))
+		for i, t := range req.tools.items {
+			items[i] = toolValue(t, c)
+		}
+		tools = jinja.NewList(items)
 	}
 	docs := jinja.None()
 	if req.documents != nil {

@@ -222,3 +222,32 @@ func TestRenderContinueFinalMessage(t *testing.T) {
 		t.Errorf("documents: %q %v", got, err)
 	}
 }
+
+// Tools reach the template as vLLM's tool.model_dump(): declared fields first (type, then
+// function name, description, parameters — null when absent), extra members after, in request
+// order; parameters keep their own order.
+func TestRenderToolsModelDump(t *testing.T) {
+	tmpl := mustTemplate(t, `{% for t in tools %}{{ t | tojson }}
+{% endfor %}`)
+	body := `{"messages":[],"tools":[
+		{"function":{"parameters":{"z":1,"a":{"type":"number","minimum":1.0}},"name":"f","x-extra":true},"type":"function"},
+		{"type":"function","function":{"name":"g"},"meta":{"k":1}}]}`
+	want := `{"type": "function", "function": {"name": "f", "description": null, "parameters": {"z": 1, "a": {"type": "number", "minimum": 1.0}}, "x-extra": true}}
+{"type": "function", "function": {"name": "g", "description": null, "parameters": null}, "meta": {"k": 1}}
+`
+	got, err := render(t, tmpl, body)
+	if err != nil || got != want {
+		t.Errorf("got\n%s(%v)\nwant\n%s", got, err, want)
+	}
+	for _, bad := range []string{
+		`{"messages":[],"tools":[{"type":"custom","function":{"name":"f"}}]}`,
+		`{"messages":[],"tools":[{"type":"function"}]}`,
+		`{"messages":[],"tools":[{"function":{"name":1}}]}`,
+		`{"messages":[],"tools":[{"function":{"name":"f","parameters":[]}}]}`,
+	} {
+		r, err := chat.ParseRequest([]byte(bad))
+		if err != nil || !errors.Is(r.SchemaErr, chat.ErrSchema) {
+			t.Errorf("%s: SchemaErr %v", bad, r.SchemaErr)
+		}
+	}
+}

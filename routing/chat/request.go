@@ -151,8 +151,8 @@ func (r *Request) fill() error {
 			return fmt.Errorf("tools is %s, not an array", v.kind)
 		}
 		for i, t := range v.items {
-			if t.kind != kindObject {
-				return fmt.Errorf("tools[%d] is %s, not an object", i, t.kind)
+			if err := checkTool(t); err != nil {
+				return fmt.Errorf("tools[%d]: %w", i, err)
 			}
 		}
 		r.tools = v
