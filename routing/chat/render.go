@@ -13,14 +13,17 @@ import (
 // template_error.
 var ErrRender = errors.New("rendering chat template")
 
-// reservedVars are render variables chat_template_kwargs may not override (vLLM passes them as
-// named arguments).
-var reservedVars = map[string]bool{"messages": true, "tools": true, "documents": true}
+// rejectedVars are chat_template_kwargs that vLLM refuses (chat_template, tokenize) or that
+// collide with apply_chat_template's own arguments (messages/conversation, tools): the request
+// fails on the worker, so it is a render error here.
+var rejectedVars = map[string]bool{"chat_template": true, "tokenize": true, "messages": true, "conversation": true, "tools": true}
 
-// Render renders req's messages through the template the way vLLM's chat endpoint does: the
-// messages converted as described on conversation, tools as vLLM's tool.model_dump() gives
-// them (toolValue), documents as sent (None when absent), add_generation_prompt from the request (default true), the special tokens, then
-// chat_template_kwargs (which override everything but messages, tools and documents); with
+// Render renders req's messages through the template the way vLLM's chat endpoint does
+// (transformers' apply_chat_template under vLLM's renderer): messages converted as described on
+// conversation; tools as vLLM's tool.model_dump() gives them (toolValue), None when absent; the
+// tokenizer's special tokens, then chat_template_kwargs over them; then the request's own
+// add_generation_prompt (default true), documents and reasoning_effort over those (vLLM's
+// merge_kwargs: an absent field, or reasoning_effort "auto", leaves the kwargs value). With
 // continue_final_message the output is cut after the final message's text. The result is the
 // prompt text with media placeholders unexpanded.
 func (t *Template) Render(req *Request) (string, error) {
@@ -47,7 +50,7 @@ func (t *Template) Render(req *Request) (string, error) {
 	if req.documents != nil {
 		docs = c.value(req.documents)
 	}
-	out, err := t.render(c, msgs, tools, docs, req.AddGenerationPrompt, req.chatTemplateKwargs)
+	out, err := t.render(c, msgs, tools, docs, req.AddGenerationPrompt, req.ReasoningEffort, req.chatTemplateKwargs)
 	if err != nil || !req.ContinueFinalMessage {
 		return out, err
 	}
@@ -144,25 +147,35 @@ func (t *Template) RenderInput(in Input) (string, error) {
 			return "", fmt.Errorf("%w: kwargs is %s, not an object", ErrRender, kw.kind)
 		}
 	}
-	return t.render(c, c.value(mn), tools, jinja.None(), in.AddGenerationPrompt, kw)
+	return t.render(c, c.value(mn), tools, jinja.None(), in.AddGenerationPrompt, "", kw)
 }
 
-func (t *Template) render(c *converter, msgs, tools, docs jinja.Value, addGen bool, kwargs *node) (out string, err error) {
+func (t *Template) render(c *converter, msgs, tools, docs jinja.Value, addGen bool, reasoningEffort string, kwargs *node) (out string, err error) {
 	data := make(map[string]jinja.Value, len(t.special)+8)
 	for k, v := range t.special {
 		data[k] = v
 	}
-	data["add_generation_prompt"] = jinja.NewBool(addGen)
 	if kwargs != nil {
 		for i, k := range kwargs.keys {
-			if !reservedVars[k] {
-				data[k] = c.value(kwargs.vals[i])
+			if rejectedVars[k] {
+				return "", fmt.Errorf("%w: chat_template_kwargs may not set %q", ErrRender, k)
 			}
+			data[k] = c.value(kwargs.vals[i])
 		}
+	}
+	// vLLM merges the request's own fields over chat_template_kwargs (renderers/params.py
+	// merge_kwargs: a None or "auto" field leaves the kwargs value).
+	data["add_generation_prompt"] = jinja.NewBool(addGen)
+	if !docs.IsNone() {
+		data["documents"] = docs
+	} else if _, ok := data["documents"]; !ok {
+		data["documents"] = jinja.None()
+	}
+	if reasoningEffort != "" && reasoningEffort != "auto" {
+		data["reasoning_effort"] = jinja.NewString(reasoningEffort)
 	}
 	data["messages"] = msgs
 	data["tools"] = tools
-	data["documents"] = docs
 	if c.big && c.sawMark {
 		return "", fmt.Errorf("%w: %w", ErrRender, errReservedRune)
 	}

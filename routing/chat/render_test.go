@@ -251,3 +251,24 @@ func TestRenderToolsModelDump(t *testing.T) {
 		}
 	}
 }
+
+// The request's own fields win over chat_template_kwargs (vLLM merge_kwargs); kwargs win over
+// the special tokens; kwargs that collide with apply_chat_template's arguments are errors.
+func TestRenderKwargsPrecedence(t *testing.T) {
+	tmpl := mustTemplate(t, `{{ add_generation_prompt }} {{ documents }} {{ reasoning_effort }} {{ eos_token }} {{ x }}`)
+	for _, tc := range []struct{ body, want string }{
+		{`{"messages":[],"chat_template_kwargs":{"add_generation_prompt":false,"documents":[1],"reasoning_effort":"low","eos_token":"E","x":1}}`, "True [1] low E 1"},
+		{`{"messages":[],"add_generation_prompt":false,"documents":[2],"reasoning_effort":"high","chat_template_kwargs":{"add_generation_prompt":true,"documents":[1],"reasoning_effort":"low"}}`, "False [2] high <E> "},
+		{`{"messages":[],"reasoning_effort":"auto","chat_template_kwargs":{"reasoning_effort":"low"}}`, "True None low <E> "},
+	} {
+		got, err := render(t, tmpl, tc.body)
+		if err != nil || got != tc.want {
+			t.Errorf("%s:\n got %q (%v)\nwant %q", tc.body, got, err, tc.want)
+		}
+	}
+	for _, k := range []string{"messages", "tools", "chat_template", "tokenize"} {
+		if _, err := render(t, tmpl, `{"messages":[],"chat_template_kwargs":{"`+k+`":1}}`); !errors.Is(err, chat.ErrRender) {
+			t.Errorf("kwarg %s: err %v", k, err)
+		}
+	}
+}

@@ -23,6 +23,9 @@ type Request struct {
 	// ContinueFinalMessage is the vLLM extra continue_final_message: the prompt ends inside the
 	// final message (Hugging Face truncates the rendered chat after its text).
 	ContinueFinalMessage bool
+	// ReasoningEffort is the request's reasoning_effort ("" when absent); vLLM passes it to the
+	// template as a variable.
+	ReasoningEffort string
 	// CacheSalt is the vLLM extra cache_salt ("" when absent).
 	CacheSalt string
 	// MMProcessorKwargs is set when mm_processor_kwargs is present and not an empty object.
@@ -127,6 +130,12 @@ func (r *Request) fill() error {
 			return fmt.Errorf("documents is %s, not an array", v.kind)
 		}
 		r.documents = v
+	}
+	if v := root.get("reasoning_effort"); !v.isNull() {
+		if v.kind != kindString {
+			return fmt.Errorf("reasoning_effort is %s, not a string", v.kind)
+		}
+		r.ReasoningEffort = v.str
 	}
 	if v := root.get("cache_salt"); !v.isNull() {
 		if v.kind != kindString {
