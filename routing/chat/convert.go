@@ -22,6 +22,9 @@ import (
 //   - an assistant's reasoning is passed as both reasoning and reasoning_content; tool_call_id
 //     (tool), a string name, a string task and a developer message's tools are kept.
 //
+// A role other than system, developer, user, assistant, tool, function or ipython is an error
+// (vLLM itself would hand any role string to the template).
+//
 // Member order of each message is role, content, then the extras in that order (vLLM builds
 // the message in the same order).
 func (t *Template) conversation(req *Request, c *converter) (jinja.Value, error) {
@@ -49,7 +52,7 @@ func (t *Template) message(m *node, c *converter) (jinja.Value, error) {
 	}
 	role := rn.str
 	switch role {
-	case "system", "developer", "user", "assistant", "tool", "function":
+	case "system", "developer", "user", "assistant", "tool", "function", "ipython":
 	default:
 		return jinja.Undefined(), fmt.Errorf("unknown role %q", role)
 	}

@@ -272,3 +272,43 @@ func TestRenderKwargsPrecedence(t *testing.T) {
 		}
 	}
 }
+
+// Rendering is safe for concurrent use (run with -race): one template, many goroutines.
+func TestRenderConcurrent(t *testing.T) {
+	tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"u"}},{"type":"text","text":"x"}]},
+		{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{\"n\":123456789012345678901}"}}]}],
+		"tools":[{"type":"function","function":{"name":"f"}}]}`
+	req, err := chat.ParseRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tmpl.Render(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 20; i++ {
+				got, err := tmpl.Render(req)
+				if err == nil && got != want {
+					err = errors.New("render differs under concurrency")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
