@@ -7,7 +7,10 @@
 //
 //  1. Added tokens (special and non-special) are split out of the raw text
 //     first, leftmost-longest, each becoming its single id.
-//  2. Each remaining segment is NFC-normalized (golang.org/x/text/unicode/norm).
+//  2. Each remaining segment is NFC-normalized (golang.org/x/text/unicode/norm;
+//     for runs of more than 30 combining marks, where x/text applies the
+//     Stream-Safe Text Format and inserts U+034F, a full canonical NFC
+//     without that limit, as Hugging Face computes it).
 //  3. A hand-written scanner equivalent to Qwen's split regex
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //     cuts the segment into pre-tokens, with Oniguruma semantics: \s is the

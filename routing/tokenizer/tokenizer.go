@@ -2,8 +2,6 @@ package tokenizer
 
 import (
 	"strings"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // Tokenizer encodes text to Qwen-style byte-level BPE token ids. Build it with
@@ -78,7 +76,7 @@ func (t *Tokenizer) encodeSegment(dst []uint32, seg string) []uint32 {
 	if seg == "" {
 		return dst
 	}
-	seg = norm.NFC.String(seg)
+	seg = nfc(seg)
 	for i := 0; i < len(seg); {
 		j := nextPreToken(seg, i)
 		dst = t.encodeWord(dst, seg[i:j])

@@ -65,12 +65,14 @@ func TestWorstCaseScaling(t *testing.T) {
 }
 
 // FuzzEncode: Encode never panics; for valid UTF-8 without added-token text,
-// Decode(Encode(s)) == NFC(s); ids are within the vocabulary.
+// Decode(Encode(s)) == NFC(s) (Hugging Face NFC: no stream-safe U+034F), and
+// where x/text inserts no U+034F, fullNFC(s) equals x/text NFC (differential
+// check of the fallback); ids are within the vocabulary.
 func FuzzEncode(f *testing.F) {
 	tok := loadTest(f)
 	for _, s := range []string{"", "Hello world", "  hello   world  \n\n  x", "a \u00a0b", "\u3000's", "DON'T",
 		"cafe\u0301", "e\u0301<|im_end|>\u0301", "<<|im_end|>>", "\r\n\r\n", "12345", "👩‍👩‍👧", "\U0002EBF0's",
-		"\U000323B0x", "\xff\xfe", "'ſ", "\u212a"} {
+		"\U000323B0x", "\xff\xfe", "'ſ", "\u212a", "a" + strings.Repeat("\u0301", 40), "\u1100\u1161\u11a8"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -86,8 +88,11 @@ func FuzzEncode(f *testing.F) {
 		if start, _, _ := tok.added.find(s); start >= 0 {
 			return
 		}
-		if got, want := tok.Decode(ids), norm.NFC.String(s); got != want {
+		if got, want := tok.Decode(ids), nfc(s); got != want {
 			t.Fatalf("Decode(Encode(%q)) = %q, want %q", s, got, want)
+		}
+		if x := norm.NFC.String(s); strings.Count(x, cgj) == strings.Count(s, cgj) && fullNFC(s) != x {
+			t.Fatalf("fullNFC(%+q) = %+q, x/text NFC %+q", s, fullNFC(s), x)
 		}
 	})
 }

@@ -1,0 +1,174 @@
+package tokenizer
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// cgj is U+034F COMBINING GRAPHEME JOINER.
+const cgj = "\u034f"
+
+// nfc returns the NFC form of s as Hugging Face computes it (Rust
+// unicode-normalization `nfc()`: full canonical ordering of any number of
+// combining marks). golang.org/x/text/unicode/norm implements the
+// Stream-Safe Text Format (UAX #15 §13): after 30 non-starters in a row it
+// inserts a U+034F and reorders and composes each side separately. When that
+// happened (the output has more U+034F than the input), the segment is
+// normalized again by fullNFC, which has no such limit.
+func nfc(s string) string {
+	out := norm.NFC.String(s)
+	if !strings.Contains(out, cgj) || strings.Count(out, cgj) == strings.Count(s, cgj) {
+		return out
+	}
+	return fullNFC(s)
+}
+
+// Hangul syllable constants (Unicode §3.12).
+const (
+	hangulSBase  = 0xAC00
+	hangulLBase  = 0x1100
+	hangulVBase  = 0x1161
+	hangulTBase  = 0x11A7
+	hangulLCount = 19
+	hangulVCount = 21
+	hangulTCount = 28
+	hangulNCount = hangulVCount * hangulTCount
+	hangulSCount = hangulLCount * hangulNCount
+)
+
+// invalidByte marks a byte of invalid UTF-8 in fullNFC's rune buffer: the
+// byte b is stored as invalidByte - b (negative), a starter that never
+// composes, written back unchanged.
+const invalidByte = -1
+
+// fullNFC is the canonical NFC algorithm (UAX #15 / Unicode §3.11):
+// canonical decomposition, stable canonical ordering of each run of
+// non-starters, canonical composition. Decompositions, combining classes and
+// pair compositions come from x/text's tables; time is O(n log n).
+func fullNFC(s string) string {
+	// Canonical decomposition.
+	rs := make([]rune, 0, len(s))
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			rs = append(rs, rune(invalidByte-int(s[i])))
+		} else {
+			rs = decompose(rs, r)
+		}
+		i += n
+	}
+	// Canonical ordering: stable sort of each run of non-starters by class.
+	type mark struct {
+		r   rune
+		ccc uint8
+	}
+	var run []mark
+	for i := 0; i < len(rs); {
+		if combiningClass(rs[i]) == 0 {
+			i++
+			continue
+		}
+		j := i
+		run = run[:0]
+		for j < len(rs) && combiningClass(rs[j]) != 0 {
+			run = append(run, mark{rs[j], combiningClass(rs[j])})
+			j++
+		}
+		slices.SortStableFunc(run, func(a, b mark) int { return int(a.ccc) - int(b.ccc) })
+		for k, m := range run {
+			rs[i+k] = m.r
+		}
+		i = j
+	}
+	// Canonical composition.
+	out := rs[:0]
+	starter := -1 // index in out of the last starter
+	last := -1    // class of the last rune after the starter; -1: none
+	for _, r := range rs {
+		ccc := int(combiningClass(r))
+		if starter >= 0 && (last == -1 || (last != 0 && last < ccc)) {
+			if p, ok := composePair(out[starter], r); ok {
+				out[starter] = p
+				continue
+			}
+		}
+		if ccc == 0 {
+			starter, last = len(out), -1
+		} else {
+			last = ccc
+		}
+		out = append(out, r)
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range out {
+		if r < 0 {
+			b.WriteByte(byte(invalidByte - r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// decompose appends the full canonical decomposition of r to dst.
+func decompose(dst []rune, r rune) []rune {
+	if r >= hangulSBase && r < hangulSBase+hangulSCount {
+		si := r - hangulSBase
+		dst = append(dst, hangulLBase+si/hangulNCount, hangulVBase+(si%hangulNCount)/hangulTCount)
+		if t := si % hangulTCount; t != 0 {
+			dst = append(dst, hangulTBase+t)
+		}
+		return dst
+	}
+	d := norm.NFD.PropertiesString(string(r)).Decomposition()
+	if d == nil {
+		return append(dst, r)
+	}
+	for _, c := range string(d) {
+		if c == r {
+			dst = append(dst, c)
+			continue
+		}
+		dst = decompose(dst, c)
+	}
+	return dst
+}
+
+// combiningClass returns the canonical combining class of r (0 for the
+// invalid-byte markers).
+func combiningClass(r rune) uint8 {
+	if r < 0x300 {
+		return 0 // no combining marks below U+0300
+	}
+	return norm.NFD.PropertiesString(string(r)).CCC()
+}
+
+// composePair returns the primary composite of starter s and c, if any.
+func composePair(s, c rune) (rune, bool) {
+	if s < 0 || c < 0 {
+		return 0, false
+	}
+	if s >= hangulLBase && s < hangulLBase+hangulLCount && c >= hangulVBase && c < hangulVBase+hangulVCount {
+		return hangulSBase + ((s-hangulLBase)*hangulVCount+(c-hangulVBase))*hangulTCount, true
+	}
+	if s >= hangulSBase && s < hangulSBase+hangulSCount && (s-hangulSBase)%hangulTCount == 0 &&
+		c > hangulTBase && c < hangulTBase+hangulTCount {
+		return s + (c - hangulTBase), true
+	}
+	// The pair is in canonical order (c is not blocked from s), so NFC of
+	// the two runes is their composite when one exists.
+	pair := string(s) + string(c)
+	res := norm.NFC.String(pair)
+	if res == pair {
+		return 0, false
+	}
+	p, n := utf8.DecodeRuneInString(res)
+	if n != len(res) {
+		return 0, false
+	}
+	return p, true
+}
