@@ -261,6 +261,9 @@ func (d *Decoder) Decode(ctx context.Context, data []byte, sampler Sampler, opts
 	stats.DecodedFrames = total
 	idx, err := sampler(total, stats)
 	if err != nil {
+		if reason.CodeOf(err) != "" {
+			return nil, fmt.Errorf("sampling frames: %w", err) // e.g. frame_count_mismatch
+		}
 		return nil, reason.Wrap(reason.LayoutError, err, "sampling frames")
 	}
 	if err := validIndices(idx, total); err != nil {
@@ -326,7 +329,7 @@ func (d *Decoder) pass(ctx context.Context, in *input, want []int, got map[int][
 		wanted[k] = true
 	}
 	var sc *scaler
-	defer sc.free()
+	defer func() { sc.free() }()
 	return in.decode(ctx, func(i int, f *astiav.Frame) error {
 		if !wanted[i] || got[i] != nil {
 			return nil

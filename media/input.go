@@ -111,6 +111,7 @@ type input struct {
 	ioc    *astiav.IOContext
 	fc     *astiav.FormatContext
 	opened bool
+	closed bool
 	cc     *astiav.CodecContext
 	stream *astiav.Stream
 	stats  Stats
@@ -120,12 +121,12 @@ type input struct {
 // no parseable container or video stream → MediaUndecodable; another codec → UnsupportedCodec;
 // several real video streams → MultiStream; a display matrix → Rotation; a container size over the
 // cap → FrameTooLarge. The decoder is opened with max_pixels, so no frame over the cap is allocated.
-func openInput(cfg *DecoderConfig, data []byte) (in *input, err error) {
-	in = &input{cfg: cfg}
+func openInput(cfg *DecoderConfig, data []byte) (_ *input, err error) {
+	in := &input{cfg: cfg}
+	liveInputs.Add(1)
 	defer func() {
 		if err != nil {
 			in.close()
-			in = nil
 		}
 	}()
 	if len(data) == 0 {
@@ -142,7 +143,9 @@ func openInput(cfg *DecoderConfig, data []byte) (in *input, err error) {
 	}
 	in.fc.SetPb(in.ioc)
 	if err := in.fc.OpenInput("", nil, nil); err != nil {
-		in.fc = nil // avformat_open_input frees the context on failure
+		// avformat_open_input frees the context on failure. go-astiav keeps a stale entry for its
+		// address in its classer map; the next context at that address replaces it.
+		in.fc = nil
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "opening container")
 	}
 	in.opened = true
@@ -229,9 +232,11 @@ func identityMatrix(dm []byte) bool {
 }
 
 func (in *input) close() {
-	if in == nil {
+	if in == nil || in.closed {
 		return
 	}
+	in.closed = true
+	liveInputs.Add(-1)
 	if in.cc != nil {
 		in.cc.Free()
 		in.cc = nil

@@ -129,3 +129,32 @@ func TestMemReader(t *testing.T) {
 		t.Fatal("negative seek accepted")
 	}
 }
+
+// TestNoLeaks decodes good and bad clips and checks that every demuxer/decoder and every scaler was
+// freed (field report 30: no AVFrame or AVPacket leaks).
+func TestNoLeaks(t *testing.T) {
+	d, err := NewDecoder(&DecoderConfig{CacheEntries: -1, MaxDecodedFrames: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := func(total int, _ Stats) ([]int, error) {
+		idx := make([]int, total)
+		for i := range idx {
+			idx[i] = i
+		}
+		return idx, nil
+	}
+	for _, p := range []string{
+		"../testdata/video/field/altref_vp9.webm", // frame_limit mid-decode (60 > 50)
+		"../testdata/video/field/qB_320x240_4fps_10f.webm",
+		"../testdata/video/field/vfr.webm",            // two passes
+		"../testdata/video/field/bomb_vp8.webm",       // frame_too_large
+		"../testdata/video/h264_640x360_30fps_3s.mp4", // unsupported_codec
+		"testdata/resolution_change.webm",             // resolution_change after conversions
+	} {
+		_, _ = d.Decode(context.Background(), readFile(t, p), all, DecodeOptions{})
+	}
+	if n, m := liveInputs.Load(), liveScalers.Load(); n != 0 || m != 0 {
+		t.Fatalf("%d inputs and %d scalers not freed", n, m)
+	}
+}

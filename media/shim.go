@@ -9,6 +9,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/asticode/go-astiav"
@@ -66,6 +67,9 @@ func selectVideoStream(fc *astiav.FormatContext) (index, real int) {
 	return int(first), real
 }
 
+// liveScalers and liveInputs count the FFmpeg objects not yet freed (leak checks in tests).
+var liveScalers, liveInputs atomic.Int64
+
 // scaler converts decoded frames to packed rgb24 at native size the way ffmpeg's scale filter does.
 type scaler struct {
 	c            *C.kv_scaler
@@ -79,6 +83,7 @@ func newScaler(w, h int, pixFmt astiav.PixelFormat) (*scaler, error) {
 	if c == nil {
 		return nil, fmt.Errorf("scaling %dx%d %s: %w", w, h, pixFmt, errScaler)
 	}
+	liveScalers.Add(1)
 	return &scaler{c: c, w: w, h: h, pixFmt: int(pixFmt)}, nil
 }
 
@@ -98,6 +103,7 @@ func (s *scaler) free() {
 	if s != nil && s.c != nil {
 		C.kv_scaler_free(s.c)
 		s.c = nil
+		liveScalers.Add(-1)
 	}
 }
 

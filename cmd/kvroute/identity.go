@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/asticode/go-astiav"
+
+	"github.com/kvroute/kvroute/media"
+	"github.com/kvroute/kvroute/routing/layout"
+)
+
+// maxIdentityFile bounds the clip read by `kvroute identity` (DESIGN.md §6 fetched-size cap).
+const maxIdentityFile = 256 << 20
+
+func init() {
+	register("identity", "identity FILE (--indices 0,5,9 | --contract FILE)", runIdentity)
+}
+
+// identityOutput is the output of `kvroute identity`, keys in DESIGN.md §10a order.
+type identityOutput struct {
+	Codec             string          `json:"codec"`
+	Width             int             `json:"width"`
+	Height            int             `json:"height"`
+	SourceFPS         json.RawMessage `json:"source_fps"`      // Python repr, as in metadata_json
+	SourceDuration    json.RawMessage `json:"source_duration"` // Python repr, as in metadata_json
+	SourceTotalFrames int             `json:"source_total_frames"`
+	FramesIndices     []int           `json:"frames_indices"`
+	MetadataJSON      string          `json:"metadata_json"`
+	RGBBytes          int64           `json:"rgb_bytes"`
+	Identity          string          `json:"identity"`
+}
+
+// runIdentity implements `kvroute identity` (DESIGN.md §10a): decode a local VP8/VP9 clip with the
+// router's decoder and limits, select frames by an explicit index list or by a contract's sampler
+// (with its frame_count_source rule), and print the identity and what it was computed from.
+// URLs are not fetched here; pass a file.
+func runIdentity(args []string) (any, error) {
+	fs := flag.NewFlagSet("identity", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	indices := fs.String("indices", "", "comma-separated frame indices, e.g. 0,5,9")
+	contractPath := fs.String("contract", "", "video contract JSON file (DESIGN.md §2.3)")
+	// The file may come before or after the flags.
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("parsing identity flags: %w", err)
+	}
+	if file == "" && fs.NArg() > 0 {
+		file = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return nil, fmt.Errorf("parsing identity flags: %w", err)
+		}
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("identity: unexpected argument %q", fs.Arg(0))
+	}
+	if file == "" {
+		return nil, errors.New("identity: a FILE is required")
+	}
+	if (*indices == "") == (*contractPath == "") {
+		return nil, errors.New("identity: exactly one of --indices and --contract is required")
+	}
+	if strings.Contains(file, "://") {
+		return nil, fmt.Errorf("identity: %q: URLs are not fetched by this command, pass a local file", file)
+	}
+	var sampler media.Sampler
+	if *indices != "" {
+		idx, err := parseIndices(*indices)
+		if err != nil {
+			return nil, err
+		}
+		sampler = media.IndexSampler(idx)
+	} else {
+		c, err := readContract(*contractPath)
+		if err != nil {
+			return nil, err
+		}
+		sampler = ContractSampler(c)
+	}
+	data, err := readBounded(file, maxIdentityFile)
+	if err != nil {
+		return nil, err
+	}
+	astiav.SetLogLevel(astiav.LogLevelError)
+	d, err := media.NewDecoder(&media.DecoderConfig{CacheEntries: -1})
+	if err != nil {
+		return nil, err
+	}
+	r, err := d.Decode(context.Background(), data, sampler, media.DecodeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	fps, err := media.PyFloat(r.Stats.FPS)
+	if err != nil {
+		return nil, err
+	}
+	dur, err := media.PyFloat(r.Stats.Duration)
+	if err != nil {
+		return nil, err
+	}
+	return &identityOutput{
+		Codec:             r.Stats.Codec,
+		Width:             r.Stats.Width,
+		Height:            r.Stats.Height,
+		SourceFPS:         json.RawMessage(fps),
+		SourceDuration:    json.RawMessage(dur),
+		SourceTotalFrames: r.Stats.DecodedFrames,
+		FramesIndices:     r.Indices,
+		MetadataJSON:      string(r.Metadata),
+		RGBBytes:          r.RGBBytes,
+		Identity:          r.IdentityHex(),
+	}, nil
+}
+
+// parseIndices parses "0,5,9" into frame indices (non-negative integers, at least one).
+func parseIndices(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("parsing --indices: %q is not a frame index", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading clip: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading clip: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("reading clip: larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+func readContract(path string) (*layout.Contract, error) {
+	doc, err := readBounded(path, maxContractFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading contract: %w", err)
+	}
+	c, err := layout.ParseContract(doc)
+	if err != nil {
+		return nil, fmt.Errorf("reading contract: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("validating contract: %w", err)
+	}
+	return c, nil
+}
+
+// ContractSampler selects frames as a worker with contract c does: the contract's sampler over the
+// clip's frame count, per frame_count_source (a container count that differs from the decoded
+// count is frame_count_mismatch).
+func ContractSampler(c *layout.Contract) media.Sampler {
+	return func(total int, s media.Stats) ([]int, error) {
+		if s.DecodedFrames > 0 {
+			n, err := c.FrameCount(s.DecodedFrames, s.ContainerFrames())
+			if err != nil {
+				return nil, err
+			}
+			total = n
+		}
+		l, err := layout.LayoutVideo(c, layout.VideoInput{TotalFrames: total, SourceFPS: s.FPS, Width: s.Width, Height: s.Height})
+		if err != nil {
+			return nil, err
+		}
+		return l.Indices, nil
+	}
+}

@@ -1,0 +1,60 @@
+package media_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/kvroute/kvroute/media"
+)
+
+// BenchmarkDecode: vp9_640x360_30fps_10s.webm (300 frames), hf_fps selects 20 frames: one full
+// decode pass plus 20 rgb24 conversions and the identity.
+func BenchmarkDecode(b *testing.B) {
+	data, err := os.ReadFile("../testdata/video/vp9_640x360_30fps_10s.webm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name    string
+		sampler media.Sampler
+	}{{"hf_fps_20", hfFPS}, {"dynamo_32", dynamoMaxFrames}} {
+		b.Run(bc.name, func(b *testing.B) {
+			d := newDecoder(b, nil)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := d.Decode(context.Background(), data, bc.sampler, media.DecodeOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(300*b.N)/b.Elapsed().Seconds(), "frames/s")
+		})
+	}
+}
+
+// BenchmarkIdentifyCacheHit: the same bytes and sampler again: XXH3-128 of the 10 s clip plus an LRU
+// lookup, no decode.
+func BenchmarkIdentifyCacheHit(b *testing.B) {
+	data, err := os.ReadFile("../testdata/video/vp9_640x360_30fps_10s.webm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := media.NewDecoder(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := d.Identify(context.Background(), data, hfFPS, "hf_fps:2:4:768"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := d.Identify(context.Background(), data, hfFPS, "hf_fps:2:4:768")
+		if err != nil || !r.Cached {
+			b.Fatal(err)
+		}
+	}
+}
