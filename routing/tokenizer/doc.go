@@ -7,10 +7,13 @@
 //
 //  1. Added tokens (special and non-special) are split out of the raw text
 //     first, leftmost-longest, each becoming its single id.
-//  2. Each remaining segment is NFC-normalized (golang.org/x/text/unicode/norm;
-//     for runs of more than 30 combining marks, where x/text applies the
-//     Stream-Safe Text Format and inserts U+034F, a full canonical NFC
-//     without that limit, as Hugging Face computes it).
+//  2. Each remaining segment is NFC-normalized as Hugging Face does it
+//     (crate unicode-normalization-alignments 0.1.12: Unicode 9.0.0 data, no
+//     stream-safe limit). golang.org/x/text/unicode/norm does the work; where
+//     it would differ (more than 30 combining marks in a row, where it
+//     inserts U+034F, or one of the 175 code points whose class or
+//     decomposition postdates Unicode 9.0, see nfc9.go), a full canonical
+//     NFC restricted to Unicode 9.0 data runs instead.
 //  3. A hand-written scanner equivalent to Qwen's split regex
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //     cuts the segment into pre-tokens, with Oniguruma semantics: \s is the
@@ -39,7 +42,9 @@
 // unicode16.go (gen_unicode16.go, from the Unicode 16.0.0 tables of
 // rust-lang/regex's regex-syntax); a test fails if the Go toolchain's
 // Unicode version is no longer the one the table was generated against.
-// White_Space did not change between these versions.
+// White_Space did not change between these versions. NFC follows Unicode
+// 9.0.0 data (step 2), a separate, older version: that is what Hugging Face's
+// normalizer crate ships.
 //
 // A Tokenizer is immutable after Load apart from an internal, bounded
 // per-word cache, and is safe for concurrent use.

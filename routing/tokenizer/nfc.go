@@ -11,19 +11,64 @@ import (
 // cgj is U+034F COMBINING GRAPHEME JOINER.
 const cgj = "\u034f"
 
-// nfc returns the NFC form of s as Hugging Face computes it (Rust
-// unicode-normalization `nfc()`: full canonical ordering of any number of
-// combining marks). golang.org/x/text/unicode/norm implements the
-// Stream-Safe Text Format (UAX #15 §13): after 30 non-starters in a row it
-// inserts a U+034F and reorders and composes each side separately. When that
-// happened (the output has more U+034F than the input), the segment is
-// normalized again by fullNFC, which has no such limit.
+// nfc returns the NFC form of s as Hugging Face tokenizers computes it: the
+// crate unicode-normalization-alignments 0.1.12 `nfc()`, with Unicode 9.0.0
+// data and full canonical ordering of any number of combining marks.
+//
+// golang.org/x/text/unicode/norm gives the same result except in two cases,
+// where the segment is normalized again by fullNFC:
+//   - x/text implements the Stream-Safe Text Format (UAX #15 §13): after 30
+//     non-starters in a row it inserts a U+034F and reorders and composes
+//     each side separately (seen as more U+034F in the output than the input);
+//   - x/text knows combining classes and decompositions added after Unicode
+//     9.0 (nfcNewer, 175 code points such as U+1ABF or U+11938); HF treats
+//     them as plain starters. Only code points from nfcNewer in the input or
+//     the output can make the results differ (Unicode's normalization
+//     stability policy), so other text keeps the fast path.
 func nfc(s string) string {
 	out := norm.NFC.String(s)
-	if !strings.Contains(out, cgj) || strings.Count(out, cgj) == strings.Count(s, cgj) {
-		return out
+	if hasNFCNewer(s) || (out != s && hasNFCNewer(out)) ||
+		(strings.Contains(out, cgj) && strings.Count(out, cgj) != strings.Count(s, cgj)) {
+		return fullNFC(s)
 	}
-	return fullNFC(s)
+	return out
+}
+
+// runeRange is the inclusive range lo..hi.
+type runeRange struct{ lo, hi rune }
+
+// isNFCNewer reports whether r is in nfcNewer.
+func isNFCNewer(r rune) bool {
+	if r < nfcNewer[0].lo {
+		return false
+	}
+	lo, hi := 0, len(nfcNewer)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if nfcNewer[m].hi < r {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo < len(nfcNewer) && nfcNewer[lo].lo <= r
+}
+
+// hasNFCNewer reports whether s contains a code point of nfcNewer.
+func hasNFCNewer(s string) bool {
+	first := nfcNewer[0].lo
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r >= first && isNFCNewer(r) {
+			return true
+		}
+		i += n
+	}
+	return false
 }
 
 // Hangul syllable constants (Unicode §3.12).
@@ -44,10 +89,12 @@ const (
 // composes, written back unchanged.
 const invalidByte = -1
 
-// fullNFC is the canonical NFC algorithm (UAX #15 / Unicode §3.11):
-// canonical decomposition, stable canonical ordering of each run of
-// non-starters, canonical composition. Decompositions, combining classes and
-// pair compositions come from x/text's tables; time is O(n log n).
+// fullNFC is the canonical NFC algorithm (UAX #15 / Unicode §3.11) as
+// unicode-normalization-alignments implements it (decompose.rs,
+// recompose.rs): canonical decomposition, stable canonical ordering of each
+// run of non-starters, canonical composition. Decompositions, combining
+// classes and pair compositions come from x/text's tables, restricted to
+// Unicode 9.0.0 by nfcNewer; time is O(n log n).
 func fullNFC(s string) string {
 	// Canonical decomposition.
 	rs := make([]rune, 0, len(s))
@@ -124,6 +171,9 @@ func decompose(dst []rune, r rune) []rune {
 		}
 		return dst
 	}
+	if isNFCNewer(r) {
+		return append(dst, r)
+	}
 	d := norm.NFD.PropertiesString(string(r)).Decomposition()
 	if d == nil {
 		return append(dst, r)
@@ -138,10 +188,10 @@ func decompose(dst []rune, r rune) []rune {
 	return dst
 }
 
-// combiningClass returns the canonical combining class of r (0 for the
-// invalid-byte markers).
+// combiningClass returns the canonical combining class of r in Unicode
+// 9.0.0 (0 for the invalid-byte markers).
 func combiningClass(r rune) uint8 {
-	if r < 0x300 {
+	if r < 0x300 || isNFCNewer(r) {
 		return 0 // no combining marks below U+0300
 	}
 	return norm.NFD.PropertiesString(string(r)).CCC()
@@ -149,7 +199,7 @@ func combiningClass(r rune) uint8 {
 
 // composePair returns the primary composite of starter s and c, if any.
 func composePair(s, c rune) (rune, bool) {
-	if s < 0 || c < 0 {
+	if s < 0 || c < 0 || isNFCNewer(s) || isNFCNewer(c) {
 		return 0, false
 	}
 	if s >= hangulLBase && s < hangulLBase+hangulLCount && c >= hangulVBase && c < hangulVBase+hangulVCount {
@@ -167,8 +217,8 @@ func composePair(s, c rune) (rune, bool) {
 		return 0, false
 	}
 	p, n := utf8.DecodeRuneInString(res)
-	if n != len(res) {
-		return 0, false
+	if n != len(res) || isNFCNewer(p) {
+		return 0, false // no composite, or one Unicode 9.0 does not have
 	}
 	return p, true
 }

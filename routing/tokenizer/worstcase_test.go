@@ -72,7 +72,7 @@ func FuzzEncode(f *testing.F) {
 	tok := loadTest(f)
 	for _, s := range []string{"", "Hello world", "  hello   world  \n\n  x", "a \u00a0b", "\u3000's", "DON'T",
 		"cafe\u0301", "e\u0301<|im_end|>\u0301", "<<|im_end|>>", "\r\n\r\n", "12345", "👩‍👩‍👧", "\U0002EBF0's",
-		"\U000323B0x", "\xff\xfe", "'ſ", "\u212a", "a" + strings.Repeat("\u0301", 40), "\u1100\u1161\u11a8"} {
+		"\U000323B0x", "\xff\xfe", "'ſ", "\u212a", "a" + strings.Repeat("\u0301", 40), "\u1100\u1161\u11a8", "a\u1abf\u0301", "\U00011935\U00011930"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -91,7 +91,8 @@ func FuzzEncode(f *testing.F) {
 		if got, want := tok.Decode(ids), nfc(s); got != want {
 			t.Fatalf("Decode(Encode(%q)) = %q, want %q", s, got, want)
 		}
-		if x := norm.NFC.String(s); strings.Count(x, cgj) == strings.Count(s, cgj) && fullNFC(s) != x {
+		if x := norm.NFC.String(s); strings.Count(x, cgj) == strings.Count(s, cgj) && !hasNFCNewer(s) && !hasNFCNewer(x) &&
+			fullNFC(s) != x {
 			t.Fatalf("fullNFC(%+q) = %+q, x/text NFC %+q", s, fullNFC(s), x)
 		}
 	})
