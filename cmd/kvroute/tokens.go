@@ -16,6 +16,12 @@ import (
 // maxRequestBytes bounds the request body read from stdin (the handler's default body cap).
 const maxRequestBytes = 64 << 20
 
+// loadModel and loadTokenizer are the loaders tokens uses (tests substitute caching ones).
+var (
+	loadModel     = model.Load
+	loadTokenizer = tokenizer.Load
+)
+
 func init() {
 	register("tokens", "tokens --model DIR [--text TEXT] [< request.json]", runTokens)
 }
@@ -56,7 +62,7 @@ func tokens(args []string, stdin io.Reader) (any, error) {
 	textSet := false
 	fs.Visit(func(f *flag.Flag) { textSet = textSet || f.Name == "text" })
 	if textSet {
-		tok, err := tokenizer.Load(filepath.Join(*dir, "tokenizer.json"))
+		tok, err := loadTokenizer(filepath.Join(*dir, "tokenizer.json"))
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +79,7 @@ func tokens(args []string, stdin io.Reader) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := model.Load(*dir)
+	m, err := loadModel(*dir)
 	if err != nil {
 		return nil, err
 	}

@@ -6,12 +6,47 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
 const testModelDir = "../../testdata/golden/qwen3vl-test-model"
+
+// The tests load the same 11 MB tokenizer many times; cache the loads (the command itself loads
+// once per run).
+func init() {
+	var mu sync.Mutex
+	models := map[string]*model.Model{}
+	toks := map[string]*tokenizer.Tokenizer{}
+	realModel, realTok := loadModel, loadTokenizer
+	loadModel = func(dir string) (*model.Model, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m, ok := models[dir]; ok {
+			return m, nil
+		}
+		m, err := realModel(dir)
+		if err == nil {
+			models[dir] = m
+		}
+		return m, err
+	}
+	loadTokenizer = func(path string) (*tokenizer.Tokenizer, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if t, ok := toks[path]; ok {
+			return t, nil
+		}
+		t, err := realTok(path)
+		if err == nil {
+			toks[path] = t
+		}
+		return t, err
+	}
+}
 
 // jsonOut encodes v the way main prints it.
 func jsonOut(t *testing.T, v any) string {
@@ -58,7 +93,7 @@ func TestTokensText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := tokenizer.Load(testModelDir + "/tokenizer.json")
+	tok, err := loadTokenizer(testModelDir + "/tokenizer.json")
 	if err != nil {
 		t.Fatal(err)
 	}
