@@ -41,6 +41,11 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 		if p.Embedded || p.URL == "" {
 			return nil, reason.NoMediaSupport, "a media part has no URL (embeddings are not decoded)", nil
 		}
+		if p.NoSplice {
+			// vLLM would read another media key of this part first: a forwarded uuid could
+			// change what the worker takes the part for.
+			return nil, reason.NoMediaSupport, "a media part carries more than one media key", nil
+		}
 	}
 	cs := r.cohortFor(res.Model, workers)
 	if cs.err != nil {
