@@ -152,11 +152,10 @@ func (t *Tokenizer) setDecode(maxID int) error {
 	for tok, id := range t.vocab {
 		off := len(arena)
 		for _, r := range tok {
-			b, ok := runeToByte[r]
-			if !ok {
+			if r >= rune(len(runeToByte)) || runeToByte[r] < 0 {
 				return fmt.Errorf("checking vocab: %w: token %q is not in the byte-level alphabet", ErrUnsupported, tok)
 			}
-			arena = append(arena, b)
+			arena = append(arena, byte(runeToByte[r]))
 		}
 		spans[id], t.known[id] = span{off, len(arena) - off}, true
 	}
