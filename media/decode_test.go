@@ -3,6 +3,7 @@ package media_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"image/color"
 	"image/png"
@@ -249,5 +250,21 @@ func TestSamplerErrors(t *testing.T) {
 	r, err := decodeFile(t, d, "../testdata/video/field/qB_320x240_4fps_10f.webm", media.IndexSampler([]int{9, 0, 0}))
 	if err != nil || len(r.Frames) != 3 || !bytes.Equal(r.Frames[1], r.Frames[2]) || bytes.Equal(r.Frames[0], r.Frames[1]) {
 		t.Fatalf("unordered indices with a repeat: %v", err)
+	}
+}
+
+// TestCanceled: a cancelled caller context stops the decode with the context's error (no reason
+// code: the client went away), a passed deadline with decode_timeout.
+func TestCanceled(t *testing.T) {
+	d := newDecoder(t, nil)
+	b, err := os.ReadFile("../testdata/video/field/qB_320x240_4fps_10f.webm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = d.Decode(ctx, b, dynamoMaxFrames, media.DecodeOptions{})
+	if !errors.Is(err, context.Canceled) || reason.CodeOf(err) != "" {
+		t.Fatalf("cancelled: err %v", err)
 	}
 }

@@ -236,7 +236,7 @@ func (d *Decoder) Decode(ctx context.Context, data []byte, sampler Sampler, opts
 	}()
 
 	// Pass 1: count the frames; convert the frames the container's count selects.
-	in, err := openInput(d.cfg, data)
+	in, err := openInput(ctx, d.cfg, data)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +276,7 @@ func (d *Decoder) Decode(ctx context.Context, data []byte, sampler Sampler, opts
 	if missing(idx, got) {
 		// Pass 2: the container's count was wrong (VFR, truncation, no duration).
 		passes = 2
-		in, err := openInput(d.cfg, data)
+		in, err := openInput(ctx, d.cfg, data)
 		if err != nil {
 			return nil, err
 		}

@@ -64,6 +64,7 @@ func (s Stats) ContainerFrames() int {
 
 // memReader serves a byte slice to FFmpeg's custom AVIO read and seek callbacks.
 type memReader struct {
+	ctx context.Context // a done ctx ends every read with AVERROR_EXIT
 	b   []byte
 	off int64
 }
@@ -75,6 +76,9 @@ var errEinval = astiav.Error(-22)
 const avseekSize = 0x10000
 
 func (m *memReader) read(p []byte) (int, error) {
+	if m.ctx != nil && m.ctx.Err() != nil {
+		return 0, astiav.ErrExit
+	}
 	if m.off >= int64(len(m.b)) {
 		return 0, astiav.ErrEof
 	}
@@ -112,6 +116,7 @@ type input struct {
 	fc     *astiav.FormatContext
 	opened bool
 	closed bool
+	intr   *interrupter
 	cc     *astiav.CodecContext
 	stream *astiav.Stream
 	stats  Stats
@@ -121,7 +126,7 @@ type input struct {
 // no parseable container or video stream → MediaUndecodable; another codec → UnsupportedCodec;
 // several real video streams → MultiStream; a display matrix → Rotation; a container size over the
 // cap → FrameTooLarge. The decoder is opened with max_pixels, so no frame over the cap is allocated.
-func openInput(cfg *DecoderConfig, data []byte) (_ *input, err error) {
+func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, err error) {
 	in := &input{cfg: cfg}
 	liveInputs.Add(1)
 	defer func() {
@@ -132,7 +137,7 @@ func openInput(cfg *DecoderConfig, data []byte) (_ *input, err error) {
 	if len(data) == 0 {
 		return nil, reason.New(reason.MediaUndecodable, "decoding video: empty input")
 	}
-	mr := &memReader{b: data}
+	mr := &memReader{ctx: ctx, b: data}
 	in.ioc, err = astiav.AllocIOContext(64<<10, false, mr.read, mr.seek, nil)
 	if err != nil {
 		return nil, fmt.Errorf("allocating io context: %w", err)
@@ -142,15 +147,26 @@ func openInput(cfg *DecoderConfig, data []byte) (_ *input, err error) {
 		return nil, errors.New("allocating format context failed")
 	}
 	in.fc.SetPb(in.ioc)
+	in.intr = installInterrupt(ctx, in.fc)
 	if err := in.fc.OpenInput("", nil, nil); err != nil {
 		// avformat_open_input frees the context on failure. go-astiav keeps a stale entry for its
 		// address in its classer map; the next context at that address replaces it.
 		in.fc = nil
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx.Err())
+		}
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "opening container")
 	}
 	in.opened = true
+	// Another codec is rejected before probing: avformat_find_stream_info would decode it.
+	if real, vpx := videoCodecs(in.fc); real > 0 && vpx == 0 {
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: no vp8 or vp9 video stream")
+	}
 	maxPixels := int64(cfg.MaxWidth) * int64(cfg.MaxHeight)
 	if err := findStreamInfo(in.fc, maxPixels, 1); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx.Err())
+		}
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "reading stream info")
 	}
 	idx, real := selectVideoStream(in.fc)
@@ -252,6 +268,8 @@ func (in *input) close() {
 		in.ioc.Free()
 		in.ioc = nil
 	}
+	in.intr.free()
+	in.intr = nil
 }
 
 // frameVisitor is called for every presentable frame, in output order, with its index.

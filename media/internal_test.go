@@ -21,7 +21,7 @@ func readFile(t *testing.T, path string) []byte {
 
 // TestFormatContextPointer checks the go-astiav layout formatContextPtr relies on.
 func TestFormatContextPointer(t *testing.T) {
-	in, err := openInput(DefaultDecoderConfig(), readFile(t, "../testdata/video/vp9_opus_320x240_3s.webm"))
+	in, err := openInput(context.Background(), DefaultDecoderConfig(), readFile(t, "../testdata/video/vp9_opus_320x240_3s.webm"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestFormatContextPointer(t *testing.T) {
 // firstPacketSizes returns the frame sizes declared by the first video packet of a clip.
 func firstPacketSizes(t *testing.T, path string) []frameSize {
 	t.Helper()
-	in, err := openInput(DefaultDecoderConfig(), readFile(t, path))
+	in, err := openInput(context.Background(), DefaultDecoderConfig(), readFile(t, path))
 	if err != nil {
 		t.Fatal(err)
 	}

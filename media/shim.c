@@ -44,6 +44,35 @@ int kv_real_video_streams(AVFormatContext *fc, int *first) {
 	return count;
 }
 
+int kv_real_video_codecs(AVFormatContext *fc, int *vpx) {
+	int count = 0;
+	*vpx = 0;
+	for (unsigned i = 0; i < fc->nb_streams; i++) {
+		AVStream *st = fc->streams[i];
+		if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO || (st->disposition & AV_DISPOSITION_ATTACHED_PIC))
+			continue;
+		count++;
+		if (st->codecpar->codec_id == AV_CODEC_ID_VP8 || st->codecpar->codec_id == AV_CODEC_ID_VP9)
+			(*vpx)++;
+	}
+	return count;
+}
+
+static int kv_interrupt_cb(void *opaque) { return __atomic_load_n((int *)opaque, __ATOMIC_RELAXED); }
+
+int *kv_interrupt_install(AVFormatContext *fc) {
+	int *flag = av_mallocz(sizeof(int));
+	if (!flag)
+		return NULL;
+	fc->interrupt_callback.callback = kv_interrupt_cb;
+	fc->interrupt_callback.opaque = flag;
+	return flag;
+}
+
+void kv_interrupt(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
+
+void kv_interrupt_free(int *flag) { av_free(flag); }
+
 int kv_best_video_stream(AVFormatContext *fc) {
 	return av_find_best_stream(fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
 }

@@ -7,6 +7,7 @@ package media
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -52,6 +53,46 @@ func avError(ret C.int) error {
 // findStreamInfo runs avformat_find_stream_info with max_pixels on every probing decoder.
 func findStreamInfo(fc *astiav.FormatContext, maxPixels int64, threads int) error {
 	return avError(C.kv_find_stream_info(formatContextPtr(fc), C.int64_t(maxPixels), C.int(threads)))
+}
+
+// videoCodecs counts the real video streams the container header declares and the VP8/VP9 ones.
+func videoCodecs(fc *astiav.FormatContext) (real, vpx int) {
+	var v C.int
+	real = int(C.kv_real_video_codecs(formatContextPtr(fc), &v))
+	return real, int(v)
+}
+
+// interrupter aborts blocking FFmpeg demuxer work (avformat_find_stream_info's loop) when ctx is done.
+type interrupter struct {
+	flag *C.int
+	stop func() bool
+	done chan struct{}
+}
+
+// installInterrupt sets fc's interrupt callback to a C flag raised when ctx is done.
+func installInterrupt(ctx context.Context, fc *astiav.FormatContext) *interrupter {
+	flag := C.kv_interrupt_install(formatContextPtr(fc))
+	if flag == nil {
+		return nil
+	}
+	it := &interrupter{flag: flag, done: make(chan struct{})}
+	it.stop = context.AfterFunc(ctx, func() {
+		defer close(it.done)
+		C.kv_interrupt(flag)
+	})
+	return it
+}
+
+// free releases the flag once no callback can raise it any more; call after the context is closed.
+func (it *interrupter) free() {
+	if it == nil {
+		return
+	}
+	if !it.stop() {
+		<-it.done // the AfterFunc ran or is running
+	}
+	C.kv_interrupt_free(it.flag)
+	it.flag = nil
 }
 
 // selectVideoStream returns the index of the one real (not attached picture) video stream, the

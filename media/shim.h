@@ -23,6 +23,16 @@ int kv_is_attached_pic(AVFormatContext *fc, int idx);
 // kv_nb_streams returns fc->nb_streams (used to check the pointer taken from go-astiav).
 int kv_nb_streams(AVFormatContext *fc);
 
+// kv_real_video_codecs counts the real (not attached picture) video streams known now and, in
+// *vpx, those whose codec is VP8 or VP9.
+int kv_real_video_codecs(AVFormatContext *fc, int *vpx);
+
+// kv_interrupt_install sets fc's interrupt callback to read a flag it allocates; kv_interrupt
+// raises the flag (any thread); kv_interrupt_free frees it after the context is closed.
+int *kv_interrupt_install(AVFormatContext *fc);
+void kv_interrupt(int *flag);
+void kv_interrupt_free(int *flag);
+
 void kv_force_cpu_flags(int flags);
 int kv_get_cpu_flags(void);
 
