@@ -1,0 +1,215 @@
+package subscriber
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/normalize"
+	"github.com/kvroute/kvroute/routing/router"
+)
+
+// Defaults of Config.
+const (
+	DefaultReplayTimeout    = 2 * time.Second
+	DefaultMaxBuffered      = 1024
+	DefaultMaxBufferedBytes = 64 << 20
+	DefaultShards           = 2
+	DefaultQueueLength      = 8192
+	// DefaultImagePad and DefaultVideoPad are the Qwen3-VL placeholder ids (config.json
+	// image_token_id, video_token_id).
+	DefaultImagePad uint32 = 151655
+	DefaultVideoPad uint32 = 151656
+)
+
+// StoredFunc receives, for the layout verification of DESIGN.md §2.3 (router.Router.VerifyStored),
+// every stored block that names at least one media identity in its extra_keys: the worker id, the
+// block's worker tokens (block_size ids) and its media items in extra_keys order. Identities are
+// parsed with router.ParseForwardedUUID; Offset/HasOffset come from the `[identifier, offset]` form
+// (HasOffset false for a bare identifier). Only blocks the index accepted are reported. The slices
+// are valid only during the call (copy to keep them). It runs on a shard goroutine: it must be quick
+// and safe for concurrent use.
+type StoredFunc func(workerID string, tokens []uint32, keys []router.MediaKey)
+
+// CountFunc receives every counter increment: worker is the worker id (UnregisteredWorker for
+// events of workers not in the set), result one of the Result* names, n > 0. It runs on the
+// subscriber's goroutines and must be quick; the kvroute app adds n to
+// caddy_kvroute_events_total{worker,result}.
+type CountFunc func(worker, result string, n uint64)
+
+// Config configures a Subscriber; nil means DefaultConfig. Zero fields take their defaults.
+type Config struct {
+	// ReplayTimeout bounds the wait for a replay answer, and after a positive answer the wait for the
+	// replayed batches to close the gap. Default: 2 s.
+	ReplayTimeout time.Duration
+	// MaxBuffered and MaxBufferedBytes bound the batches one stream buffers while a replay is
+	// outstanding; beyond them the replay is given up (the stream is cleared and resyncs). Defaults:
+	// 1024 batches, 64 MiB.
+	MaxBuffered      int
+	MaxBufferedBytes int64
+	// Shards is the number of goroutines that decode and apply batches. Default: 2.
+	Shards int
+	// QueueLength is the capacity of the subscription channel and of each shard's queue. A full
+	// subscription channel makes the NATS client drop messages (counted in Stats.Dropped); the gaps
+	// they leave are filled by replays. Default: 8192.
+	QueueLength int
+	// ImagePad and VideoPad are the model's placeholder token ids (routing/blocks.Config). Defaults:
+	// the Qwen3-VL ids 151655 and 151656.
+	ImagePad, VideoPad uint32
+	// MaxSaltedBlocks bounds each stream's normalizer salt memory (normalize.Config). Default:
+	// normalize.DefaultMaxSaltedBlocks.
+	MaxSaltedBlocks int
+	// OnStored, if set, receives the blocks for layout verification (see StoredFunc). It can be
+	// replaced later with SetOnStored.
+	OnStored StoredFunc
+	// OnCount, if set, receives every counter increment (see CountFunc).
+	OnCount CountFunc
+	// Logger receives warnings (replays given up, resets) and rate-limited drop reports. Default:
+	// a no-op logger.
+	Logger *zap.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() *Config {
+	return &Config{
+		ReplayTimeout:    DefaultReplayTimeout,
+		MaxBuffered:      DefaultMaxBuffered,
+		MaxBufferedBytes: DefaultMaxBufferedBytes,
+		Shards:           DefaultShards,
+		QueueLength:      DefaultQueueLength,
+		ImagePad:         DefaultImagePad,
+		VideoPad:         DefaultVideoPad,
+		MaxSaltedBlocks:  normalize.DefaultMaxSaltedBlocks,
+		Logger:           zap.NewNop(),
+	}
+}
+
+// withDefaults returns a copy of cfg (nil allowed) with zero fields set to their defaults.
+func withDefaults(cfg *Config) Config {
+	d := *DefaultConfig()
+	if cfg == nil {
+		return d
+	}
+	c := *cfg
+	if c.ReplayTimeout <= 0 {
+		c.ReplayTimeout = d.ReplayTimeout
+	}
+	if c.MaxBuffered <= 0 {
+		c.MaxBuffered = d.MaxBuffered
+	}
+	if c.MaxBufferedBytes <= 0 {
+		c.MaxBufferedBytes = d.MaxBufferedBytes
+	}
+	if c.Shards <= 0 {
+		c.Shards = d.Shards
+	}
+	if c.QueueLength <= 0 {
+		c.QueueLength = d.QueueLength
+	}
+	if c.ImagePad == 0 && c.VideoPad == 0 {
+		c.ImagePad, c.VideoPad = d.ImagePad, d.VideoPad
+	}
+	if c.MaxSaltedBlocks <= 0 {
+		c.MaxSaltedBlocks = d.MaxSaltedBlocks
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	return c
+}
+
+// UnregisteredWorker is the worker label of events whose subject names a worker not in the set.
+const UnregisteredWorker = "(unregistered)"
+
+// Result names, the `result` label of caddy_kvroute_events_total and the keys of Stats.Events.
+// Units: one per NATS message (batch) for the message-level results, one per event inside a
+// batch for unknown_type, invalid_event, unknown_parent and unknown_removal.
+const (
+	// ResultApplied: a batch applied in sequence order (replayed ones included).
+	ResultApplied = "applied"
+	// ResultReplayed: a batch applied while a replay of its stream was outstanding (it filled a gap).
+	ResultReplayed = "replayed"
+	// ResultDuplicate: a batch whose seq was already applied, dropped.
+	ResultDuplicate = "duplicate"
+	// ResultGap: a sequence gap detected (one per replay it starts).
+	ResultGap = "gap"
+	// ResultBuffered: a batch held back behind a gap.
+	ResultBuffered = "buffered"
+	// ResultReplayRequested: a replay request sent (gap, unknown parent, registration).
+	ResultReplayRequested = "replay_requested"
+	// ResultReplayFailed: a replay unanswered, answered with an error, or not filling its gap.
+	ResultReplayFailed = "replay_failed"
+	// ResultBufferOverflow: a replay given up because the stream's buffer was full.
+	ResultBufferOverflow = "buffer_overflow"
+	// ResultCleared: a stream cleared by a failed replay, a reset, a rebuild or AllBlocksCleared.
+	ResultCleared = "cleared"
+	// ResultReset: a reset message applied.
+	ResultReset = "reset"
+	// ResultUnknownParent: a BlockStored event whose chain continues a block the index lacks.
+	ResultUnknownParent = "unknown_parent"
+	// ResultUnknownRemoval: a BlockRemoved event naming at least one block the index lacks.
+	ResultUnknownRemoval = "unknown_removal"
+	// ResultUnknownType: an event of an unknown type, skipped.
+	ResultUnknownType = "unknown_type"
+	// ResultInvalidEvent: an event of a known type with wrongly shaped fields, or that cannot be
+	// normalized (block size, token count, extra_keys length), skipped.
+	ResultInvalidEvent = "invalid_event"
+	// ResultDecodeError: a message that is not one well-formed batch, dropped.
+	ResultDecodeError = "decode_error"
+	// ResultBadHeader: a message with a missing or invalid Kvroute-Seq, Kvroute-Encoding or
+	// Kvroute-Dp-Rank (rank ≥ the worker's dp_size included), or a reset that does not parse.
+	ResultBadHeader = "bad_header"
+	// ResultDroppedUnregistered: a message of a worker not in the set, dropped.
+	ResultDroppedUnregistered = "dropped_unregistered"
+	// ResultIndexError: a batch the index refused (too many workers), dropped.
+	ResultIndexError = "index_error"
+)
+
+// result indexes the counters.
+type result uint8
+
+const (
+	rApplied result = iota
+	rReplayed
+	rDuplicate
+	rGap
+	rBuffered
+	rReplayRequested
+	rReplayFailed
+	rBufferOverflow
+	rCleared
+	rReset
+	rUnknownParent
+	rUnknownRemoval
+	rUnknownType
+	rInvalidEvent
+	rDecodeError
+	rBadHeader
+	rDroppedUnregistered
+	rIndexError
+	numResults
+)
+
+var resultNames = [numResults]string{
+	rApplied:             ResultApplied,
+	rReplayed:            ResultReplayed,
+	rDuplicate:           ResultDuplicate,
+	rGap:                 ResultGap,
+	rBuffered:            ResultBuffered,
+	rReplayRequested:     ResultReplayRequested,
+	rReplayFailed:        ResultReplayFailed,
+	rBufferOverflow:      ResultBufferOverflow,
+	rCleared:             ResultCleared,
+	rReset:               ResultReset,
+	rUnknownParent:       ResultUnknownParent,
+	rUnknownRemoval:      ResultUnknownRemoval,
+	rUnknownType:         ResultUnknownType,
+	rInvalidEvent:        ResultInvalidEvent,
+	rDecodeError:         ResultDecodeError,
+	rBadHeader:           ResultBadHeader,
+	rDroppedUnregistered: ResultDroppedUnregistered,
+	rIndexError:          ResultIndexError,
+}
+
+// Results lists every result name, in a fixed order.
+func Results() []string { return append([]string(nil), resultNames[:]...) }
