@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"sync"
 )
 
@@ -169,7 +170,7 @@ func (c *wordCache) get(w string) ([]uint32, bool) {
 func (c *wordCache) put(w string, ids []uint32) {
 	v := make([]uint32, len(ids))
 	copy(v, ids)
-	k := string([]byte(w)) // do not retain the caller's (possibly large) text
+	k := strings.Clone(w) // do not retain the caller's (possibly large) text
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxCacheEntries {
 		c.m = make(map[string][]uint32, maxCacheEntries/4)

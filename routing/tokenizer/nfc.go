@@ -37,10 +37,21 @@ func nfc(s string) string {
 // runeRange is the inclusive range lo..hi.
 type runeRange struct{ lo, hi rune }
 
+// nfcNewerBMP is nfcNewer as a bitset over the BMP (8 KiB).
+var nfcNewerBMP [0x10000 / 64]uint64
+
+func init() {
+	for _, rg := range nfcNewer {
+		for r := rg.lo; r <= rg.hi && r < 0x10000; r++ {
+			nfcNewerBMP[r>>6] |= 1 << (r & 63)
+		}
+	}
+}
+
 // isNFCNewer reports whether r is in nfcNewer.
 func isNFCNewer(r rune) bool {
-	if r < nfcNewer[0].lo {
-		return false
+	if r < 0x10000 {
+		return r >= 0 && nfcNewerBMP[r>>6]&(1<<(r&63)) != 0
 	}
 	lo, hi := 0, len(nfcNewer)
 	for lo < hi {
@@ -56,14 +67,13 @@ func isNFCNewer(r rune) bool {
 
 // hasNFCNewer reports whether s contains a code point of nfcNewer.
 func hasNFCNewer(s string) bool {
-	first := nfcNewer[0].lo
 	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf {
+		if s[i] < 0xDF { // ASCII, continuation bytes, and leads of runes below U+07C0
 			i++
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if r >= first && isNFCNewer(r) {
+		if isNFCNewer(r) {
 			return true
 		}
 		i += n
