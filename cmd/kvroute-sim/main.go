@@ -1,16 +1,26 @@
-// Command kvroute-sim is an OpenAI-compatible stand-in for a vLLM worker (DESIGN.md §11): it
-// serves /v1/chat/completions (JSON, or SSE with "stream": true), /v1/models and /health with a
-// configurable prefill and per-token latency, and registers itself in the kvroute worker registry
-// (heartbeat every 10 s, record deleted on shutdown) when a NATS URL is given.
+// Command kvroute-sim is a stand-in for a stock vLLM worker with prefix caching (DESIGN.md §11): it
+// serves /v1/chat/completions (JSON, or SSE with "stream": true), /v1/models, /health and
+// /reset_prefix_cache with a configurable prefill and per-token latency. It renders and tokenizes
+// each request with a model folder, fetches and decodes its media itself with the contract it
+// publishes, keeps a vLLM-like block cache, reports cached_tokens as vLLM does (and the hit in the
+// X-Kvroute-Sim-Hit-Blocks header), and with a NATS URL publishes vLLM-format KV events on
+// kvroute.events.<worker_id>, answers replay requests and registers itself in the kvroute worker
+// registry (heartbeat every 10 s, record deleted on shutdown). The worker lives in internal/sim.
 //
 // Usage:
 //
-//	kvroute-sim -listen 127.0.0.1:8001 -worker-id sim-1 -model kvroute-sim \
+//	kvroute-sim -listen 127.0.0.1:8001 -worker-id sim-1 -served-model-name qwen \
+//	    -model testdata/golden/qwen3vl-test-model -contract contract.json \
 //	    -nats nats://127.0.0.1:4222 -prefill-delay 50ms -token-delay 10ms
+//
+// -model also accepts a served model name that is not a directory (the first version's meaning of
+// the flag): the default model folder is loaded then. When the default folder is missing and -model
+// was not given, the simulator counts words instead of tokens and caches nothing.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,12 +28,17 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
-	"github.com/kvroute/kvroute/cmd/kvroute-sim/sim"
+	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/media/fetch"
 )
 
 func main() {
@@ -33,18 +48,48 @@ func main() {
 	}
 }
 
-func run(args []string) error {
+type flags struct {
+	listen, advertise, workerID, model, served, natsURL string
+	contract, oracle, encoding, extraKeys, features     string
+	fileRoot                                            string
+	blockSize, cacheBlocks, maxTokens, replayBatches    int
+	replayBytes                                         int64
+	prefill, perToken                                   time.Duration
+	modelSet                                            bool
+}
+
+func parseFlags(args []string) (*flags, error) {
+	f := &flags{}
 	fs := flag.NewFlagSet("kvroute-sim", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:8001", "listen address (host:port)")
-	advertise := fs.String("advertise", "", "endpoint published in the registry (default: the listen address)")
-	workerID := fs.String("worker-id", "sim-1", "worker id ([A-Za-z0-9_-]{1,64})")
-	model := fs.String("model", "kvroute-sim", "served model name")
-	blockSize := fs.Int("block-size", 16, "KV block size in tokens")
-	natsURL := fs.String("nats", "", "NATS URL for the worker registry (empty: do not register)")
-	prefill := fs.Duration("prefill-delay", 0, "delay before the first token")
-	perToken := fs.Duration("token-delay", 0, "delay before each further token")
-	maxTokens := fs.Int("max-tokens", 8, "completion tokens when the request sets none")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8001", "listen address (host:port)")
+	fs.StringVar(&f.advertise, "advertise", "", "endpoint published in the registry (default: the listen address)")
+	fs.StringVar(&f.workerID, "worker-id", "sim-1", "worker id ([A-Za-z0-9_-]{1,64})")
+	fs.StringVar(&f.model, "model", sim.DefaultModelDir, "model folder (tokenizer.json, chat template, config.json); a value that is not a directory is taken as -served-model-name")
+	fs.StringVar(&f.served, "served-model-name", "kvroute-sim", "served model name (the request's model field)")
+	fs.StringVar(&f.contract, "contract", "", "video contract JSON file (default: the hub hf_fps contract of DESIGN.md §2.3)")
+	fs.StringVar(&f.oracle, "oracle-tokens", "", "JSON array file of the worker-visible prompt token ids used for every request (oracle mode)")
+	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens")
+	fs.IntVar(&f.cacheBlocks, "cache-blocks", 8192, "prefix cache capacity in blocks (LRU beyond it)")
+	fs.StringVar(&f.encoding, "encoding", "map", "KV event encoding: map (tagged map events) or array (positional events)")
+	fs.StringVar(&f.extraKeys, "extra-keys", "pair", "media keys in extra_keys: pair ([identifier, offset], current vLLM) or bare (older vLLM)")
+	fs.IntVar(&f.replayBatches, "replay-batches", 10000, "published batches kept for replay")
+	fs.Int64Var(&f.replayBytes, "replay-bytes", 64<<20, "payload bytes kept for replay")
+	fs.StringVar(&f.features, "features", "", "comma-separated worker features for the registry record")
+	fs.StringVar(&f.fileRoot, "media-file-root", "", "directory file: media URLs may read from (default: file: URLs refused)")
+	fs.StringVar(&f.natsURL, "nats", "", "NATS URL for KV events and the worker registry (empty: neither)")
+	fs.DurationVar(&f.prefill, "prefill-delay", 0, "delay before the first token")
+	fs.DurationVar(&f.perToken, "token-delay", 0, "delay before each further token")
+	fs.IntVar(&f.maxTokens, "max-tokens", 8, "completion tokens when the request sets none")
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(fl *flag.Flag) { f.modelSet = f.modelSet || fl.Name == "model" })
+	return f, nil
+}
+
+func run(args []string) error {
+	f, err := parseFlags(args)
+	if err != nil {
 		return err
 	}
 	logger, err := zap.NewProduction()
@@ -52,30 +97,44 @@ func run(args []string) error {
 		return fmt.Errorf("creating logger: %w", err)
 	}
 	defer func() { _ = logger.Sync() }()
-	logger = logger.With(zap.String("worker_id", *workerID))
-
-	s := sim.New(&sim.Config{WorkerID: *workerID, Model: *model, BlockSize: *blockSize,
-		PrefillDelay: *prefill, TokenDelay: *perToken, MaxTokens: *maxTokens})
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", *listen, err)
-	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("kvroute-sim listening", zap.String("addr", ln.Addr().String()), zap.String("model", *model))
+	logger = logger.With(zap.String("worker_id", f.workerID))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	var nc *nats.Conn
+	if f.natsURL != "" {
+		if nc, err = natsutil.Connect(f.natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + f.workerID, Logger: logger}); err != nil {
+			return err
+		}
+		defer nc.Close()
+	}
+	cfg, pub, err := worker(f, nc, logger)
+	if err != nil {
+		return err
+	}
+	if pub != nil {
+		defer func() { _ = pub.Close() }()
+	}
+	s := sim.New(cfg)
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", f.listen, err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("kvroute-sim listening", zap.String("addr", ln.Addr().String()), zap.String("model", cfg.Model),
+		zap.Bool("prefix_caching", cfg.Frontend != nil), zap.Int("block_size", s.Config().BlockSize))
+
 	var reg *sim.Registration
-	if *natsURL != "" {
-		ep := *advertise
+	if nc != nil {
+		ep := f.advertise
 		if ep == "" {
 			ep = advertised(ln.Addr().(*net.TCPAddr))
 		}
 		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		reg, err = sim.Register(rctx, *natsURL, ep, s, logger)
+		reg, err = sim.RegisterConn(rctx, nc, ep, s, logger)
 		cancel()
 		if err != nil {
 			_ = srv.Close()
@@ -103,6 +162,88 @@ func run(args []string) error {
 	}
 	logger.Info("kvroute-sim stopped")
 	return nil
+}
+
+// worker builds the simulator's configuration from the flags: the frontend, block cache and event
+// publisher (nil without prefix caching).
+func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publisher, error) {
+	cfg := &sim.Config{WorkerID: f.workerID, Model: f.served, BlockSize: f.blockSize, PrefillDelay: f.prefill,
+		TokenDelay: f.perToken, MaxTokens: f.maxTokens, Logger: logger}
+	if f.features != "" {
+		cfg.Features = strings.Split(f.features, ",")
+	}
+	dir := f.model
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		switch {
+		case f.modelSet && dir != sim.DefaultModelDir:
+			logger.Warn("-model is not a directory: taken as the served model name", zap.String("model", dir))
+			cfg.Model, dir = dir, sim.DefaultModelDir
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				logger.Warn("default model folder missing: counting words, no prefix cache", zap.String("dir", dir))
+				return cfg, nil, nil
+			}
+		case !f.modelSet:
+			logger.Warn("default model folder missing: counting words, no prefix cache", zap.String("dir", dir))
+			return cfg, nil, nil
+		default:
+			return nil, nil, fmt.Errorf("loading model folder %s: not a directory", dir)
+		}
+	}
+	fc := &sim.FrontendConfig{ModelDir: dir}
+	if f.contract != "" {
+		b, err := os.ReadFile(f.contract)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading contract: %w", err)
+		}
+		fc.Contract = b
+	}
+	if f.oracle != "" {
+		b, err := os.ReadFile(f.oracle)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading oracle tokens: %w", err)
+		}
+		if err := json.Unmarshal(b, &fc.OracleTokens); err != nil {
+			return nil, nil, fmt.Errorf("decoding oracle tokens %s: %w", f.oracle, err)
+		}
+		if fc.OracleTokens == nil {
+			fc.OracleTokens = []uint32{}
+		}
+	}
+	fetchCfg := fetch.DefaultConfig()
+	fetchCfg.AllowLoopback, fetchCfg.AllowPrivate, fetchCfg.FileRoot = true, true, f.fileRoot
+	fc.Fetch = fetchCfg
+	fe, err := sim.NewFrontend(fc)
+	if err != nil {
+		return nil, nil, err
+	}
+	bc := &sim.BlockCacheConfig{BlockSize: f.blockSize, Capacity: f.cacheBlocks}
+	switch f.extraKeys {
+	case "pair":
+		bc.KeyStyle = codec.PairKeys
+	case "bare":
+		bc.KeyStyle = codec.BareKeys
+	default:
+		return nil, nil, fmt.Errorf("-extra-keys %q: want pair or bare", f.extraKeys)
+	}
+	blocks, err := sim.NewBlockCache(bc)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Logger: logger}
+	switch f.encoding {
+	case "map":
+		pc.EventForm = codec.MapForm
+	case "array":
+		pc.EventForm = codec.ArrayForm
+	default:
+		return nil, nil, fmt.Errorf("-encoding %q: want map or array", f.encoding)
+	}
+	pub, err := sim.NewPublisher(pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Frontend, cfg.Blocks, cfg.Events = fe, blocks, pub
+	return cfg, pub, nil
 }
 
 // advertised returns the listen address as a dialable endpoint: an unspecified host becomes

@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/kvroute/kvroute/cmd/kvroute-sim/sim"
+	"github.com/kvroute/kvroute/internal/sim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

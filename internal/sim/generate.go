@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -20,6 +21,28 @@ type generation struct {
 	cachedTokens int
 	maxTokens    int
 	includeUsage bool
+	// hitBlocks is the prefix cache hit at admission, reported in HitBlocksHeader.
+	hitBlocks int
+	// prefilled runs when prefill ends, before the first response byte (the block cache stores
+	// the prompt's blocks and publishes their events).
+	prefilled func()
+}
+
+// HitBlocksHeader is the response header that carries the request's prefix cache hit at
+// admission, in blocks (cached_tokens / block size).
+const HitBlocksHeader = "X-Kvroute-Sim-Hit-Blocks"
+
+// prefill waits the prefill delay, runs prefilled and sets the hit header; it reports false when
+// the client went away first (nothing is stored then).
+func (g *generation) prefill(ctx context.Context, w http.ResponseWriter) bool {
+	if !wait(ctx, g.s.cfg.PrefillDelay) {
+		return false
+	}
+	if g.prefilled != nil {
+		g.prefilled()
+	}
+	w.Header().Set(HitBlocksHeader, strconv.Itoa(g.hitBlocks))
+	return true
 }
 
 func (g *generation) usage(completion int) *usage {
@@ -27,12 +50,12 @@ func (g *generation) usage(completion int) *usage {
 		PromptTokensDetails: promptTokensDetails{CachedTokens: g.cachedTokens}}
 }
 
-// token waits for token i (prefill delay before the first, token delay before the others) and
-// returns its text, or false when the client went away.
+// token waits for token i (the first comes right after prefill, the token delay before each
+// other) and returns its text, or false when the client went away.
 func (g *generation) token(ctx context.Context, i int) (string, bool) {
-	d := g.s.cfg.TokenDelay
-	if i == 0 {
-		d = g.s.cfg.PrefillDelay
+	var d time.Duration
+	if i > 0 {
+		d = g.s.cfg.TokenDelay
 	}
 	if !wait(ctx, d) {
 		return "", false
@@ -42,6 +65,9 @@ func (g *generation) token(ctx context.Context, i int) (string, bool) {
 
 // complete answers with one JSON chat.completion.
 func (g *generation) complete(ctx context.Context, w http.ResponseWriter) DoneInfo {
+	if !g.prefill(ctx, w) {
+		return DoneInfo{Canceled: true, At: time.Now()}
+	}
 	var text strings.Builder
 	for i := 0; i < g.maxTokens; i++ {
 		t, ok := g.token(ctx, i)
@@ -63,6 +89,9 @@ func (g *generation) complete(ctx context.Context, w http.ResponseWriter) DoneIn
 // stream answers with server-sent events, one chat.completion.chunk per token, each flushed as
 // soon as it is produced, then `data: [DONE]`.
 func (g *generation) stream(ctx context.Context, w http.ResponseWriter) DoneInfo {
+	if !g.prefill(ctx, w) {
+		return DoneInfo{Canceled: true, At: time.Now()}
+	}
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

@@ -13,6 +13,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/codec"
 )
 
 // Config configures a simulated worker; nil means DefaultConfig.
@@ -32,10 +36,25 @@ type Config struct {
 	MaxTokens int
 	// MaxBodySize caps the request body. Default: 256 MiB.
 	MaxBodySize int64
-	// Tokenizer counts prompt tokens. Default: WordTokenizer.
+	// Frontend, when set, makes the simulator behave like a vLLM worker with prefix caching: it
+	// computes the worker-visible prompt itself (model, template, its own media decode and
+	// layout), keeps a block cache (Blocks) and publishes KV events (Events). Without it the
+	// simulator counts words (Tokenizer) and asks Cache for cached_tokens.
+	Frontend *Frontend
+	// Blocks is the block cache used with Frontend. Default: NewBlockCache with BlockSize.
+	Blocks *BlockCache
+	// Events publishes the block cache's KV events; nil publishes nothing.
+	Events *Publisher
+	// Contract is the contract JSON published in the registry record. Default: the Frontend's.
+	Contract json.RawMessage
+	// Features are the worker features published in the registry record.
+	Features []string
+	// Tokenizer counts prompt tokens without a Frontend. Default: WordTokenizer.
 	Tokenizer Tokenizer
-	// Cache answers cached_tokens. Default: NoCache.
+	// Cache answers cached_tokens without a Frontend. Default: NoCache.
 	Cache Cache
+	// Logger receives request errors. Default: no-op.
+	Logger *zap.Logger
 	// OnRequest, if set, is called when a chat request's body has been read.
 	OnRequest func(RequestInfo)
 	// OnDone, if set, is called when a chat request ends (completed or cancelled by the client).
@@ -100,7 +119,22 @@ func New(cfg *Config) *Server {
 		if cfg.Cache != nil {
 			c.Cache = cfg.Cache
 		}
+		c.Frontend, c.Blocks, c.Events, c.Logger = cfg.Frontend, cfg.Blocks, cfg.Events, cfg.Logger
+		c.Contract, c.Features = cfg.Contract, cfg.Features
 		c.OnRequest, c.OnDone = cfg.OnRequest, cfg.OnDone
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Frontend != nil {
+		if c.Blocks == nil {
+			// The defaults and a positive block size cannot fail.
+			c.Blocks, _ = NewBlockCache(&BlockCacheConfig{BlockSize: c.BlockSize})
+		}
+		c.BlockSize = c.Blocks.Config().BlockSize
+		if c.Contract == nil {
+			c.Contract = c.Frontend.ContractJSON()
+		}
 	}
 	return &Server{cfg: c, started: time.Now()}
 }
@@ -120,7 +154,27 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)
 	return mux
+}
+
+// handleReset empties the block cache and publishes AllBlocksCleared, as vLLM's
+// /reset_prefix_cache does.
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.Blocks != nil {
+		s.cfg.Blocks.Clear(s.emit)
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// emit publishes one batch of the block cache's events.
+func (s *Server) emit(events []codec.Event) {
+	if s.cfg.Events == nil {
+		return
+	}
+	if _, err := s.cfg.Events.Publish(events); err != nil {
+		s.cfg.Logger.Error("publishing kv events", zap.Error(err))
+	}
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
@@ -165,17 +219,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var text strings.Builder
-	for _, m := range req.Messages {
-		text.WriteString(m.Role)
-		text.WriteByte(' ')
-		text.WriteString(m.text())
-		text.WriteByte('\n')
-	}
-	tokens := s.cfg.Tokenizer.Encode(text.String())
 	g := &generation{
-		s: s, id: completionID(info.RequestID),
-		promptTokens: len(tokens), cachedTokens: s.cfg.Cache.Lookup(tokens), maxTokens: s.cfg.MaxTokens,
+		s: s, id: completionID(info.RequestID), maxTokens: s.cfg.MaxTokens,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 	}
 	if req.MaxCompletionTokens != nil {
@@ -184,15 +229,41 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		g.maxTokens = *req.MaxTokens
 	}
 	g.maxTokens = max(1, min(g.maxTokens, 4096))
+	if s.cfg.Frontend != nil {
+		p, err := s.cfg.Frontend.Prepare(r.Context(), body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		ch, err := s.cfg.Blocks.Chain(p)
+		if err != nil {
+			s.cfg.Logger.Error("chaining prompt blocks", zap.Error(err))
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		g.promptTokens = len(p.Tokens)
+		g.hitBlocks = s.cfg.Blocks.HitBlocks(ch)
+		g.cachedTokens = g.hitBlocks * s.cfg.BlockSize
+		g.prefilled = func() { s.cfg.Blocks.Commit(ch, s.emit) }
+	} else {
+		var text strings.Builder
+		for _, m := range req.Messages {
+			text.WriteString(m.Role)
+			text.WriteByte(' ')
+			text.WriteString(m.text())
+			text.WriteByte('\n')
+		}
+		tokens := s.cfg.Tokenizer.Encode(text.String())
+		g.promptTokens, g.cachedTokens = len(tokens), s.cfg.Cache.Lookup(tokens)
+		g.hitBlocks = g.cachedTokens / s.cfg.BlockSize
+		g.prefilled = func() { s.cfg.Cache.Store(tokens) }
+	}
 
 	var done DoneInfo
 	if req.Stream {
 		done = g.stream(r.Context(), w)
 	} else {
 		done = g.complete(r.Context(), w)
-	}
-	if !done.Canceled {
-		s.cfg.Cache.Store(tokens)
 	}
 	if s.cfg.OnDone != nil {
 		s.cfg.OnDone(info, done)

@@ -15,8 +15,9 @@ import (
 // Registration is the simulator's worker record in the kvroute registry: written at Start,
 // heartbeated every 10 s, deleted at Close.
 type Registration struct {
-	nc  *nats.Conn
-	pub *registry.Publisher
+	nc    *nats.Conn
+	owned bool // Close closes nc
+	pub   *registry.Publisher
 }
 
 // Register connects to natsURL and publishes the worker record for s, reachable at endpoint.
@@ -25,35 +26,50 @@ func Register(ctx context.Context, natsURL, endpoint string, s *Server, logger *
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	r, err := RegisterConn(ctx, nc, endpoint, s, logger)
 	if err != nil {
 		nc.Close()
+		return nil, err
+	}
+	r.owned = true
+	return r, nil
+}
+
+// Record returns the worker record s publishes when reachable at endpoint: engine vllm, its block
+// size, dp_size 1, its contract and features.
+func (s *Server) Record(endpoint string) registry.Worker {
+	return registry.Worker{
+		WorkerID: s.cfg.WorkerID, Endpoint: endpoint, Model: s.cfg.Model, Engine: registry.EngineVLLM,
+		EngineVersion: "kvroute-sim", BlockSize: s.cfg.BlockSize, DPSize: 1,
+		Features: s.cfg.Features, Contract: s.cfg.Contract,
+	}
+}
+
+// RegisterConn is Register over an open connection, which Close leaves open.
+func RegisterConn(ctx context.Context, nc *nats.Conn, endpoint string, s *Server, logger *zap.Logger) (*Registration, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
 	kv, err := registry.OpenBucket(ctx, js)
 	if err != nil {
-		nc.Close()
 		return nil, err
 	}
-	rec := registry.Worker{
-		WorkerID: s.cfg.WorkerID, Endpoint: endpoint, Model: s.cfg.Model, Engine: registry.EngineVLLM,
-		EngineVersion: "kvroute-sim", BlockSize: s.cfg.BlockSize, DPSize: 1,
-	}
-	pub, err := registry.NewPublisher(kv, rec, &registry.PublisherConfig{Logger: logger})
+	pub, err := registry.NewPublisher(kv, s.Record(endpoint), &registry.PublisherConfig{Logger: logger})
 	if err != nil {
-		nc.Close()
 		return nil, err
 	}
 	if err := pub.Start(ctx); err != nil {
-		nc.Close()
 		return nil, err
 	}
 	return &Registration{nc: nc, pub: pub}, nil
 }
 
-// Close deletes the worker record and closes the connection.
+// Close deletes the worker record and closes the connection when Register opened it.
 func (r *Registration) Close(ctx context.Context) error {
 	err := r.pub.Stop(ctx)
-	r.nc.Close()
+	if r.owned {
+		r.nc.Close()
+	}
 	return err
 }

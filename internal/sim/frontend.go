@@ -1,0 +1,257 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/kvroute/kvroute/media"
+	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/router"
+)
+
+// DefaultModelDir is the model folder kvroute-sim loads by default, relative to the repository
+// root.
+const DefaultModelDir = "testdata/golden/qwen3vl-test-model"
+
+// HubContract is the default video contract (DESIGN.md §2.3): current vLLM with the Hugging Face
+// hub processor settings of Qwen3-VL.
+const HubContract = `{"schema": "kvroute.video_contract/v1", "adapter": "qwen3_vl", "engine": "vllm",
+ "sampler": {"kind": "hf_fps", "fps": 2.0, "min_frames": 4, "max_frames": 768, "num_frames": null},
+ "frame_count_source": "decoded",
+ "resize": {"mode": "round_ties_even", "min_pixels": 4096, "max_pixels": 25165824,
+            "patch_size": 16, "merge_size": 2, "temporal_patch_size": 2},
+ "image_resize": {"min_pixels": 65536, "max_pixels": 16777216},
+ "placeholder_target": "bare_video_token",
+ "timestamp_tokenization": "spliced",
+ "token_ids": {"vision_start": 151652, "vision_end": 151653, "image_pad": 151655, "video_pad": 151656},
+ "video_pruning_rate": 0.0,
+ "sglang_preprocess": null}`
+
+// maxKnownItems bounds the media items remembered for uuid-only parts.
+const maxKnownItems = 4096
+
+// FrontendConfig configures a Frontend.
+type FrontendConfig struct {
+	// ModelDir is the Hugging Face model folder (tokenizer.json, chat template, config.json,
+	// processor configs). Default: DefaultModelDir.
+	ModelDir string
+	// Model and LayoutModel, when set, are used instead of loading ModelDir (tests share them).
+	Model       *model.Model
+	LayoutModel *layout.Model
+	// Contract is the worker's video contract (JSON); its sampler, resize and layout rules are the
+	// ones the simulator applies to its own decodes. Default: HubContract.
+	Contract []byte
+	// Media fetches and decodes media parts. Default: media/resolver over a fetcher built from
+	// Fetch and a decoder with the DESIGN.md §6 defaults.
+	Media router.Media
+	// Fetch configures the default fetcher. Default: fetch.DefaultConfig with loopback and private
+	// addresses allowed (a stand-in worker fetches what its test serves it).
+	Fetch *fetch.Config
+	// OracleTokens, when set, are the worker-visible prompt tokens of every request (oracle mode):
+	// the prompt is not rendered or expanded; the media spans are read from the placeholder runs of
+	// these tokens and the identities from the request's uuids (or the simulator's own decode).
+	OracleTokens []uint32
+	// MaxMedia caps the media items of a request. Default: 32.
+	MaxMedia int
+}
+
+// Frontend turns a chat request into the worker-visible prompt the way a vLLM worker does: it
+// renders the chat template and tokenizes, fetches and decodes each media part itself with its own
+// contract, takes a client uuid verbatim as the item's identifier (otherwise its own content
+// identity in kvroute's forwarded form), and expands the placeholders with the Qwen3-VL adapter.
+// Nothing the router computed is used except the uuids it spliced into the body. It is safe for
+// concurrent use.
+type Frontend struct {
+	model       *model.Model
+	adapter     *layout.Qwen3VL // nil: the model has no vision processor
+	contract    *layout.Contract
+	contractRaw json.RawMessage
+	media       router.Media
+	oracle      []uint32
+	maxMedia    int
+
+	// mu protects known and knownOrder.
+	mu         sync.Mutex
+	known      map[string]layout.Media // identifier → the item's layout, for uuid-only parts
+	knownOrder []string
+}
+
+// NewFrontend loads the model and contract; cfg may be nil.
+func NewFrontend(cfg *FrontendConfig) (*Frontend, error) {
+	c := FrontendConfig{}
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.ModelDir == "" {
+		c.ModelDir = DefaultModelDir
+	}
+	if len(c.Contract) == 0 {
+		c.Contract = []byte(HubContract)
+	}
+	if c.MaxMedia <= 0 {
+		c.MaxMedia = router.DefaultMaxMedia
+	}
+	f := &Frontend{model: c.Model, media: c.Media, oracle: c.OracleTokens, maxMedia: c.MaxMedia, known: map[string]layout.Media{}}
+	var err error
+	if f.model == nil {
+		if f.model, err = model.Load(c.ModelDir); err != nil {
+			return nil, fmt.Errorf("creating simulator frontend: %w", err)
+		}
+	}
+	if f.contract, err = layout.ParseContract(c.Contract); err != nil {
+		return nil, fmt.Errorf("creating simulator frontend: %w", err)
+	}
+	if err := f.contract.Validate(); err != nil {
+		return nil, fmt.Errorf("creating simulator frontend: %w", err)
+	}
+	f.contractRaw = json.RawMessage(append([]byte(nil), c.Contract...))
+	lm := c.LayoutModel
+	if lm == nil && f.model.Vision {
+		if _, err := os.Stat(filepath.Join(c.ModelDir, "preprocessor_config.json")); err == nil {
+			if lm, err = layout.LoadModel(c.ModelDir); err != nil {
+				return nil, fmt.Errorf("creating simulator frontend: %w", err)
+			}
+		}
+	}
+	if lm != nil {
+		if f.adapter, err = layout.NewQwen3VL(f.contract, lm, f.model.Tokenizer); err != nil {
+			return nil, fmt.Errorf("creating simulator frontend: %w", err)
+		}
+	}
+	if f.media == nil {
+		fc := c.Fetch
+		if fc == nil {
+			fc = fetch.DefaultConfig()
+			fc.AllowLoopback, fc.AllowPrivate = true, true
+		}
+		fe, err := fetch.New(fc)
+		if err != nil {
+			return nil, fmt.Errorf("creating simulator frontend: %w", err)
+		}
+		dec, err := media.NewDecoder(nil)
+		if err != nil {
+			return nil, fmt.Errorf("creating simulator frontend: %w", err)
+		}
+		f.media = resolver.New(fe, dec)
+	}
+	return f, nil
+}
+
+// Model returns the loaded model.
+func (f *Frontend) Model() *model.Model { return f.model }
+
+// ContractJSON returns the contract document the simulator applies (for its registry record), or
+// nil when the model has no vision processor.
+func (f *Frontend) ContractJSON() json.RawMessage {
+	if f.adapter == nil {
+		return nil
+	}
+	return f.contractRaw
+}
+
+// Contract returns the parsed contract.
+func (f *Frontend) Contract() *layout.Contract { return f.contract }
+
+// errRequest marks errors about the request itself (answered with 400).
+var errRequest = errors.New("invalid request")
+
+// Prepare parses a chat (or completions) request body and returns the prompt the worker computes.
+// Errors about the request (unparseable body, template failure, media that cannot be fetched or
+// decoded, placeholders that do not match the media) wrap errRequest and carry a reason code when
+// one applies.
+func (f *Frontend) Prepare(ctx context.Context, body []byte) (*Prompt, error) {
+	req, err := chat.ParseRequest(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errRequest, err)
+	}
+	if req.SchemaErr != nil {
+		return nil, fmt.Errorf("%w: %w", errRequest, req.SchemaErr)
+	}
+	if req.HasAudio {
+		return nil, fmt.Errorf("%w: audio parts are not supported by the simulator", errRequest)
+	}
+	if len(req.Media) > f.maxMedia {
+		return nil, fmt.Errorf("%w: %w", errRequest, reason.New(reason.TooManyMedia, "%d media items, at most %d", len(req.Media), f.maxMedia))
+	}
+	if len(req.Media) > 0 && f.adapter == nil {
+		return nil, fmt.Errorf("%w: the model has no vision processor", errRequest)
+	}
+	var kwargs []byte
+	if req.MMProcessorKwargs {
+		var probe struct {
+			K json.RawMessage `json:"mm_processor_kwargs"`
+		}
+		_ = json.Unmarshal(body, &probe)
+		kwargs = probe.K
+	}
+	items := make([]item, len(req.Media))
+	for i, p := range req.Media {
+		if items[i], err = f.resolve(ctx, p, kwargs, f.oracle == nil); err != nil {
+			return nil, fmt.Errorf("%w: media item %d: %w", errRequest, i, err)
+		}
+	}
+	p := &Prompt{CacheSalt: req.CacheSalt, Identifiers: make([]string, len(items))}
+	for i, it := range items {
+		p.Identifiers[i] = it.identifier
+	}
+	if f.oracle != nil {
+		p.Tokens = f.oracle
+		if p.Spans, err = f.oracleSpans(items); err != nil {
+			return nil, fmt.Errorf("%w: %w", errRequest, err)
+		}
+		return p, nil
+	}
+	prompt, ids, err := f.model.PromptTokens(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errRequest, err)
+	}
+	if len(items) == 0 {
+		p.Tokens = ids
+		return p, nil
+	}
+	ms := make([]layout.Media, len(items))
+	for i, it := range items {
+		ms[i] = it.media
+	}
+	exp, err := f.adapter.ExpandEncoded(prompt, ids, ms)
+	if err != nil {
+		return nil, fmt.Errorf("%w: expanding the prompt: %w", errRequest, err)
+	}
+	p.Tokens, p.Spans = exp.Tokens, exp.Spans
+	for i := range items {
+		f.remember(items[i].identifier, ms[i])
+	}
+	return p, nil
+}
+
+// remember keeps an item's layout for later uuid-only parts (vLLM's processor cache).
+func (f *Frontend) remember(id string, m layout.Media) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.known[id]; ok {
+		return
+	}
+	f.known[id] = m
+	f.knownOrder = append(f.knownOrder, id)
+	if len(f.knownOrder) > maxKnownItems {
+		delete(f.known, f.knownOrder[0])
+		f.knownOrder = f.knownOrder[1:]
+	}
+}
+
+func (f *Frontend) recall(id string) (layout.Media, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.known[id]
+	return m, ok
+}

@@ -1,0 +1,257 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/codec"
+)
+
+// maxReplayRequestBytes bounds a replay request body.
+const maxReplayRequestBytes = 4 << 10
+
+// EventsSubject and ReplaySubject name a worker's NATS subjects (DESIGN.md §2.2).
+func EventsSubject(workerID string) string { return "kvroute.events." + workerID }
+
+// ReplaySubject is the subject a worker answers replay requests on.
+func ReplaySubject(workerID string) string { return "kvroute.ctl." + workerID + ".replay" }
+
+// Message is one published batch.
+type Message struct {
+	Seq     uint64
+	Payload []byte
+}
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// WorkerID names the subjects (kvroute.events.<worker_id>, kvroute.ctl.<worker_id>.replay).
+	WorkerID string
+	// Conn is the NATS connection; nil publishes nowhere (batches are still numbered, kept for
+	// replay and handed to OnPublish).
+	Conn *nats.Conn
+	// EventForm is how events are encoded: codec.ArrayForm (vLLM before PR #42892) or
+	// codec.MapForm (tagged maps). The batch itself is always positional, as vLLM v0.26 sends it.
+	// Default: codec.MapForm.
+	EventForm codec.Form
+	// RingBatches and RingBytes bound the batches kept for replay (oldest dropped first).
+	// Defaults: 10000 batches (vLLM's replay buffer_steps), 64 MiB.
+	RingBatches int
+	RingBytes   int64
+	// OnPublish, when set, receives every batch as it is published for the first time (not on
+	// replay), in sequence order. It must not block.
+	OnPublish func(Message)
+	// Logger receives publish and replay errors. Default: no-op.
+	Logger *zap.Logger
+}
+
+// Publisher numbers the simulator's KV event batches from 0, publishes them on
+// kvroute.events.<worker_id> with the DESIGN.md §2.2 headers, keeps the most recent ones in a
+// bounded ring and answers replay requests on kvroute.ctl.<worker_id>.replay
+// (`{"dp_rank": 0, "from_seq": n}` → `{"replayed": k}` or `{"error": "..."}`) by publishing the
+// held batches with seq >= n again. It is safe for concurrent use.
+type Publisher struct {
+	cfg PublisherConfig
+	log *zap.Logger
+	sub *nats.Subscription
+
+	// mu protects the fields below and orders publishes.
+	mu      sync.Mutex
+	next    uint64    // seq of the next new batch
+	ring    []Message // ring[head:] are the held batches, oldest first, contiguous seqs
+	head    int
+	bytes   int64     // payload bytes in ring
+	replays int       // replay requests answered
+}
+
+// NewPublisher returns a publisher. With a connection it subscribes to the replay subject; call
+// Close to unsubscribe.
+func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
+	if cfg == nil {
+		return nil, errors.New("creating publisher: no config")
+	}
+	c := *cfg
+	if c.EventForm == 0 {
+		c.EventForm = codec.MapForm
+	}
+	if c.EventForm != codec.ArrayForm && c.EventForm != codec.MapForm {
+		return nil, fmt.Errorf("creating publisher: unknown event form %d", c.EventForm)
+	}
+	if c.RingBatches <= 0 {
+		c.RingBatches = 10000
+	}
+	if c.RingBytes <= 0 {
+		c.RingBytes = 64 << 20
+	}
+	p := &Publisher{cfg: c, log: c.Logger}
+	if p.log == nil {
+		p.log = zap.NewNop()
+	}
+	if c.Conn != nil {
+		if c.WorkerID == "" {
+			return nil, errors.New("creating publisher: no worker id")
+		}
+		sub, err := c.Conn.Subscribe(ReplaySubject(c.WorkerID), p.onReplay)
+		if err != nil {
+			return nil, fmt.Errorf("subscribing to %s: %w", ReplaySubject(c.WorkerID), err)
+		}
+		p.sub = sub
+	}
+	return p, nil
+}
+
+// Close stops answering replay requests.
+func (p *Publisher) Close() error {
+	if p.sub == nil {
+		return nil
+	}
+	if err := p.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("unsubscribing from %s: %w", ReplaySubject(p.cfg.WorkerID), err)
+	}
+	return nil
+}
+
+// Publish encodes events as one vLLM KVEventBatch (data_parallel_rank 0), numbers it and
+// publishes it. It returns the batch's seq.
+func (p *Publisher) Publish(events []codec.Event) (uint64, error) {
+	payload, err := codec.EncodeVLLM(&codec.Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: events, HasDPRank: true},
+		codec.ArrayForm, p.cfg.EventForm)
+	if err != nil {
+		return 0, fmt.Errorf("encoding kv event batch: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := Message{Seq: p.next, Payload: payload}
+	p.next++
+	p.pushLocked(m)
+	if p.cfg.OnPublish != nil {
+		p.cfg.OnPublish(m)
+	}
+	return m.Seq, p.sendLocked(m)
+}
+
+// Next returns the seq the next new batch will get (the number of batches published).
+func (p *Publisher) Next() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next
+}
+
+// Held returns the batches held for replay, oldest first.
+func (p *Publisher) Held() []Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Message(nil), p.ring[p.head:]...)
+}
+
+// errNotHeld is the cause of a replay request that reaches back before the ring.
+var errNotHeld = errors.New("no longer held")
+
+// Replay publishes the held batches with seq >= from again, with their seqs, and returns how many
+// it published. A from beyond the newest batch replays nothing; a from before the oldest held batch
+// is an error.
+func (p *Publisher) Replay(from uint64) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.replays++
+	if from >= p.next {
+		return 0, nil
+	}
+	held := p.ring[p.head:]
+	if len(held) == 0 || from < held[0].Seq {
+		oldest := p.next
+		if len(held) > 0 {
+			oldest = held[0].Seq
+		}
+		return 0, fmt.Errorf("replaying from seq %d: %w (oldest held %d)", from, errNotHeld, oldest)
+	}
+	n := 0
+	for _, m := range held[from-held[0].Seq:] {
+		if err := p.sendLocked(m); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// pushLocked appends m to the ring and drops the oldest batches beyond the bounds (amortized
+// O(1): the slice is compacted when more than half of it has been dropped).
+func (p *Publisher) pushLocked(m Message) {
+	p.ring = append(p.ring, m)
+	p.bytes += int64(len(m.Payload))
+	for len(p.ring)-p.head > p.cfg.RingBatches || (p.bytes > p.cfg.RingBytes && len(p.ring)-p.head > 0) {
+		p.bytes -= int64(len(p.ring[p.head].Payload))
+		p.ring[p.head] = Message{}
+		p.head++
+	}
+	if p.head > len(p.ring)/2 {
+		p.ring = append(p.ring[:0:0], p.ring[p.head:]...)
+		p.head = 0
+	}
+}
+
+func (p *Publisher) sendLocked(m Message) error {
+	if p.cfg.Conn == nil {
+		return nil
+	}
+	msg := &nats.Msg{Subject: EventsSubject(p.cfg.WorkerID), Data: m.Payload, Header: nats.Header{
+		"Kvroute-Seq":      []string{strconv.FormatUint(m.Seq, 10)},
+		"Kvroute-Encoding": []string{string(codec.VLLM)},
+		"Kvroute-Dp-Rank":  []string{"0"},
+	}}
+	if err := p.cfg.Conn.PublishMsg(msg); err != nil {
+		p.log.Error("publishing kv event batch", zap.Uint64("seq", m.Seq), zap.Error(err))
+		return fmt.Errorf("publishing batch %d: %w", m.Seq, err)
+	}
+	return nil
+}
+
+type replayRequest struct {
+	DPRank  int    `json:"dp_rank"`
+	FromSeq uint64 `json:"from_seq"`
+}
+
+type replayReply struct {
+	Replayed *int   `json:"replayed,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// onReplay answers one replay request.
+func (p *Publisher) onReplay(msg *nats.Msg) {
+	reply := func(r replayReply) {
+		if msg.Reply == "" {
+			return
+		}
+		b, _ := json.Marshal(r)
+		if err := msg.Respond(b); err != nil {
+			p.log.Warn("answering replay request", zap.Error(err))
+		}
+	}
+	if len(msg.Data) > maxReplayRequestBytes {
+		reply(replayReply{Error: fmt.Sprintf("decoding replay request: body of %d bytes exceeds %d", len(msg.Data), maxReplayRequestBytes)})
+		return
+	}
+	var req replayRequest
+	if err := json.Unmarshal(msg.Data, &req); err != nil {
+		reply(replayReply{Error: "decoding replay request: " + err.Error()})
+		return
+	}
+	if req.DPRank != 0 {
+		reply(replayReply{Error: fmt.Sprintf("replay request: dp_rank %d out of range [0, 1)", req.DPRank)})
+		return
+	}
+	n, err := p.Replay(req.FromSeq)
+	if err != nil {
+		p.log.Warn("answering replay request", zap.Uint64("from_seq", req.FromSeq), zap.Error(err))
+		reply(replayReply{Error: err.Error()})
+		return
+	}
+	reply(replayReply{Replayed: &n})
+}
