@@ -14,6 +14,7 @@ import (
 	"github.com/asticode/go-astiav"
 
 	"github.com/kvroute/kvroute/media"
+	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -21,7 +22,7 @@ import (
 const maxIdentityFile = 256 << 20
 
 func init() {
-	register("identity", "identity FILE (--indices 0,5,9 | --contract FILE)", runIdentity)
+	register("identity", "identity FILE_OR_URL (--indices 0,5,9 | --contract FILE) [--allow-loopback]", runIdentity)
 }
 
 // identityOutput is the output of `kvroute identity`, keys in DESIGN.md §10a order.
@@ -38,15 +39,16 @@ type identityOutput struct {
 	Identity          string          `json:"identity"`
 }
 
-// runIdentity implements `kvroute identity` (DESIGN.md §10a): decode a local VP8/VP9 clip with the
-// router's decoder and limits, select frames by an explicit index list or by a contract's sampler
-// (with its frame_count_source rule), and print the identity and what it was computed from.
-// URLs are not fetched here; pass a file.
+// runIdentity implements `kvroute identity` (DESIGN.md §10a): read a local VP8/VP9 clip or fetch a
+// URL (http, https, data:) under the router's fetch policy, decode it with the router's decoder and
+// limits, select frames by an explicit index list or by a contract's sampler (with its
+// frame_count_source rule), and print the identity and what it was computed from.
 func runIdentity(args []string) (any, error) {
 	fs := flag.NewFlagSet("identity", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	indices := fs.String("indices", "", "comma-separated frame indices, e.g. 0,5,9")
 	contractPath := fs.String("contract", "", "video contract JSON file (DESIGN.md §2.3)")
+	allowLoopback := fs.Bool("allow-loopback", false, "let a URL reach loopback addresses (a local media server)")
 	// The file may come before or after the flags.
 	var file string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -65,13 +67,10 @@ func runIdentity(args []string) (any, error) {
 		return nil, fmt.Errorf("identity: unexpected argument %q", fs.Arg(0))
 	}
 	if file == "" {
-		return nil, errors.New("identity: a FILE is required")
+		return nil, errors.New("identity: a FILE or URL is required")
 	}
 	if (*indices == "") == (*contractPath == "") {
 		return nil, errors.New("identity: exactly one of --indices and --contract is required")
-	}
-	if strings.Contains(file, "://") {
-		return nil, fmt.Errorf("identity: %q: URLs are not fetched by this command, pass a local file", file)
 	}
 	var sampler media.Sampler
 	if *indices != "" {
@@ -87,7 +86,7 @@ func runIdentity(args []string) (any, error) {
 		}
 		sampler = ContractSampler(c)
 	}
-	data, err := readBounded(file, maxIdentityFile)
+	data, err := readClip(file, *allowLoopback)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +119,27 @@ func runIdentity(args []string) (any, error) {
 		RGBBytes:          r.RGBBytes,
 		Identity:          r.IdentityHex(),
 	}, nil
+}
+
+// readClip reads a local file, or fetches an http(s) or data: URL under the router's fetch policy
+// (media/fetch defaults: public addresses only, 256 MiB, 30 s; --allow-loopback opens loopback).
+func readClip(fileOrURL string, allowLoopback bool) ([]byte, error) {
+	if !isURL(fileOrURL) {
+		return readBounded(fileOrURL, maxIdentityFile)
+	}
+	cfg := fetch.DefaultConfig()
+	cfg.AllowLoopback = allowLoopback
+	f, err := fetch.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating fetcher: %w", err)
+	}
+	defer f.Close()
+	return f.Fetch(context.Background(), fileOrURL)
+}
+
+func isURL(s string) bool {
+	l := strings.ToLower(s)
+	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "data:")
 }
 
 // parseIndices parses "0,5,9" into frame indices (non-negative integers, at least one).

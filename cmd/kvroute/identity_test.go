@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,7 +148,7 @@ func TestIdentityErrors(t *testing.T) {
 		{clip, "--indices", "a,1"},
 		{clip, "--indices", "-1"},
 		{"--indices", "0"},
-		{"https://media.test/a.webm", "--indices", "0"},
+		{"http://127.0.0.1:1/a.webm", "--indices", "0"}, // loopback refused without --allow-loopback
 		{clipDir + "missing.webm", "--indices", "0"},
 		{clip, "--indices", "0", "extra"},
 	} {
@@ -158,5 +161,34 @@ func TestIdentityErrors(t *testing.T) {
 	}
 	if _, err := runIdentity([]string{clip, "--indices", "10"}); reason.CodeOf(err) != reason.LayoutError {
 		t.Errorf("index past the end: err %v", err)
+	}
+}
+
+// TestIdentityURL: the same clip as a data: URL and from a loopback HTTP server gives the file's identity.
+func TestIdentityURL(t *testing.T) {
+	clip, err := os.ReadFile(clipDir + "field/qB_320x240_4fps_10f.webm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "video/webm")
+		_, _ = w.Write(clip)
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{
+		{"data:video/webm;base64," + base64.StdEncoding.EncodeToString(clip), "--indices", "0,2,4,7,9"},
+		{srv.URL + "/a.webm?X-Amz-Signature=abc", "--indices", "0,2,4,7,9", "--allow-loopback"},
+	} {
+		out, err := runIdentity(args)
+		if err != nil {
+			t.Fatalf("%.40s: %v", args[0], err)
+		}
+		if got := out.(*identityOutput).Identity; got != "631cced86d70ca4f" {
+			t.Errorf("%.40s: identity %s", args[0], got)
+		}
+	}
+	_, err = runIdentity([]string{srv.URL + "/a.webm", "--indices", "0"})
+	if reason.CodeOf(err) != reason.MediaURLBlocked {
+		t.Errorf("loopback without the flag: err %v, want media_url_blocked", err)
 	}
 }
