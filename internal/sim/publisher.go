@@ -62,12 +62,11 @@ type Publisher struct {
 	sub *nats.Subscription
 
 	// mu protects the fields below and orders publishes.
-	mu      sync.Mutex
-	next    uint64    // seq of the next new batch
-	ring    []Message // ring[head:] are the held batches, oldest first, contiguous seqs
-	head    int
-	bytes   int64     // payload bytes in ring
-	replays int       // replay requests answered
+	mu    sync.Mutex
+	next  uint64    // seq of the next new batch
+	ring  []Message // ring[head:] are the held batches, oldest first, contiguous seqs
+	head  int
+	bytes int64 // payload bytes in ring
 }
 
 // NewPublisher returns a publisher. With a connection it subscribes to the replay subject; call
@@ -159,7 +158,6 @@ var errNotHeld = errors.New("no longer held")
 func (p *Publisher) Replay(from uint64) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.replays++
 	if from >= p.next {
 		return 0, nil
 	}
