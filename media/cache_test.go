@@ -3,6 +3,7 @@ package media_test
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/kvroute/kvroute/media"
@@ -72,5 +73,69 @@ func TestIdentifyCache(t *testing.T) {
 	r3, err := d.Identify(context.Background(), b, dynamoMaxFrames, "dynamo:32")
 	if err != nil || r3.Cached || r3.IdentityHex() != "8d4f847dbeed8fb6" {
 		t.Fatalf("other sampler: %v %+v", err, r3)
+	}
+}
+
+// TestIdentifyShared: concurrent Identify calls of one clip share one decode and agree.
+func TestIdentifyShared(t *testing.T) {
+	d, err := media.NewDecoder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../testdata/video/field/qB_320x240_4fps_10f.webm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r, err := d.Identify(context.Background(), b, hfFPS, "hf_fps:2:4:768")
+			errs[i] = err
+			if err == nil {
+				ids[i] = r.IdentityHex()
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := range ids {
+		if errs[i] != nil || ids[i] != "631cced86d70ca4f" {
+			t.Fatalf("call %d: %v %s", i, errs[i], ids[i])
+		}
+	}
+	if s := d.Cache().Stats(); s.Entries != 1 {
+		t.Fatalf("cache %+v", s)
+	}
+}
+
+func TestProbe(t *testing.T) {
+	d, err := media.NewDecoder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../testdata/video/vp9_640x360_30fps_10s.mp4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.Probe(context.Background(), b)
+	want := media.Stats{Codec: "vp9", Width: 640, Height: 360, AvgFrameRate: media.Rational{Num: 30, Den: 1},
+		RealFrameRate: media.Rational{Num: 30, Den: 1}, FPS: 30, Duration: 10, HeaderFrames: 300}
+	if err != nil || s != want {
+		t.Fatalf("probe %+v, %v\nwant %+v", s, err, want)
+	}
+	if s.ContainerFrames() != 300 {
+		t.Fatalf("container frames %d", s.ContainerFrames())
+	}
+	b, err = os.ReadFile("../testdata/video/field/framebomb.webm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = d.Probe(context.Background(), b)
+	if err != nil || s.FPS != 1000 || s.AvgFrameRate != (media.Rational{}) || s.Duration != 30 {
+		t.Fatalf("framebomb probe %+v, %v", s, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/asticode/go-astiav"
@@ -152,12 +153,22 @@ type Decoder struct {
 	cfg   *DecoderConfig
 	slots chan struct{} // one token per running decode
 	cache *Cache        // nil when disabled
+
+	mu       sync.Mutex           // guards inflight
+	inflight map[CacheKey]*flight // Identify calls decoding now, joined by callers of the same key
+}
+
+// flight is one Identify decode that later callers of the same key wait for.
+type flight struct {
+	done chan struct{}
+	res  *Result
+	err  error
 }
 
 // NewDecoder returns a Decoder; cfg may be nil for the defaults.
 func NewDecoder(cfg *DecoderConfig) (*Decoder, error) {
 	c := cfg.withDefaults()
-	d := &Decoder{cfg: c, slots: make(chan struct{}, c.Slots)}
+	d := &Decoder{cfg: c, slots: make(chan struct{}, c.Slots), inflight: map[CacheKey]*flight{}}
 	if c.CacheEntries > 0 {
 		d.cache = NewCache(c.CacheEntries, c.CacheBytes)
 	}
@@ -173,22 +184,76 @@ func (d *Decoder) Cache() *Cache { return d.cache }
 // Identify returns the identity of data under sampler, from the cache when the same bytes were
 // decoded with the same samplerKey before (the key must name the sampler and all its parameters).
 // Errors carry reason codes (reason.CodeOf).
+// Concurrent calls with the same key share one decode (the later callers wait for it, within
+// their own ctx); errors are not cached.
 func (d *Decoder) Identify(ctx context.Context, data []byte, sampler Sampler, samplerKey string) (*Result, error) {
-	var key CacheKey
-	if d.cache != nil {
-		key = NewCacheKey(data, samplerKey)
+	if d.cache == nil {
+		return d.Decode(ctx, data, sampler, DecodeOptions{})
+	}
+	key := NewCacheKey(data, samplerKey)
+	for {
 		if r, ok := d.cache.Get(key); ok {
 			return r, nil
 		}
+		d.mu.Lock()
+		f, ok := d.inflight[key]
+		if !ok {
+			break // d.mu held: lead the decode below
+		}
+		d.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctxError(ctx.Err())
+		}
+		if errors.Is(f.err, context.Canceled) {
+			continue // the leader's client went away; this caller decodes itself
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		r := *f.res
+		r.Indices = append([]int(nil), r.Indices...)
+		r.Metadata = append([]byte(nil), r.Metadata...)
+		r.Cached = true
+		return &r, nil
 	}
-	r, err := d.Decode(ctx, data, sampler, DecodeOptions{})
+	f := &flight{done: make(chan struct{})}
+	d.inflight[key] = f
+	d.mu.Unlock()
+
+	f.res, f.err = d.Decode(ctx, data, sampler, DecodeOptions{})
+	if f.err == nil {
+		d.cache.Put(key, f.res)
+	}
+	d.mu.Lock()
+	delete(d.inflight, key)
+	d.mu.Unlock()
+	close(f.done)
+	if f.err != nil {
+		return nil, f.err
+	}
+	r := *f.res
+	r.Indices = append([]int(nil), r.Indices...)
+	r.Metadata = append([]byte(nil), r.Metadata...)
+	return &r, nil
+}
+
+// Probe opens data and returns the video stream's probe facts (DecodedFrames 0: nothing is decoded
+// beyond FFmpeg's stream-info probe), with the same checks and reason codes as Decode's first step.
+func (d *Decoder) Probe(ctx context.Context, data []byte) (Stats, error) {
+	if err := d.acquire(ctx); err != nil {
+		return Stats{}, err
+	}
+	defer d.release()
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DecodeTimeout)
+	defer cancel()
+	in, err := openInput(ctx, d.cfg, data)
 	if err != nil {
-		return nil, err
+		return Stats{}, err
 	}
-	if d.cache != nil {
-		d.cache.Put(key, r)
-	}
-	return r, nil
+	defer in.close()
+	return in.stats, nil
 }
 
 // acquire takes a decode slot, waiting at most SlotWait (reason.DecodeTimeout).
@@ -242,7 +307,7 @@ func (d *Decoder) Decode(ctx context.Context, data []byte, sampler Sampler, opts
 	}
 	stats := in.stats
 	var guess []int
-	if n := stats.ContainerFrames(); n > 0 {
+	if n := stats.ContainerFrames(); n > 0 && n <= d.cfg.MaxDecodedFrames {
 		if idx, serr := sampler(n, stats); serr == nil && validIndices(idx, n) == nil &&
 			d.rgbBytes(len(idx), stats.Width, stats.Height) <= d.cfg.MaxRGBBytes {
 			guess = idx
