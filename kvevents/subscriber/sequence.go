@@ -266,9 +266,14 @@ func (sh *shard) giveUp(st *stream, reason string) {
 	s := sh.s
 	if st.replaying {
 		s.count(st.w.view, st.key.ID, rReplayFailed, 1)
-		s.log.Warn("kv event subscriber: replay failed; clearing the worker", zap.String("worker_id", st.key.ID),
-			zap.Int("dp_rank", st.key.DPRank), zap.Uint64("from_seq", st.from), zap.String("reason", reason),
-			zap.Int("buffered", len(st.buf)))
+		msg, lvl := "kv event subscriber: replay failed; clearing the worker", zap.WarnLevel
+		if !st.applied { // nothing to lose, e.g. a registration replay the bridge cannot serve
+			msg, lvl = "kv event subscriber: replay failed; starting at the next batch", zap.InfoLevel
+		}
+		if c := s.log.Check(lvl, msg); c != nil {
+			c.Write(zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank), zap.Uint64("from_seq", st.from),
+				zap.String("reason", reason), zap.Int("buffered", len(st.buf)))
+		}
 	}
 	st.replaying, st.rebuilding = false, false
 	sh.dropStale(st)

@@ -1,0 +1,115 @@
+package subscriber_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/kvevents/subscriber"
+	"github.com/kvroute/kvroute/routing/index"
+)
+
+// TestMain checks that no goroutine outlives the tests (subscribers, replay requests, servers).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestBufferBounded: behind a gap nobody fills, at most MaxBuffered batches are held; one more gives
+// the replay up, clears the worker and resyncs at the lowest buffered batch.
+func TestBufferBounded(t *testing.T) {
+	cfg := subscriber.DefaultConfig()
+	cfg.MaxBuffered = 3
+	cfg.ReplayTimeout = time.Hour // only the bound can end the replay
+	e := newEnv(t, cfg)
+	b := newBridge(t, e.pub, "w")
+	b.listen()
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	e.waitState("w", subscriber.StateLive)
+	b.setMode("mute")
+	var g chainGen
+	batches := longChain(t, &g, 7)
+	for i, data := range batches {
+		b.forward(uint64(i), data, i == 1)
+		if i == 4 { // 2, 3, 4 are buffered behind the gap at 1
+			waitFor(t, "3 buffered", func() bool { return e.events("w")[subscriber.ResultBuffered] == 3 })
+			if r, _ := e.rank0("w"); r.State != subscriber.StateReplaying {
+				t.Fatalf("state %s, want replaying", r.State)
+			}
+			b.setMode("error") // the gap's request stays unanswered; later ones are refused
+		}
+	}
+	e.waitSeq("w", 6)
+	ev := e.events("w")
+	// replay failures: the gap's (given up) and the rebuild try's (refused)
+	if ev[subscriber.ResultBufferOverflow] != 1 || ev[subscriber.ResultReplayFailed] != 2 || ev[subscriber.ResultCleared] != 1 ||
+		ev[subscriber.ResultUnknownParent] != 5 || ev[subscriber.ResultApplied] != 6 {
+		t.Errorf("counters %v", ev)
+	}
+	// Resynced at 2: batches 2..6 applied on a cleared index; 2 continues a chain it lost, so it and
+	// what hangs from it are not credited (unknown parent), nothing from before the gap is.
+	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 0 {
+		t.Errorf("w holds %d blocks, want 0", n)
+	}
+	if got := b.requestLog(); !slices.Equal(got, []uint64{0, 1, 0}) {
+		t.Errorf("replay requests from %v, want [0 1 0] (registration, gap, one rebuild try)", got)
+	}
+}
+
+// TestResetToZeroRebuilds: a bridge whose engine restarted announces next_seq 0 and forwards the new
+// history; the old blocks are gone and the new ones apply.
+func TestResetToZeroRebuilds(t *testing.T) {
+	e := newEnv(t, nil)
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	e.waitState("w", subscriber.StateUnsynced)
+	var g chainGen
+	old := longChain(t, &g, 3)
+	for i, data := range old {
+		e.publish("w", uint64(i), 0, "vllm", data)
+	}
+	e.waitSeq("w", 2)
+	if err := e.pub.Publish("kvroute.ctl.w.reset", []byte(`{"dp_rank":0,"next_seq":0,"reason":"publisher restarted"}`)); err != nil {
+		t.Fatal(err)
+	}
+	fresh := longChain(t, &g, 2)
+	for i, data := range fresh {
+		e.publish("w", uint64(i), 0, "vllm", data)
+	}
+	waitFor(t, "reset", func() bool { return e.events("w")[subscriber.ResultReset] == 1 })
+	e.waitSeq("w", 1)
+	ref, queries := reference(t, "w", fresh)
+	sameIndex(t, e.ix, "w", ref, "w", queries)
+	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 4 {
+		t.Errorf("w holds %d blocks, want 4", n)
+	}
+	// an unparseable reset clears every rank and waits for the next batch
+	if err := e.pub.Publish("kvroute.ctl.w.reset", []byte(`{"dp_rank":`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "bad reset", func() bool { return e.events("w")[subscriber.ResultBadHeader] == 1 })
+	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 0 {
+		t.Errorf("w holds %d blocks after a reset without a body", n)
+	}
+	e.waitState("w", subscriber.StateUnsynced)
+	e.publish("w", 7, 0, "vllm", g.stored(t, 2, false, codec.MapForm))
+	e.waitSeq("w", 7)
+	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 2 {
+		t.Errorf("w holds %d blocks, want 2", n)
+	}
+}
+
+// TestStopIsIdempotent: Stop twice, Start after Stop fails, Stats still works.
+func TestStopIsIdempotent(t *testing.T) {
+	e := newEnv(t, nil)
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	e.waitState("w", subscriber.StateUnsynced)
+	e.sub.Stop()
+	e.sub.Stop()
+	if err := e.sub.Start(t.Context()); err == nil {
+		t.Error("Start after Stop succeeded")
+	}
+	if st := e.sub.Stats(); len(st.Workers) != 1 || st.Workers[0].LastSeq != nil {
+		t.Errorf("stats %+v", st)
+	}
+}
