@@ -2,6 +2,8 @@ package media
 
 import (
 	"container/list"
+	"context"
+	"errors"
 	"sync"
 
 	"github.com/zeebo/xxh3"
@@ -109,4 +111,69 @@ func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return CacheStats{Entries: c.ll.Len(), Bytes: c.bytes, Hits: c.hits, Misses: c.miss}
+}
+
+// flight is one Identify decode that later callers of the same key wait for.
+type flight struct {
+	done chan struct{}
+	res  *Result
+	err  error
+}
+
+// Identify returns the identity of data under sampler, from the cache when the same bytes were
+// decoded with the same samplerKey before (the key must name the sampler and all its parameters).
+// Errors carry reason codes (reason.CodeOf).
+// Concurrent calls with the same key share one decode (the later callers wait for it, within
+// their own ctx); errors are not cached.
+func (d *Decoder) Identify(ctx context.Context, data []byte, sampler Sampler, samplerKey string) (*Result, error) {
+	if d.cache == nil {
+		return d.Decode(ctx, data, sampler, DecodeOptions{})
+	}
+	key := NewCacheKey(data, samplerKey)
+	for {
+		if r, ok := d.cache.Get(key); ok {
+			return r, nil
+		}
+		d.mu.Lock()
+		f, ok := d.inflight[key]
+		if !ok {
+			break // d.mu held: lead the decode below
+		}
+		d.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctxError(ctx.Err())
+		}
+		if errors.Is(f.err, context.Canceled) {
+			continue // the leader's client went away; this caller decodes itself
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		r := *f.res
+		r.Indices = append([]int(nil), r.Indices...)
+		r.Metadata = append([]byte(nil), r.Metadata...)
+		r.Cached = true
+		return &r, nil
+	}
+	f := &flight{done: make(chan struct{})}
+	d.inflight[key] = f
+	d.mu.Unlock()
+
+	f.res, f.err = d.Decode(ctx, data, sampler, DecodeOptions{})
+	if f.err == nil {
+		d.cache.Put(key, f.res)
+	}
+	d.mu.Lock()
+	delete(d.inflight, key)
+	d.mu.Unlock()
+	close(f.done)
+	if f.err != nil {
+		return nil, f.err
+	}
+	r := *f.res
+	r.Indices = append([]int(nil), r.Indices...)
+	r.Metadata = append([]byte(nil), r.Metadata...)
+	return &r, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -12,100 +11,6 @@ import (
 
 	"github.com/kvroute/kvroute/routing/reason"
 )
-
-// DecoderConfig bounds every decode (DESIGN.md §6). Zero fields take the defaults of
-// DefaultDecoderConfig.
-type DecoderConfig struct {
-	// MaxWidth and MaxHeight cap the coded frame size, checked on the container, on every frame
-	// header of the bitstream before the packet is decoded, and on every decoded frame.
-	// Exceeding them is reason.FrameTooLarge. Default: 4096×4096.
-	MaxWidth, MaxHeight int
-	// MaxDecodedFrames caps the presentable frames decoded per pass (reason.FrameLimit).
-	// Default: 36000.
-	MaxDecodedFrames int
-	// MaxRGBBytes caps T×H×W×3 of the sampled frames (reason.FrameLimit). Default: 512 MiB.
-	MaxRGBBytes int64
-	// DecodeTimeout caps the wall time of one video's decode, all passes (reason.DecodeTimeout).
-	// Default: 20s.
-	DecodeTimeout time.Duration
-	// Slots is the number of decodes that may run at once. Default: runtime.NumCPU().
-	Slots int
-	// SlotWait is how long a decode waits for a slot (reason.DecodeTimeout). Default: 5s.
-	SlotWait time.Duration
-	// Threads is the decoder thread count per decode (the output does not depend on it).
-	// Default: 1.
-	Threads int
-	// CacheEntries and CacheBytes bound the decode cache (LRU). CacheEntries < 0 disables it.
-	// Defaults: 4096 entries, 16 MiB.
-	CacheEntries int
-	CacheBytes   int64
-}
-
-// DefaultDecoderConfig returns the DESIGN.md §6 defaults.
-func DefaultDecoderConfig() *DecoderConfig {
-	return &DecoderConfig{
-		MaxWidth:         4096,
-		MaxHeight:        4096,
-		MaxDecodedFrames: 36000,
-		MaxRGBBytes:      512 << 20,
-		DecodeTimeout:    20 * time.Second,
-		Slots:            runtime.NumCPU(),
-		SlotWait:         5 * time.Second,
-		Threads:          1,
-		CacheEntries:     4096,
-		CacheBytes:       16 << 20,
-	}
-}
-
-func (c *DecoderConfig) withDefaults() *DecoderConfig {
-	d := DefaultDecoderConfig()
-	if c == nil {
-		return d
-	}
-	out := *c
-	if out.MaxWidth <= 0 {
-		out.MaxWidth = d.MaxWidth
-	}
-	if out.MaxHeight <= 0 {
-		out.MaxHeight = d.MaxHeight
-	}
-	if out.MaxDecodedFrames <= 0 {
-		out.MaxDecodedFrames = d.MaxDecodedFrames
-	}
-	if out.MaxRGBBytes <= 0 {
-		out.MaxRGBBytes = d.MaxRGBBytes
-	}
-	if out.DecodeTimeout <= 0 {
-		out.DecodeTimeout = d.DecodeTimeout
-	}
-	if out.Slots <= 0 {
-		out.Slots = d.Slots
-	}
-	if out.SlotWait <= 0 {
-		out.SlotWait = d.SlotWait
-	}
-	if out.Threads <= 0 {
-		out.Threads = d.Threads
-	}
-	if out.CacheEntries == 0 {
-		out.CacheEntries = d.CacheEntries
-	}
-	if out.CacheBytes <= 0 {
-		out.CacheBytes = d.CacheBytes
-	}
-	return &out
-}
-
-// checkSize rejects a frame size over the cap (reason.FrameTooLarge) or a non-positive one.
-func (c *DecoderConfig) checkSize(w, h int, where string) error {
-	if w > c.MaxWidth || h > c.MaxHeight {
-		return reason.New(reason.FrameTooLarge, "decoding video: %s frame size %dx%d exceeds %dx%d", where, w, h, c.MaxWidth, c.MaxHeight)
-	}
-	if w <= 0 || h <= 0 {
-		return reason.New(reason.MediaUndecodable, "decoding video: %s frame size %dx%d", where, w, h)
-	}
-	return nil
-}
 
 // Sampler picks the frames to hash from a clip of totalFrames presentable frames: indices into
 // [0, totalFrames), in the order they are hashed. The layout package provides the samplers of the
@@ -158,13 +63,6 @@ type Decoder struct {
 	inflight map[CacheKey]*flight // Identify calls decoding now, joined by callers of the same key
 }
 
-// flight is one Identify decode that later callers of the same key wait for.
-type flight struct {
-	done chan struct{}
-	res  *Result
-	err  error
-}
-
 // NewDecoder returns a Decoder; cfg may be nil for the defaults.
 func NewDecoder(cfg *DecoderConfig) (*Decoder, error) {
 	c := cfg.withDefaults()
@@ -180,64 +78,6 @@ func (d *Decoder) Config() DecoderConfig { return *d.cfg }
 
 // Cache returns the decode cache, nil when disabled.
 func (d *Decoder) Cache() *Cache { return d.cache }
-
-// Identify returns the identity of data under sampler, from the cache when the same bytes were
-// decoded with the same samplerKey before (the key must name the sampler and all its parameters).
-// Errors carry reason codes (reason.CodeOf).
-// Concurrent calls with the same key share one decode (the later callers wait for it, within
-// their own ctx); errors are not cached.
-func (d *Decoder) Identify(ctx context.Context, data []byte, sampler Sampler, samplerKey string) (*Result, error) {
-	if d.cache == nil {
-		return d.Decode(ctx, data, sampler, DecodeOptions{})
-	}
-	key := NewCacheKey(data, samplerKey)
-	for {
-		if r, ok := d.cache.Get(key); ok {
-			return r, nil
-		}
-		d.mu.Lock()
-		f, ok := d.inflight[key]
-		if !ok {
-			break // d.mu held: lead the decode below
-		}
-		d.mu.Unlock()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return nil, ctxError(ctx.Err())
-		}
-		if errors.Is(f.err, context.Canceled) {
-			continue // the leader's client went away; this caller decodes itself
-		}
-		if f.err != nil {
-			return nil, f.err
-		}
-		r := *f.res
-		r.Indices = append([]int(nil), r.Indices...)
-		r.Metadata = append([]byte(nil), r.Metadata...)
-		r.Cached = true
-		return &r, nil
-	}
-	f := &flight{done: make(chan struct{})}
-	d.inflight[key] = f
-	d.mu.Unlock()
-
-	f.res, f.err = d.Decode(ctx, data, sampler, DecodeOptions{})
-	if f.err == nil {
-		d.cache.Put(key, f.res)
-	}
-	d.mu.Lock()
-	delete(d.inflight, key)
-	d.mu.Unlock()
-	close(f.done)
-	if f.err != nil {
-		return nil, f.err
-	}
-	r := *f.res
-	r.Indices = append([]int(nil), r.Indices...)
-	r.Metadata = append([]byte(nil), r.Metadata...)
-	return &r, nil
-}
 
 // Probe opens data and returns the video stream's probe facts (DecodedFrames 0: nothing is decoded
 // beyond FFmpeg's stream-info probe), with the same checks and reason codes as Decode's first step.
