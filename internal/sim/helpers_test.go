@@ -2,6 +2,8 @@ package sim_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 
@@ -95,4 +97,15 @@ func decodeAll(t *testing.T, msgs []sim.Message) []normalize.Op {
 		ops = append(ops, res.Ops...)
 	}
 	return ops
+}
+
+// newRecorderServer serves s on a loopback test server and returns its URL.
+func newRecorderServer(t *testing.T, s *sim.Server) string {
+	t.Helper()
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		http.DefaultClient.CloseIdleConnections()
+	})
+	return ts.URL
 }
