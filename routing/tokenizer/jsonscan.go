@@ -221,3 +221,149 @@ func parseMerges(raw []byte, fn func(a, b []byte) error) error {
 		}
 	})
 }
+
+// maxJSONDepth bounds the nesting skipValue accepts.
+const maxJSONDepth = 256
+
+// skipValue steps over one JSON value of any kind. It checks the structure
+// loosely (literals and numbers are not validated); the parts of the
+// document that matter are decoded by encoding/json or parsed strictly.
+func (s *jsonScanner) skipValue(depth int) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("%w at offset %d: nested too deeply", errSyntax, s.i)
+	}
+	switch s.peek() {
+	case '{':
+		s.i++
+		if s.peek() == '}' {
+			s.i++
+			return nil
+		}
+		for {
+			if _, err := s.str(); err != nil {
+				return err
+			}
+			if err := s.expect(':'); err != nil {
+				return err
+			}
+			if err := s.skipValue(depth + 1); err != nil {
+				return err
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case '}':
+				s.i++
+				return nil
+			default:
+				return fmt.Errorf("%w at offset %d: want ',' or '}'", errSyntax, s.i)
+			}
+		}
+	case '[':
+		return s.list(func() error { return s.skipValue(depth + 1) })
+	case '"':
+		_, err := s.str()
+		return err
+	case 0:
+		return fmt.Errorf("%w: unexpected end of input", errSyntax)
+	default:
+		start := s.i
+		for s.i < len(s.b) {
+			c := s.b[s.i]
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '+' || c == '.') {
+				break
+			}
+			s.i++
+		}
+		if s.i == start {
+			return fmt.Errorf("%w at offset %d", errSyntax, s.i)
+		}
+		return nil
+	}
+}
+
+// span is the byte range [start, end) of a value in a document.
+type span struct{ start, end int }
+
+// splitModelTables finds model.vocab and model.merges in a tokenizer.json
+// document and returns their raw values and the document with both replaced
+// by null (small enough for encoding/json). A missing table has a zero span.
+func splitModelTables(data []byte) (rest []byte, vocab, merges span, err error) {
+	s := &jsonScanner{b: data}
+	err = s.object(func(key []byte) error {
+		if string(key) != "model" || s.peek() != '{' {
+			return s.skipValue(1)
+		}
+		return s.object(func(key []byte) error {
+			name := string(key)
+			s.ws()
+			start := s.i
+			if err := s.skipValue(2); err != nil {
+				return err
+			}
+			switch name {
+			case "vocab":
+				vocab = span{start, s.i}
+			case "merges":
+				merges = span{start, s.i}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, span{}, span{}, err
+	}
+	if s.peek() != 0 {
+		return nil, span{}, span{}, fmt.Errorf("%w at offset %d: data after the document", errSyntax, s.i)
+	}
+	cuts := []span{vocab, merges}
+	if merges.start < vocab.start {
+		cuts[0], cuts[1] = merges, vocab
+	}
+	rest = make([]byte, 0, 4096)
+	pos := 0
+	for _, c := range cuts {
+		if c.end == 0 {
+			continue
+		}
+		rest = append(rest, data[pos:c.start]...)
+		rest = append(rest, "null"...)
+		pos = c.end
+	}
+	rest = append(rest, data[pos:]...)
+	return rest, vocab, merges, nil
+}
+
+// object calls fn for each member of a JSON object (s is at '{'), with s
+// positioned at the member's value; fn must consume the value.
+func (s *jsonScanner) object(fn func(key []byte) error) error {
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		k, err := s.str()
+		if err != nil {
+			return err
+		}
+		key := append([]byte(nil), k...)
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		if err := fn(key); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return fmt.Errorf("%w at offset %d: want ',' or '}'", errSyntax, s.i)
+		}
+	}
+}

@@ -81,15 +81,22 @@ func Load(path string) (*Tokenizer, error) {
 
 // parse builds a Tokenizer from tokenizer.json bytes.
 func parse(data []byte) (*Tokenizer, error) {
+	rest, vocabSpan, mergesSpan, err := splitModelTables(data)
+	if err != nil {
+		return nil, fmt.Errorf("decoding json: %w", err)
+	}
 	var f fileJSON
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := json.Unmarshal(rest, &f); err != nil {
 		return nil, fmt.Errorf("decoding json: %w", err)
 	}
 	if err := checkShape(&f); err != nil {
 		return nil, err
 	}
+	if vocabSpan.end == 0 {
+		return nil, fmt.Errorf("checking model: %w: no vocab", ErrUnsupported)
+	}
 	initClasses()
-	vocab, err := parseVocab(f.Model.Vocab)
+	vocab, err := parseVocab(data[vocabSpan.start:vocabSpan.end])
 	if err != nil {
 		return nil, fmt.Errorf("decoding model.vocab: %w", err)
 	}
@@ -104,8 +111,9 @@ func parse(data []byte) (*Tokenizer, error) {
 	for _, a := range f.AddedTokens {
 		maxID = max(maxID, int(a.ID))
 	}
-	if maxID > 1<<24 {
-		return nil, fmt.Errorf("checking ids: %w: token id %d is too large", ErrUnsupported, maxID)
+	// Ids index dense tables: refuse sparse ids that would make them huge.
+	if limit := 2*(len(vocab)+len(f.AddedTokens)) + 1024; maxID >= limit {
+		return nil, fmt.Errorf("checking ids: %w: token id %d for %d tokens is too sparse", ErrUnsupported, maxID, len(vocab)+len(f.AddedTokens))
 	}
 	if err := t.setDecode(maxID); err != nil {
 		return nil, err
@@ -119,7 +127,11 @@ func parse(data []byte) (*Tokenizer, error) {
 	}
 	t.merges = make(map[uint64]merge, len(vocab))
 	var pair []byte
-	err = parseMerges(f.Model.Merges, func(a, b []byte) error {
+	mergesRaw := []byte("[]")
+	if mergesSpan.end != 0 {
+		mergesRaw = data[mergesSpan.start:mergesSpan.end]
+	}
+	err = parseMerges(mergesRaw, func(a, b []byte) error {
 		rank := len(t.rankIDs)
 		left, ok1 := t.vocab[string(a)]
 		right, ok2 := t.vocab[string(b)]

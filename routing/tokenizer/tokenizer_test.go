@@ -16,6 +16,15 @@ import (
 // ["a","b"] arrays) and two added tokens. edit may change the document.
 func tinyJSON(t *testing.T, arrays bool, edit func(doc map[string]any)) string {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokenizer.json")
+	if err := os.WriteFile(path, tinyDoc(arrays, edit), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// tinyDoc returns the document of tinyJSON.
+func tinyDoc(arrays bool, edit func(doc map[string]any)) []byte {
 	vocab := map[string]any{}
 	for b := 0; b < 256; b++ {
 		vocab[string(byteToRune[b])] = b
@@ -52,13 +61,9 @@ func tinyJSON(t *testing.T, arrays bool, edit func(doc map[string]any)) string {
 	}
 	data, err := json.Marshal(doc)
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
-	path := filepath.Join(t.TempDir(), "tokenizer.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return data
 }
 
 func TestTinyMergeForms(t *testing.T) {
@@ -144,13 +149,45 @@ func TestLoadRejectsUnsupported(t *testing.T) {
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: err = %v, want os.ErrNotExist", err)
 	}
-	path := filepath.Join(t.TempDir(), "broken.json")
-	if err := os.WriteFile(path, []byte(`{"model":`), 0o600); err != nil {
-		t.Fatal(err)
+	good := string(tinyDoc(false, nil))
+	for name, doc := range map[string]string{
+		"truncated":     `{"model":`,
+		"cut in half":   good[:len(good)/2],
+		"trailing data": good + `{}`,
+		"deep nesting":  `{"x":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`,
+		"not an object": `[1, 2]`,
+		"bad literal":   strings.Replace(good, `"version":"1.0"`, `"version":nul!`, 1),
+	} {
+		if _, err := parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), "decoding json") {
+			t.Errorf("%s: err = %v, want a json decoding error", name, err)
+		}
 	}
-	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "decoding json") {
-		t.Fatalf("broken json: err = %v", err)
+	// Escaped keys and tokens are decoded like encoding/json does.
+	escaped := strings.Replace(good, `"model":`, `"mod\u0065l":`, 1)
+	escaped = strings.Replace(escaped, `"abc":257`, `"\u0061bc":257`, 1)
+	if !strings.Contains(escaped, `"mod\u0065l":`) || !strings.Contains(escaped, `"\u0061bc":257`) {
+		t.Fatal("test document was not rewritten")
 	}
+	tok, err := parse([]byte(escaped))
+	if err != nil {
+		t.Fatalf("escaped keys: %v", err)
+	}
+	if got := tok.Encode("abc"); !slices.Equal(got, []uint32{257}) {
+		t.Errorf("escaped keys: Encode(abc) = %v, want [257]", got)
+	}
+}
+
+// FuzzParse: parse never panics on arbitrary tokenizer.json bytes.
+func FuzzParse(f *testing.F) {
+	f.Add(tinyDoc(false, nil))
+	f.Add(tinyDoc(true, nil))
+	f.Add([]byte(`{"model":{"vocab":{"a":0},"merges":["a a"]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tok, err := parse(data)
+		if err == nil {
+			tok.Encode("abc <|x|> a\u0301b")
+		}
+	})
 }
 
 func TestTokenIDAndDecode(t *testing.T) {
