@@ -189,8 +189,10 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not vp8 or vp9", cp.CodecID())
 	}
 	s.Width, s.Height = cp.Width(), cp.Height()
-	if err := cfg.checkSize(s.Width, s.Height, "container"); err != nil {
-		return nil, err
+	if s.Width != 0 || s.Height != 0 { // 0x0: unknown here; the bitstream and frame checks still run
+		if err := cfg.checkSize(s.Width, s.Height, "container"); err != nil {
+			return nil, err
+		}
 	}
 	if dm := in.stream.SideData(astiav.PacketSideDataTypeDisplaymatrix); len(dm) > 0 && !identityMatrix(dm) {
 		return nil, reason.New(reason.Rotation, "decoding video: display matrix present")
