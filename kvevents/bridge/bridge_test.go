@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -191,6 +193,7 @@ func TestForwardFillAndReplay(t *testing.T) {
 	}
 	cons.waitNext(0, n)
 	cons.waitNext(1, n+1)
+	cons.waitReplies()
 	cons.mu.Lock()
 	sameIndex(t, direct, cons.ap)
 	if cons.replays < 1 || len(cons.replayErrs) > 0 || len(cons.resets) > 0 || cons.badHeaders > 0 {
@@ -243,5 +246,13 @@ func TestForwardFillAndReplay(t *testing.T) {
 // settleGoroutines waits until the goroutine count is back to at most n.
 func settleGoroutines(t *testing.T, n int) {
 	t.Helper()
+	if dbgGoroutines {
+		time.Sleep(2 * time.Second)
+		if runtime.NumGoroutine() > n {
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		}
+	}
 	waitFor(t, fmt.Sprintf("goroutines back to %d", n), func() bool { return runtime.NumGoroutine() <= n })
 }
+
+var dbgGoroutines = os.Getenv("DBG_G") != ""

@@ -150,6 +150,7 @@ type consumer struct {
 	drop       map[uint64]bool // rank-0 seqs to drop once (a loss between NATS and the router)
 	encodings  map[string]int
 	replays    int
+	replies    int // replay requests answered (or failed)
 	replayErrs []string
 	resets     []string
 	badHeaders int
@@ -257,6 +258,7 @@ func (c *consumer) requestReplay(k index.WorkerKey, from uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inflight[k] = false
+	c.replies++
 	if err != nil {
 		c.replayErrs = append(c.replayErrs, err.Error())
 		return
@@ -311,4 +313,14 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// waitReplies waits until every replay request the consumer sent was answered.
+func (c *consumer) waitReplies() {
+	c.t.Helper()
+	waitFor(c.t, "replay replies", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.replies == c.replays
+	})
 }

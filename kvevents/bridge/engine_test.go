@@ -29,7 +29,8 @@ type fakeEngine struct {
 	topic        []byte
 	topicInReply bool // newer vLLM: replay replies carry the topic frame
 
-	pub *zmq.Socket // used by the test goroutine only
+	pub    *zmq.Socket // used by the test goroutine only
+	closed bool        // between closeSockets and reopen: publish only buffers
 
 	// mu protects buf and next.
 	mu   sync.Mutex
@@ -74,7 +75,7 @@ func (e *fakeEngine) open() {
 	must(t, pub.SetSndhwm(100_000))
 	must(t, pub.SetXpubVerbose(1))
 	bindRetry(t, pub, e.pubEP)
-	e.pub = pub
+	e.pub, e.closed = pub, false
 	e.stop, e.done = make(chan struct{}), make(chan struct{})
 	if e.replayEP == "" {
 		close(e.done)
@@ -177,7 +178,7 @@ func (e *fakeEngine) publish(payload []byte, drop bool) uint64 {
 	e.next++
 	e.buf = append(e.buf, payload)
 	e.mu.Unlock()
-	if !drop {
+	if !drop && !e.closed {
 		if _, err := e.pub.SendMessage(e.topic, seqFrame(seq), payload); err != nil {
 			e.t.Fatalf("publishing seq %d: %v", seq, err)
 		}
@@ -206,6 +207,7 @@ func (e *fakeEngine) closeSockets() {
 	close(e.stop)
 	<-e.done
 	must(e.t, e.pub.Close())
+	e.closed = true
 }
 
 // reopen binds the sockets again after closeSockets.
