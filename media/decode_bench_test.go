@@ -3,7 +3,9 @@ package media_test
 import (
 	"context"
 	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kvroute/kvroute/media"
 )
@@ -22,16 +24,28 @@ func BenchmarkDecode(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			d := newDecoder(b, nil)
 			b.ReportAllocs()
-			b.SetBytes(int64(len(data)))
+			cpu0 := cpuSeconds()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := d.Decode(context.Background(), data, bc.sampler, media.DecodeOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
+			// CPU time is the figure to compare on a shared machine; wall time includes waiting.
+			b.ReportMetric((cpuSeconds()-cpu0)*1000/float64(b.N), "cpu-ms/op")
 			b.ReportMetric(float64(300*b.N)/b.Elapsed().Seconds(), "frames/s")
 		})
 	}
+}
+
+// cpuSeconds is this process's user+system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // BenchmarkIdentifyCacheHit: the same bytes and sampler again: XXH3-128 of the 10 s clip plus an LRU
