@@ -22,7 +22,7 @@ import (
 // env is one embedded NATS server on loopback, a subscriber over its own connection and index, and
 // a second connection for publishers and fake bridges.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	nc  *nats.Conn
 	pub *nats.Conn
 	ix  *index.Index
@@ -33,7 +33,7 @@ type env struct {
 	counted map[string]map[string]uint64
 }
 
-func newEnv(t *testing.T, cfg *subscriber.Config) *env {
+func newEnv(t testing.TB, cfg *subscriber.Config) *env {
 	t.Helper()
 	srv, err := natsutil.StartEmbedded(&natsutil.EmbeddedConfig{Port: natsutil.RandomPort})
 	if err != nil {
@@ -85,7 +85,7 @@ func (e *env) publish(id string, seq uint64, rank int, enc string, data []byte) 
 	publishOn(e.t, e.pub, id, seq, rank, enc, data)
 }
 
-func publishOn(t *testing.T, nc *nats.Conn, id string, seq uint64, rank int, enc string, data []byte) {
+func publishOn(t testing.TB, nc *nats.Conn, id string, seq uint64, rank int, enc string, data []byte) {
 	t.Helper()
 	m := &nats.Msg{Subject: "kvroute.events." + id, Data: data, Header: nats.Header{
 		"Kvroute-Seq":      []string{strconv.FormatUint(seq, 10)},
@@ -98,7 +98,7 @@ func publishOn(t *testing.T, nc *nats.Conn, id string, seq uint64, rank int, enc
 }
 
 // waitFor polls cond until it holds (at most 30 s; no timing is asserted).
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
@@ -141,7 +141,7 @@ func (e *env) events(id string) map[string]uint64 {
 // fakeBridge answers replay requests for one worker from the batches it "forwarded" (DESIGN.md §2.2),
 // publishing them again with their seqs before answering, like kvroute-bridge.
 type fakeBridge struct {
-	t  *testing.T
+	t  testing.TB
 	nc *nats.Conn
 	id string
 
@@ -153,7 +153,7 @@ type fakeBridge struct {
 	sub      *nats.Subscription
 }
 
-func newBridge(t *testing.T, nc *nats.Conn, id string) *fakeBridge {
+func newBridge(t testing.TB, nc *nats.Conn, id string) *fakeBridge {
 	return &fakeBridge{t: t, nc: nc, id: id, held: map[uint64][]byte{}, mode: "answer"}
 }
 
@@ -242,7 +242,7 @@ type chainGen struct {
 
 // stored returns a BlockStored batch of n blocks that starts a new chain (cont false) or continues
 // the newest block (cont true), in the given encoding form.
-func (g *chainGen) stored(t *testing.T, n int, cont bool, form codec.Form) []byte {
+func (g *chainGen) stored(t testing.TB, n int, cont bool, form codec.Form) []byte {
 	t.Helper()
 	ev := codec.Event{Type: codec.BlockStored, BlockSize: 16, Medium: "GPU", HasMedium: true}
 	if cont {
@@ -260,7 +260,7 @@ func (g *chainGen) stored(t *testing.T, n int, cont bool, form codec.Form) []byt
 	return encode(t, form, ev)
 }
 
-func encode(t *testing.T, form codec.Form, evs ...codec.Event) []byte {
+func encode(t testing.TB, form codec.Form, evs ...codec.Event) []byte {
 	t.Helper()
 	b, err := codec.EncodeVLLM(&codec.Batch{TS: 1764409200.5, Events: evs}, form, form)
 	if err != nil {
@@ -271,7 +271,7 @@ func encode(t *testing.T, form codec.Form, evs ...codec.Event) []byte {
 
 // reference applies batches in order to a fresh index (the gap-free state) and returns it with the
 // root paths (LocalBlockHash prefixes) of every block stored, as lookup queries.
-func reference(t *testing.T, id string, batches [][]byte) (*index.Index, [][]uint64) {
+func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]uint64) {
 	t.Helper()
 	ix, err := index.New(nil)
 	if err != nil {
@@ -343,7 +343,7 @@ func overlap(ix *index.Index, id string, q []uint64) int {
 
 // sameIndex checks that worker got in ix what refID got in ref: the same block count and the same
 // overlap for every query.
-func sameIndex(t *testing.T, ix *index.Index, id string, ref *index.Index, refID string, queries [][]uint64) {
+func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID string, queries [][]uint64) {
 	t.Helper()
 	got, want := ix.WorkerBlocks(index.WorkerKey{ID: id}), ref.WorkerBlocks(index.WorkerKey{ID: refID})
 	if got != want {

@@ -115,7 +115,7 @@ func mapsEqual(a, b map[string]uint64) bool {
 }
 
 // longChain returns n batches of 2 blocks each, all one chain.
-func longChain(t *testing.T, g *chainGen, n int) [][]byte {
+func longChain(t testing.TB, g *chainGen, n int) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
 		out[i] = g.stored(t, 2, i > 0, codec.Form(1+i%2))
