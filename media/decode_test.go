@@ -268,3 +268,37 @@ func TestCanceled(t *testing.T) {
 		t.Fatalf("cancelled: err %v", err)
 	}
 }
+
+// TestDifferentClipsAlternating (field report 6): two different clips sent alternately 8 times get
+// two stable, different identities.
+func TestDifferentClipsAlternating(t *testing.T) {
+	d, err := media.NewDecoder(nil) // with the cache, as the router runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]map[string]bool{}
+	for i := 0; i < 8; i++ {
+		for _, c := range []string{"red", "blue"} {
+			b, err := os.ReadFile("testdata/" + c + ".webm")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := d.Identify(context.Background(), b, dynamoMaxFrames, "dynamo:32")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids[c] == nil {
+				ids[c] = map[string]bool{}
+			}
+			ids[c][r.IdentityHex()] = true
+		}
+	}
+	if len(ids["red"]) != 1 || len(ids["blue"]) != 1 {
+		t.Fatalf("identities not stable: %v", ids)
+	}
+	for id := range ids["red"] {
+		if ids["blue"][id] {
+			t.Fatalf("red and blue share identity %s", id)
+		}
+	}
+}
