@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 )
@@ -134,5 +135,61 @@ func TestRepeatHitsAndEvents(t *testing.T) {
 	hit, _ = post(t, ts.URL, strings.Replace(textBody, "tenant-7", "tenant-8", 1))
 	if hit != 0 {
 		t.Errorf("other salt hit %d blocks", hit)
+	}
+}
+
+// TestEvictionEvents runs two different text requests through a simulator whose cache holds one
+// block more than the first prompt: the second request's batch removes the least recently used
+// blocks of the first (its tail first) before storing its own, and the router's normalizer reads
+// those removals as engine hashes the first batch stored.
+func TestEvictionEvents(t *testing.T) {
+	bodyA := `{"messages":[{"role":"user","content":"` + strings.Repeat("alpha beta gamma delta ", 12) + `"}]}`
+	bodyB := `{"messages":[{"role":"user","content":"` + strings.Repeat("one two three four ", 10) + `"}]}`
+	m, _ := testModel()
+	blocksOf := func(body string) int {
+		req, err := chat.ParseRequest([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ids, err := m.PromptTokens(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ids) / 16
+	}
+	na, nb := blocksOf(bodyA), blocksOf(bodyB)
+	if nb < 2 || nb > na+1 {
+		t.Fatalf("prompts of %d and %d blocks do not fit the test", na, nb)
+	}
+	rec := &recorder{}
+	pub, err := sim.NewPublisher(&sim.PublisherConfig{WorkerID: "w1", OnPublish: rec.add, EventForm: codec.ArrayForm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := sim.NewBlockCache(&sim.BlockCacheConfig{Capacity: na + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sim.New(&sim.Config{Model: "qwen", Frontend: newFrontend(t, &fakeMedia{}, nil), Blocks: bc, Events: pub})
+	url := newRecorderServer(t, s)
+	post(t, url, bodyA)
+	post(t, url, bodyB)
+	ops := decodeAll(t, rec.all())
+	if len(ops) != 3 || ops[0].Type != codec.BlockStored || ops[1].Type != codec.BlockRemoved || ops[2].Type != codec.BlockStored {
+		t.Fatalf("ops %+v", ops)
+	}
+	first, removed := ops[0].Stored, ops[1].Removed
+	if len(first) != na || len(ops[2].Stored) != nb || len(removed) != nb-1 || bc.Len() != na+1 {
+		t.Fatalf("stored %d, removed %d, stored %d; cache holds %d", len(first), len(removed), len(ops[2].Stored), bc.Len())
+	}
+	for i, h := range removed {
+		if h != first[na-1-i].EngineHash {
+			t.Fatalf("removed %d: %x, want block %d of the first chain", i, h, na-1-i)
+		}
+	}
+	// The first chain's surviving prefix is still a hit.
+	hit, _ := post(t, url, bodyA)
+	if hit != na-(nb-1) {
+		t.Fatalf("hit %d after eviction, want %d", hit, na-(nb-1))
 	}
 }
