@@ -144,8 +144,6 @@ func TestForwardFillAndReplay(t *testing.T) {
 		startEngine(t, env.zctx, tcpEP(pubPort), tcpEP(replayPort), true),
 		startEngine(t, env.zctx, tcpEP(pubPort+1), tcpEP(replayPort+1), false),
 	}
-	defer engines[0].closeSockets()
-	defer engines[1].closeSockets()
 	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.NotFound(w, r)

@@ -47,6 +47,13 @@ func startEngine(t testing.TB, zctx *zmq.Context, pubEP, replayEP string, topicI
 	t.Helper()
 	e := &fakeEngine{t: t, zctx: zctx, pubEP: pubEP, replayEP: replayEP, topic: []byte("kv-events"), topicInReply: topicInReply}
 	e.open()
+	// Registered after the environment's cleanup, so it runs before the ZMQ context is terminated
+	// (zmq_ctx_term waits for every socket), also when the test fails half-way.
+	t.Cleanup(func() {
+		if !e.closed {
+			e.closeSockets()
+		}
+	})
 	return e
 }
 

@@ -92,7 +92,6 @@ func TestPublisherRestart(t *testing.T) {
 	// first two batches (it is not connected yet) and gets them from the replay buffer.
 	eng.closeSockets()
 	eng = startEngine(t, env.zctx, tcpEP(pubPort), tcpEP(replayPort), true)
-	defer eng.closeSockets()
 	direct.clear(k)
 	gen = newEventGen(4, 16)
 	send(0, true)
@@ -117,7 +116,6 @@ func TestNATSRestart(t *testing.T) {
 	env := newEnv(t)
 	pubPort, replayPort := freeTCPPair(t), freeTCPPair(t)
 	eng := startEngine(t, env.zctx, tcpEP(pubPort), tcpEP(replayPort), false)
-	defer eng.closeSockets()
 	cons := newConsumer(t, env.rc, "w1")
 	defer cons.close()
 	b := env.startBridge(oneWorker(pubPort, replayPort))
@@ -189,7 +187,6 @@ func TestGapWithoutReplaySocket(t *testing.T) {
 	env := newEnv(t)
 	pubPort := freeTCPPair(t)
 	eng := startEngine(t, env.zctx, tcpEP(pubPort), "", false)
-	defer eng.closeSockets()
 	cons := newConsumer(t, env.rc, "w1")
 	defer cons.close()
 	cfg := oneWorker(pubPort, 0)
@@ -250,7 +247,6 @@ func TestCatchUpOnStart(t *testing.T) {
 	env := newEnv(t)
 	pubPort, replayPort := freeTCPPair(t), freeTCPPair(t)
 	eng := startEngine(t, env.zctx, tcpEP(pubPort), tcpEP(replayPort), true)
-	defer eng.closeSockets()
 	k := index.WorkerKey{ID: "w1"}
 	direct := newApplier(t)
 	gen := newEventGen(7, 16)
