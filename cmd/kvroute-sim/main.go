@@ -189,6 +189,24 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 			return nil, nil, fmt.Errorf("loading model folder %s: not a directory", dir)
 		}
 	}
+	bc := &sim.BlockCacheConfig{BlockSize: f.blockSize, Capacity: f.cacheBlocks}
+	switch f.extraKeys {
+	case "pair":
+		bc.KeyStyle = codec.PairKeys
+	case "bare":
+		bc.KeyStyle = codec.BareKeys
+	default:
+		return nil, nil, fmt.Errorf("-extra-keys %q: want pair or bare", f.extraKeys)
+	}
+	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Logger: logger}
+	switch f.encoding {
+	case "map":
+		pc.EventForm = codec.MapForm
+	case "array":
+		pc.EventForm = codec.ArrayForm
+	default:
+		return nil, nil, fmt.Errorf("-encoding %q: want map or array", f.encoding)
+	}
 	fc := &sim.FrontendConfig{ModelDir: dir}
 	if f.contract != "" {
 		b, err := os.ReadFile(f.contract)
@@ -216,27 +234,9 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 	if err != nil {
 		return nil, nil, err
 	}
-	bc := &sim.BlockCacheConfig{BlockSize: f.blockSize, Capacity: f.cacheBlocks}
-	switch f.extraKeys {
-	case "pair":
-		bc.KeyStyle = codec.PairKeys
-	case "bare":
-		bc.KeyStyle = codec.BareKeys
-	default:
-		return nil, nil, fmt.Errorf("-extra-keys %q: want pair or bare", f.extraKeys)
-	}
 	blocks, err := sim.NewBlockCache(bc)
 	if err != nil {
 		return nil, nil, err
-	}
-	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Logger: logger}
-	switch f.encoding {
-	case "map":
-		pc.EventForm = codec.MapForm
-	case "array":
-		pc.EventForm = codec.ArrayForm
-	default:
-		return nil, nil, fmt.Errorf("-encoding %q: want map or array", f.encoding)
 	}
 	pub, err := sim.NewPublisher(pc)
 	if err != nil {

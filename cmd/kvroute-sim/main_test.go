@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/kvevents/codec"
+)
+
+func TestWorkerFromFlags(t *testing.T) {
+	dir := t.TempDir()
+	contract := filepath.Join(dir, "contract.json")
+	oracle := filepath.Join(dir, "oracle.json")
+	if err := os.WriteFile(contract, []byte(sim.HubContract), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(oracle, []byte(`[151644, 872, 198, 9707, 151645]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := parseFlags([]string{"-model", "../../testdata/golden/qwen3vl-test-model", "-served-model-name", "qwen",
+		"-contract", contract, "-oracle-tokens", oracle, "-encoding", "array", "-extra-keys", "bare",
+		"-cache-blocks", "7", "-block-size", "32", "-features", "a,b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, pub, err := worker(f, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	bc := cfg.Blocks.Config()
+	if cfg.Frontend == nil || cfg.Model != "qwen" || bc.Capacity != 7 || bc.BlockSize != 32 || bc.KeyStyle != codec.BareKeys ||
+		len(cfg.Features) != 2 || cfg.Events != pub || len(cfg.Frontend.ContractJSON()) == 0 {
+		t.Fatalf("config %+v blocks %+v", cfg, bc)
+	}
+	s := sim.New(cfg)
+	if s.Config().BlockSize != 32 || string(s.Config().Contract) != sim.HubContract {
+		t.Fatalf("server config %+v", s.Config())
+	}
+}
+
+// TestServedNameCompat keeps the first version's meaning of -model (a served name); without the
+// default model folder (tests run in cmd/kvroute-sim) the simulator counts words.
+func TestServedNameCompat(t *testing.T) {
+	f, err := parseFlags([]string{"-model", "kvroute-x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, pub, err := worker(f, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Model != "kvroute-x" || cfg.Frontend != nil || pub != nil {
+		t.Fatalf("config %+v", cfg)
+	}
+	for _, args := range [][]string{{"-model", "../../testdata/golden/qwen3vl-test-model", "-encoding", "json"},
+		{"-model", "../../testdata/golden/qwen3vl-test-model", "-extra-keys", "triple"}} {
+		f, err := parseFlags(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := worker(f, nil, zap.NewNop()); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
