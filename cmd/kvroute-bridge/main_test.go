@@ -35,7 +35,7 @@ func TestParseConfigFiles(t *testing.T) {
 	  {"worker_id": "w1", "endpoint": "http://10.0.0.5:8000", "model": "m", "engine": "vllm", "block_size": 16,
 	   "dp_size": 2, "zmq_endpoint": "tcp://10.0.0.5:5557", "replay_endpoint": "tcp://10.0.0.5:5558",
 	   "topic": "kv-events", "features": ["mm_hashes"], "contract_file": "contract.json"},
-	  {"worker_id": "w2", "endpoint": "10.0.0.6:30000", "model": "m", "engine": "sglang",
+	  {"worker_id": "w2", "endpoint": "10.0.0.6:30000", "model": "m", "engine": "sglang", "block_size": 64,
 	   "zmq_endpoint": "tcp://10.0.0.6:5557"}]`)
 	b := write(t, dir, "b.json", `{"worker_id": "w3", "endpoint": "10.0.0.7:8000", "model": "m", "engine": "vllm", "zmq_endpoint": "tcp://10.0.0.7:5557"}`)
 	o, err := parseArgs([]string{"--config", a, "--config", b, "--nats-url", "nats://n:4222", "--ring-batches", "50"}, io.Discard)
@@ -50,7 +50,7 @@ func TestParseConfigFiles(t *testing.T) {
 		string(w1.Contract) != `{"schema":"kvroute.video_contract/v1"}` || w1.MetricsURL != "http://10.0.0.5:8000/metrics" {
 		t.Errorf("w1 = %+v", w1)
 	}
-	if w2.Engine != "sglang" || w2.Encoding != "sglang" || w2.DPSize != 1 || w2.BlockSize != 0 || len(w2.Contract) != 0 {
+	if w2.Engine != "sglang" || w2.Encoding != "sglang" || w2.DPSize != 1 || w2.BlockSize != 64 || len(w2.Contract) != 0 {
 		t.Errorf("w2 = %+v", w2)
 	}
 	if w3.WorkerID != "w3" {
@@ -58,12 +58,13 @@ func TestParseConfigFiles(t *testing.T) {
 	}
 
 	bad := map[string][]string{
-		"config with flags": {"--config", b, "--worker-id", "x"},
-		"unknown field":     {"--config", write(t, dir, "u.json", `{"worker_id": "w", "bogus": 1}`)},
-		"both contracts":    {"--config", write(t, dir, "c.json", `{"worker_id": "w", "contract": {}, "contract_file": "contract.json"}`)},
-		"contract not json": {"--worker-id", "w", "--endpoint", "h:1", "--model", "m", "--contract", write(t, dir, "x.json", "nope")},
-		"bad dp endpoint":   {"--worker-id", "w", "--endpoint", "h:1", "--model", "m", "--dp-size", "2", "--zmq-endpoint", "ipc:///tmp/x"},
-		"extra argument":    {"--worker-id", "w", "extra"},
+		"config with flags":         {"--config", b, "--worker-id", "x"},
+		"unknown field":             {"--config", write(t, dir, "u.json", `{"worker_id": "w", "bogus": 1}`)},
+		"both contracts":            {"--config", write(t, dir, "c.json", `{"worker_id": "w", "contract": {}, "contract_file": "contract.json"}`)},
+		"contract not json":         {"--worker-id", "w", "--endpoint", "h:1", "--model", "m", "--contract", write(t, dir, "x.json", "nope")},
+		"bad dp endpoint":           {"--worker-id", "w", "--endpoint", "h:1", "--model", "m", "--dp-size", "2", "--zmq-endpoint", "ipc:///tmp/x"},
+		"extra argument":            {"--worker-id", "w", "extra"},
+		"sglang without block size": {"--worker-id", "w", "--endpoint", "h:1", "--model", "m", "--engine", "sglang"},
 	}
 	for name, args := range bad {
 		if _, err := parseArgs(args, io.Discard); err == nil {

@@ -31,8 +31,9 @@ type WorkerConfig struct {
 	Engine string `json:"engine"`
 	// EngineVersion is recorded as given (e.g. "0.26.1"); optional.
 	EngineVersion string `json:"engine_version,omitempty"`
-	// BlockSize is the engine's KV block size in tokens. 0 means: read it from MetricsURL
-	// (vllm:cache_config_info{block_size="16",...}) before registering.
+	// BlockSize is the engine's KV block size in tokens (SGLang: its --page-size; required). 0 means
+	// (vLLM only): read it from MetricsURL (vllm:cache_config_info{block_size="16",...}) before
+	// registering.
 	BlockSize int `json:"block_size,omitempty"`
 	// MetricsURL is the engine's Prometheus endpoint for BlockSize discovery. Default:
 	// http://<Endpoint>/metrics.
@@ -154,6 +155,9 @@ func (w *WorkerConfig) Normalize() error {
 	}
 	if e, err := codec.ParseEncoding(w.Encoding); err != nil || (e != codec.VLLM && e != codec.SGLang) {
 		return fmt.Errorf("%w: worker %s: encoding %q must be vllm or sglang", ErrConfig, w.WorkerID, w.Encoding)
+	}
+	if w.BlockSize == 0 && w.Engine == registry.EngineSGLang {
+		return fmt.Errorf("%w: worker %s: block_size (SGLang's --page-size) is required for sglang workers", ErrConfig, w.WorkerID)
 	}
 	if w.BlockSize < 0 {
 		return fmt.Errorf("%w: worker %s: block_size %d must not be negative", ErrConfig, w.WorkerID, w.BlockSize)

@@ -28,6 +28,7 @@ var testBlocks = blocks.Config{BlockSize: 16, ImagePad: 151655, VideoPad: 151656
 // directly, with the same code.
 type applier struct {
 	t     testing.TB
+	enc   codec.Encoding // the workers' encoding
 	idx   *index.Index
 	norms map[index.WorkerKey]*normalize.Normalizer
 	// paths maps every stored engine hash to its block (for the root paths the indexes are compared on).
@@ -41,14 +42,14 @@ func newApplier(t testing.TB) *applier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &applier{t: t, idx: idx, norms: map[index.WorkerKey]*normalize.Normalizer{}, blocks: map[uint64]normalize.Stored{}}
+	return &applier{t: t, enc: codec.VLLM, idx: idx, norms: map[index.WorkerKey]*normalize.Normalizer{}, blocks: map[uint64]normalize.Stored{}}
 }
 
 func (a *applier) norm(k index.WorkerKey) *normalize.Normalizer {
 	n := a.norms[k]
 	if n == nil {
 		var err error
-		if n, err = normalize.New(normalize.Config{Blocks: testBlocks, Encoding: codec.VLLM}); err != nil {
+		if n, err = normalize.New(normalize.Config{Blocks: testBlocks, Encoding: a.enc}); err != nil {
 			a.t.Fatal(err)
 		}
 		a.norms[k] = n
@@ -57,7 +58,7 @@ func (a *applier) norm(k index.WorkerKey) *normalize.Normalizer {
 }
 
 func (a *applier) apply(k index.WorkerKey, payload []byte) {
-	bt, err := codec.Decode(codec.VLLM, payload)
+	bt, err := codec.Decode(a.enc, payload)
 	if err != nil {
 		a.decodeErrors++
 		return

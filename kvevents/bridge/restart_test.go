@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kvroute/kvroute/kvevents/bridge"
+	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/index"
 )
@@ -191,10 +192,15 @@ func TestGapWithoutReplaySocket(t *testing.T) {
 	defer cons.close()
 	cfg := oneWorker(pubPort, 0)
 	cfg.RingBatches = 4
+	cfg.Workers[0].Engine = "sglang" // same framing; the batches are forwarded with Kvroute-Encoding sglang
 	b := env.startBridge(cfg)
 	eng.waitSubscribed()
 	k := index.WorkerKey{ID: "w1"}
 	direct := newApplier(t)
+	direct.enc = codec.SGLang
+	cons.mu.Lock()
+	cons.ap.enc = codec.SGLang
+	cons.mu.Unlock()
 	gen := newEventGen(6, 16)
 	for i := range 10 {
 		p := gen.batch(t, i, 0)
@@ -211,6 +217,9 @@ func TestGapWithoutReplaySocket(t *testing.T) {
 	sameIndex(t, direct, cons.ap)
 	if len(cons.resets) != 1 {
 		t.Errorf("resets = %q, want 1", cons.resets)
+	}
+	if len(cons.encodings) != 1 || cons.encodings["sglang"] != 9 {
+		t.Errorf("Kvroute-Encoding values = %v, want sglang on all 9 batches", cons.encodings)
 	}
 	cons.mu.Unlock()
 	checkStats(t, rankStats(b, 0), map[string]uint64{"forwarded": 9, "gaps": 1, "lost": 1, "resets": 1, "restarts": 0, "last_seq": 9})
