@@ -135,6 +135,21 @@ func (p *Publisher) Publish(events []codec.Event) (uint64, error) {
 	return m.Seq, p.sendLocked(m)
 }
 
+// flushTimeout bounds Flush.
+const flushTimeout = 2 * time.Second
+
+// Flush waits until the NATS server has received every batch published so far (a no-op without a
+// connection), so a request's events are out before its first response byte.
+func (p *Publisher) Flush() error {
+	if p.cfg.Conn == nil {
+		return nil
+	}
+	if err := p.cfg.Conn.FlushTimeout(flushTimeout); err != nil {
+		return fmt.Errorf("flushing kv event batches: %w", err)
+	}
+	return nil
+}
+
 // Next returns the seq the next new batch will get (the number of batches published).
 func (p *Publisher) Next() uint64 {
 	p.mu.Lock()

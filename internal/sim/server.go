@@ -244,7 +244,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		g.promptTokens = len(p.Tokens)
 		g.hitBlocks = s.cfg.Blocks.HitBlocks(ch)
 		g.cachedTokens = g.hitBlocks * s.cfg.BlockSize
-		g.prefilled = func() { s.cfg.Blocks.Commit(ch, s.emit) }
+		g.prefilled = func() {
+			if s.cfg.Blocks.Commit(ch, s.emit) > 0 && s.cfg.Events != nil {
+				if err := s.cfg.Events.Flush(); err != nil {
+					s.cfg.Logger.Warn("flushing kv events", zap.Error(err))
+				}
+			}
+		}
 	} else {
 		var text strings.Builder
 		for _, m := range req.Messages {
