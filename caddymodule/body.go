@@ -17,7 +17,8 @@ import (
 // 1, §6). Over the cap it returns body_too_large (413), before buffering more than limit+1 bytes;
 // past the deadline body_timeout (408). The deadline is set on the connection through
 // http.ResponseController; when the writer does not support deadlines (some test recorders) the
-// body is read with the cap only.
+// body is read with the cap only. On error the body is left unread: the caller answers with
+// `Connection: close` (see Handler.fail), so the server does not drain it.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, reason.New(reason.BodyTooLarge, "request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, limit)
@@ -29,8 +30,18 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 			deadlineSet = true
 		}
 	}
+	ok := false
 	if deadlineSet {
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+		defer func() {
+			if ok {
+				_ = rc.SetReadDeadline(time.Time{})
+				return
+			}
+			// The body was not read to its end: keep every later read failing at once, so
+			// nothing (such as the server draining the rest of a slow body before it writes
+			// our error response) can hold this handler.
+			_ = rc.SetReadDeadline(time.Now())
+		}()
 	}
 	capHint := r.ContentLength
 	if capHint < 0 || capHint > 1<<20 {
@@ -51,6 +62,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	if int64(buf.Len()) > limit {
 		return nil, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", limit)
 	}
+	ok = true
 	return buf.Bytes(), nil
 }
 

@@ -172,6 +172,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, reqID string, err
 			c.Write(zap.String("request_id", reqID), zap.String("code", string(re.Code)), zap.Error(err))
 		}
 		w.Header().Set("X-Request-Id", reqID)
+		if re.Code == reason.BodyTooLarge || re.Code == reason.BodyTimeout {
+			// the rest of the body is unread: close instead of draining it from a slow client
+			w.Header().Set("Connection", "close")
+		}
 		writeClientError(w, re)
 		return nil
 	}
