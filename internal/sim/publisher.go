@@ -23,6 +23,9 @@ func EventsSubject(workerID string) string { return "kvroute.events." + workerID
 // ReplaySubject is the subject a worker answers replay requests on.
 func ReplaySubject(workerID string) string { return "kvroute.ctl." + workerID + ".replay" }
 
+// ResetSubject is the subject a worker announces lost event history on.
+func ResetSubject(workerID string) string { return "kvroute.ctl." + workerID + ".reset" }
+
 // Message is one published batch.
 type Message struct {
 	Seq     uint64
@@ -101,8 +104,23 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 			return nil, fmt.Errorf("subscribing to %s: %w", ReplaySubject(c.WorkerID), err)
 		}
 		p.sub = sub
+		// A restarted simulator numbers its batches from 0 again and holds none of its old blocks:
+		// routers that still know the worker clear it and continue at seq 0 (as a bridge announces
+		// lost history).
+		reset, _ := json.Marshal(resetMessage{DPRank: 0, NextSeq: 0, Reason: "simulator started"})
+		if err := c.Conn.Publish(ResetSubject(c.WorkerID), reset); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("publishing on %s: %w", ResetSubject(c.WorkerID), err)
+		}
 	}
 	return p, nil
+}
+
+// resetMessage is the body of kvroute.ctl.<worker_id>.reset.
+type resetMessage struct {
+	DPRank  int    `json:"dp_rank"`
+	NextSeq uint64 `json:"next_seq"`
+	Reason  string `json:"reason"`
 }
 
 // Close stops answering replay requests.

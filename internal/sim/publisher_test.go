@@ -37,7 +37,7 @@ func nextMsg(t *testing.T, sub *nats.Subscription) *nats.Msg {
 	return m
 }
 
-// TestPublishAndReplay publishes three batches over NATS (seq 0, 1, 2 with the DESIGN.md §2.2
+// TestPublishAndReplay announces a reset at start, publishes three batches over NATS (seq 0, 1, 2 with the DESIGN.md §2.2
 // headers), then asks for a replay from seq 1 and gets the same two batches again with their seqs;
 // with a ring of two batches, a replay from seq 0 is refused, and one past the newest replays
 // nothing.
@@ -47,11 +47,18 @@ func TestPublishAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	resets, err := nc.SubscribeSync(sim.ResetSubject("w-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	pub, err := sim.NewPublisher(&sim.PublisherConfig{WorkerID: "w-1", Conn: nc, EventForm: codec.ArrayForm, RingBatches: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
+	if m := nextMsg(t, resets); string(m.Data) != `{"dp_rank":0,"next_seq":0,"reason":"simulator started"}` {
+		t.Fatalf("reset %s", m.Data)
+	}
 	var sent [][]byte
 	for i := range 3 {
 		ev := codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{uint64(i + 1), 1 << 63}, Medium: "GPU", HasMedium: true}
