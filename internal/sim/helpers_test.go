@@ -44,6 +44,12 @@ func (f *fakeMedia) Image(_ context.Context, url string) (*router.ImageInfo, err
 // newFrontend returns a frontend over the test model; media may be nil (real fetch and decode).
 func newFrontend(t *testing.T, media router.Media, oracle []uint32) *sim.Frontend {
 	t.Helper()
+	return newFrontendContract(t, media, oracle, sim.HubContract)
+}
+
+// newFrontendContract is newFrontend with another contract.
+func newFrontendContract(t *testing.T, media router.Media, oracle []uint32, contract string) *sim.Frontend {
+	t.Helper()
 	m, err := testModel()
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +58,7 @@ func newFrontend(t *testing.T, media router.Media, oracle []uint32) *sim.Fronten
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: modelDir, Model: m, LayoutModel: lm, Media: media, OracleTokens: oracle})
+	f, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: modelDir, Model: m, LayoutModel: lm, Media: media, OracleTokens: oracle, Contract: []byte(contract)})
 	if err != nil {
 		t.Fatal(err)
 	}

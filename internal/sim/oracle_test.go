@@ -30,6 +30,23 @@ var mixedBody = `{"model":"qwen","messages":[{"role":"user","content":[` +
 // than the request are an error.
 func TestOracleSpans(t *testing.T) {
 	fm := &fakeMedia{identity: map[string]uint64{videoURL: 0x77, imageURL: 0x88}}
+	// The older layout (no outer vision pair around a video, whole-prompt timestamp tokenization)
+	// reads the same way.
+	legacy := strings.NewReplacer(`"bare_video_token"`, `"vision_wrapped_video_token"`, `"spliced"`, `"whole"`,
+		`"round_ties_even"`, `"legacy_ceil"`).Replace(sim.HubContract)
+	for _, contract := range []string{legacy, sim.HubContract} {
+		want, err := newFrontendContract(t, fm, nil, contract).Prepare(context.Background(), []byte(mixedBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := newFrontendContract(t, fm, want.Tokens, contract).Prepare(context.Background(), []byte(mixedBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Spans, want.Spans) || len(got.Spans) != 2 {
+			t.Fatalf("oracle spans %+v, want %+v", got.Spans, want.Spans)
+		}
+	}
 	want, err := newFrontend(t, fm, nil).Prepare(context.Background(), []byte(mixedBody))
 	if err != nil {
 		t.Fatal(err)
