@@ -1,7 +1,8 @@
 // Package sim is kvroute-sim's worker, a stand-in for a stock vLLM worker with prefix caching, usable
-// in-process by tests (cmd/kvroute-sim is its command line). It serves /v1/chat/completions (JSON, or
-// SSE with "stream": true), /v1/models, /health and /reset_prefix_cache with a configurable prefill
-// delay and per-token delay, and keeps a worker record in the kvroute registry.
+// in-process by tests (cmd/kvroute-sim is its command line). It serves /v1/chat/completions and
+// /v1/completions (JSON, or SSE with "stream": true), /v1/models, /health and /reset_prefix_cache
+// with a configurable prefill delay and per-token delay, and keeps a worker record in the kvroute
+// registry.
 //
 // With a Frontend (the default of the command), a request is handled as vLLM handles it:
 //

@@ -193,3 +193,33 @@ func TestEvictionEvents(t *testing.T) {
 		t.Fatalf("hit %d after eviction, want %d", hit, na-(nb-1))
 	}
 }
+
+// TestCompletionsPrompt serves /v1/completions: the string prompt is tokenized without a template
+// (as the router does for that path), cached like a chat prompt, and answered as text_completion.
+func TestCompletionsPrompt(t *testing.T) {
+	s := sim.New(&sim.Config{Model: "qwen", Frontend: newFrontend(t, &fakeMedia{}, nil)})
+	url := newRecorderServer(t, s)
+	body := `{"model":"qwen","prompt":"` + strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4) + `","max_tokens":2}`
+	m, _ := testModel()
+	n := len(m.Tokenizer.Encode(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4)))
+	for i, want := range []int{0, (n - 1) / 16} {
+		res, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Object  string
+			Choices []struct{ Text string }
+			Usage   simUsage
+		}
+		err = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Header.Get(sim.HitBlocksHeader) != strconv.Itoa(want) || out.Object != "text_completion" || len(out.Choices) != 1 ||
+			out.Choices[0].Text != "The cache" || out.Usage.PromptTokens != n || out.Usage.PromptTokensDetails.CachedTokens != want*16 {
+			t.Fatalf("request %d: hit %s, %+v", i, res.Header.Get(sim.HitBlocksHeader), out)
+		}
+	}
+}

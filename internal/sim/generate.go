@@ -23,6 +23,8 @@ type generation struct {
 	includeUsage bool
 	// hitBlocks is the prefix cache hit at admission, reported in HitBlocksHeader.
 	hitBlocks int
+	// text answers in the /v1/completions shape (text_completion objects, choices[].text).
+	text bool
 	// prefilled runs when prefill ends, before the first response byte (the block cache stores
 	// the prompt's blocks and publishes their events).
 	prefilled func()
@@ -63,7 +65,7 @@ func (g *generation) token(ctx context.Context, i int) (string, bool) {
 	return words[i%len(words)], true
 }
 
-// complete answers with one JSON chat.completion.
+// complete answers with one JSON chat.completion (or text_completion).
 func (g *generation) complete(ctx context.Context, w http.ResponseWriter) DoneInfo {
 	if !g.prefill(ctx, w) {
 		return DoneInfo{Canceled: true, At: time.Now()}
@@ -77,16 +79,20 @@ func (g *generation) complete(ctx context.Context, w http.ResponseWriter) DoneIn
 		text.WriteString(t)
 	}
 	stop := "length"
+	c := choice{Index: 0, Message: &outMessage{Role: "assistant", Content: text.String()}, FinishReason: &stop}
+	object := "chat.completion"
+	if g.text {
+		out := text.String()
+		c, object = choice{Index: 0, Text: &out, FinishReason: &stop}, "text_completion"
+	}
 	writeJSON(w, http.StatusOK, chatCompletion{
-		ID: g.id, Object: "chat.completion", Created: time.Now().Unix(), Model: g.s.cfg.Model,
-		SystemFingerprint: g.s.cfg.WorkerID,
-		Choices:           []choice{{Index: 0, Message: &outMessage{Role: "assistant", Content: text.String()}, FinishReason: &stop}},
-		Usage:             g.usage(g.maxTokens),
+		ID: g.id, Object: object, Created: time.Now().Unix(), Model: g.s.cfg.Model,
+		SystemFingerprint: g.s.cfg.WorkerID, Choices: []choice{c}, Usage: g.usage(g.maxTokens),
 	})
 	return DoneInfo{At: time.Now(), Tokens: g.maxTokens}
 }
 
-// stream answers with server-sent events, one chat.completion.chunk per token, each flushed as
+// stream answers with server-sent events, one chat.completion.chunk (or text_completion) per token, each flushed as
 // soon as it is produced, then `data: [DONE]`.
 func (g *generation) stream(ctx context.Context, w http.ResponseWriter) DoneInfo {
 	if !g.prefill(ctx, w) {
@@ -108,9 +114,18 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter) DoneInfo
 		}
 		return rc.Flush() == nil
 	}
+	object := "chat.completion.chunk"
+	if g.text {
+		object = "text_completion"
+	}
 	chunk := func(delta *outMessage, finish *string) chatCompletion {
-		return chatCompletion{ID: g.id, Object: "chat.completion.chunk", Created: time.Now().Unix(), Model: g.s.cfg.Model,
-			SystemFingerprint: g.s.cfg.WorkerID, Choices: []choice{{Index: 0, Delta: delta, FinishReason: finish}}}
+		c := choice{Index: 0, Delta: delta, FinishReason: finish}
+		if g.text {
+			t := delta.Content
+			c = choice{Index: 0, Text: &t, FinishReason: finish}
+		}
+		return chatCompletion{ID: g.id, Object: object, Created: time.Now().Unix(), Model: g.s.cfg.Model,
+			SystemFingerprint: g.s.cfg.WorkerID, Choices: []choice{c}}
 	}
 	for i := 0; i < g.maxTokens; i++ {
 		t, ok := g.token(ctx, i)
@@ -131,7 +146,7 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter) DoneInfo
 		return DoneInfo{Canceled: true, At: time.Now(), Tokens: g.maxTokens}
 	}
 	if g.includeUsage {
-		u := chatCompletion{ID: g.id, Object: "chat.completion.chunk", Created: time.Now().Unix(), Model: g.s.cfg.Model,
+		u := chatCompletion{ID: g.id, Object: object, Created: time.Now().Unix(), Model: g.s.cfg.Model,
 			SystemFingerprint: g.s.cfg.WorkerID, Choices: []choice{}, Usage: g.usage(g.maxTokens)}
 		if !send(u) {
 			return DoneInfo{Canceled: true, At: time.Now(), Tokens: g.maxTokens}

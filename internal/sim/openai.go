@@ -71,6 +71,7 @@ type choice struct {
 	Index        int         `json:"index"`
 	Message      *outMessage `json:"message,omitempty"`
 	Delta        *outMessage `json:"delta,omitempty"`
+	Text         *string     `json:"text,omitempty"`
 	FinishReason *string     `json:"finish_reason"`
 }
 

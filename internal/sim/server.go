@@ -152,6 +152,7 @@ func (s *Server) Active() int64 { return s.active.Load() }
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)
@@ -222,6 +223,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	g := &generation{
 		s: s, id: completionID(info.RequestID), maxTokens: s.cfg.MaxTokens,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		text:         r.URL.Path == "/v1/completions",
 	}
 	if req.MaxCompletionTokens != nil {
 		g.maxTokens = *req.MaxCompletionTokens
@@ -258,6 +260,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			text.WriteByte(' ')
 			text.WriteString(m.text())
 			text.WriteByte('\n')
+		}
+		var prompt string
+		if g.text && json.Unmarshal(req.Prompt, &prompt) == nil {
+			text.WriteString(prompt)
 		}
 		tokens := s.cfg.Tokenizer.Encode(text.String())
 		g.promptTokens, g.cachedTokens = len(tokens), s.cfg.Cache.Lookup(tokens)
