@@ -19,8 +19,10 @@ func (sh *shard) apply(st *stream, p pending) (unknownParent bool) {
 	s := sh.s
 	v, id := st.w.view, st.key.ID
 	st.next = p.seq + 1
-	st.view.lastSeq.Store(p.seq)
-	st.view.hasSeq.Store(true)
+	defer func() { // published last: once a reader sees the seq, its effects are in the index
+		st.view.lastSeq.Store(p.seq)
+		st.view.hasSeq.Store(true)
+	}()
 	if p.seq == 0 {
 		st.complete = true // the worker's whole history follows
 	}

@@ -148,9 +148,11 @@ type fakeBridge struct {
 	// mu serializes forwards and replays (one publisher, in order) and guards the fields below.
 	mu       sync.Mutex
 	held     map[uint64][]byte
-	mode     string // "answer", "error" or "mute"
+	mode     string // "answer", "answer-first", "liar", "error" or "mute"
 	requests []uint64
 	sub      *nats.Subscription
+	// limit, when not 0, ends every replay before that seq (the bridge's newest at the time).
+	limit uint64
 }
 
 func newBridge(t testing.TB, nc *nats.Conn, id string) *fakeBridge {
@@ -212,14 +214,25 @@ func (b *fakeBridge) onReplay(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"error":"no longer buffered"}`))
 		return
 	}
-	n := 0
-	for seq := req.FromSeq; ; seq++ {
-		data, ok := b.held[seq]
-		if !ok {
-			break
+	var run []uint64
+	for seq := req.FromSeq; b.held[seq] != nil && (b.limit == 0 || seq < b.limit); seq++ {
+		run = append(run, seq)
+	}
+	n := len(run)
+	switch b.mode {
+	case "liar": // claims the replay, publishes nothing
+		_ = m.Respond([]byte(`{"replayed":` + strconv.Itoa(n) + `}`))
+		return
+	case "answer-first": // the answer overtakes the replayed batches
+		_ = m.Respond([]byte(`{"replayed":` + strconv.Itoa(n) + `}`))
+		_ = b.nc.Flush()
+		for _, seq := range run {
+			publishOn(b.t, b.nc, b.id, seq, 0, "vllm", b.held[seq])
 		}
-		publishOn(b.t, b.nc, b.id, seq, 0, "vllm", data)
-		n++
+		return
+	}
+	for _, seq := range run {
+		publishOn(b.t, b.nc, b.id, seq, 0, "vllm", b.held[seq])
 	}
 	if n == 0 && len(b.held) > 0 && b.held[req.FromSeq] == nil {
 		newest := uint64(0)

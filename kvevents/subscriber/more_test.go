@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
@@ -111,5 +112,42 @@ func TestStopIsIdempotent(t *testing.T) {
 	}
 	if st := e.sub.Stats(); len(st.Workers) != 1 || st.Workers[0].LastSeq != nil {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestOtherEncodings: Dynamo RouterEvent JSON batches apply with their own tokens_hash values, and a
+// batch without Kvroute-Encoding is read in the worker's engine encoding (sglang here).
+func TestOtherEncodings(t *testing.T) {
+	e := newEnv(t, nil)
+	sg := worker("sg", 1)
+	sg.Engine = registry.EngineSGLang
+	e.sub.SetWorkers([]registry.Worker{worker("dy", 1), sg})
+	e.waitState("dy", subscriber.StateUnsynced)
+	e.waitState("sg", subscriber.StateUnsynced)
+
+	e.publish("dy", 0, 0, "dynamo-json", []byte(`[{"worker_id":7,"event":{"event_id":1,"data":{"stored":`+
+		`{"parent_hash":null,"blocks":[{"block_hash":11,"tokens_hash":101},{"block_hash":12,"tokens_hash":102}]}}}}]`))
+	e.publish("dy", 1, 0, "dynamo-json", []byte(`{"worker_id":7,"event":{"event_id":2,"data":{"stored":`+
+		`{"parent_hash":12,"blocks":[{"block_hash":13,"tokens_hash":103}]}}}}`))
+	e.waitSeq("dy", 1)
+	if n := overlap(e.ix, "dy", []uint64{101, 102, 103}); n != 3 {
+		t.Errorf("dynamo chain overlap %d, want 3", n)
+	}
+	e.publish("dy", 2, 0, "dynamo-json", []byte(`{"worker_id":7,"event":{"event_id":3,"data":{"removed":{"block_hashes":[13]}}}}`))
+	e.waitSeq("dy", 2)
+	if n := overlap(e.ix, "dy", []uint64{101, 102, 103}); n != 2 {
+		t.Errorf("dynamo chain overlap after removal %d, want 2", n)
+	}
+
+	var g chainGen
+	text := g.stored(t, 3, false, codec.ArrayForm)
+	if err := e.pub.PublishMsg(&nats.Msg{Subject: "kvroute.events.sg", Data: text, Header: nats.Header{"Kvroute-Seq": []string{"0"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSeq("sg", 0)
+	ref, queries := reference(t, "sg", [][]byte{text}) // text blocks hash alike in both encodings
+	sameIndex(t, e.ix, "sg", ref, "sg", queries)
+	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "sg"}); n != 3 {
+		t.Errorf("sg holds %d blocks, want 3", n)
 	}
 }

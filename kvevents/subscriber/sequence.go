@@ -103,6 +103,9 @@ func (sh *shard) offer(st *stream, p pending) {
 			s.count(st.w.view, st.key.ID, rDuplicate, 1)
 			return
 		}
+		if st.rebuilding && sh.dropStale(st) > 0 {
+			continue // the rebuild's copies go first; the rebuild then ends at its deadline
+		}
 		s.count(st.w.view, st.key.ID, rBufferOverflow, 1)
 		sh.giveUp(st, "replay buffer full") // frees at least one slot, or unsyncs the stream
 	}
@@ -134,6 +137,10 @@ func (sh *shard) runFrom(st *stream, p pending) {
 	for {
 		if sh.apply(st, p) && !st.replaying && !st.noRebuild {
 			sh.startRebuild(st, p.seq)
+		}
+		if st.rebuilding && sh.fits(st, p) {
+			// Keep it for the rebuild: the bridge's replay may end before it.
+			sh.hold(st, p)
 		}
 		q, ok := sh.take(st, st.next)
 		if !ok {
@@ -171,7 +178,8 @@ func (sh *shard) finishReplay(st *stream) {
 
 // startRebuild asks for the stream's history from seq 0 after an unknown parent in batch seq. The
 // stream goes on live; only a positive answer clears it and applies the history in order (see
-// onAnswer), so a bridge that cannot reach back costs nothing but the request.
+// onAnswer), so a bridge that cannot reach back costs nothing but the request. Until the answer,
+// every batch applied (from seq on) is kept in buf too: the replay may end before the newest.
 func (sh *shard) startRebuild(st *stream, seq uint64) {
 	sh.s.log.Info("kv event subscriber: unknown parent block; asking for the worker's history",
 		zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank), zap.Uint64("seq", seq))
@@ -180,13 +188,16 @@ func (sh *shard) startRebuild(st *stream, seq uint64) {
 	st.rebuilding = true
 }
 
-// dropStale removes buffered batches below st.next (kept for a rebuild that did not happen).
-func (sh *shard) dropStale(st *stream) {
+// dropStale removes the buffered batches below st.next (kept for a rebuild) and returns how many.
+func (sh *shard) dropStale(st *stream) int {
+	n := 0
 	for seq := range st.buf {
 		if seq < st.next {
 			sh.take(st, seq)
+			n++
 		}
 	}
+	return n
 }
 
 func (sh *shard) onAnswer(it item) {

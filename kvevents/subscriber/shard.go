@@ -85,8 +85,8 @@ type stream struct {
 
 	// replay state: a request from seq from with generation gen is outstanding; once answered,
 	// target is from + the replayed count. rebuilding: the request is a rebuild from seq 0 not
-	// answered yet; the stream goes on live meanwhile and keeps the batches it already applied
-	// (seq < next) in buf, since the replayed ones may arrive before the answer.
+	// answered yet; the stream goes on live meanwhile and keeps the batches it applies or receives
+	// again (seq < next) in buf, to apply them again in order after the clear.
 	replaying, answered, rebuilding bool
 	gen, from, target               uint64
 

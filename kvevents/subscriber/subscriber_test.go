@@ -184,6 +184,32 @@ func TestUnknownParentReplay(t *testing.T) {
 	}
 }
 
+// TestUnknownParentReplayShort: the rebuild's replay ends before batches the stream applied live
+// meanwhile; those are applied again after the clear, in order, and the index equals the gap-free one.
+func TestUnknownParentReplayShort(t *testing.T) {
+	e := newEnv(t, nil)
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	waitFor(t, "registration replay failure", func() bool {
+		r, _ := e.rank0("w")
+		return r.State == subscriber.StateUnsynced && e.events("w")[subscriber.ResultReplayFailed] == 1
+	})
+	b := newBridge(t, e.pub, "w")
+	b.limit = 4
+	b.listen()
+	var g chainGen
+	batches := longChain(t, &g, 8)
+	for i, data := range batches {
+		b.forward(uint64(i), data, i < 3)
+	}
+	e.waitSeq("w", 7)
+	waitFor(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 16 })
+	ref, queries := reference(t, "w", batches)
+	sameIndex(t, e.ix, "w", ref, "w", queries)
+	if got := b.requestLog(); !slices.Equal(got, []uint64{0}) {
+		t.Errorf("replay requests from %v, want [0]", got)
+	}
+}
+
 // TestUnansweredReplayClears: a replay nobody answers clears that worker only; it resyncs at the
 // next batch.
 func TestUnansweredReplayClears(t *testing.T) {
@@ -394,5 +420,43 @@ func TestFloodWithConcurrentReads(t *testing.T) {
 		if ev := e.events(id); ev[subscriber.ResultApplied] != n || ev[subscriber.ResultGap] != 0 {
 			t.Errorf("%s counters %v", id, ev)
 		}
+	}
+}
+
+// TestReplayAnswerOrder: the answer may overtake the replayed batches (the gap then closes when they
+// arrive), and an answer whose batches never come gives the replay up one ReplayTimeout later.
+func TestReplayAnswerOrder(t *testing.T) {
+	cfg := subscriber.DefaultConfig()
+	cfg.ReplayTimeout = 200 * time.Millisecond
+	e := newEnv(t, cfg)
+	b := newBridge(t, e.pub, "w")
+	b.listen()
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	e.waitState("w", subscriber.StateLive)
+
+	b.setMode("answer-first")
+	var g chainGen
+	batches := longChain(t, &g, 6)
+	for i, data := range batches {
+		b.forward(uint64(i), data, i == 2 || i == 3)
+	}
+	e.waitSeq("w", 5)
+	ref, queries := reference(t, "w", batches)
+	sameIndex(t, e.ix, "w", ref, "w", queries)
+
+	b.setMode("liar")
+	b.forward(6, g.stored(t, 1, true, codec.ArrayForm), true)
+	fresh := g.stored(t, 2, false, codec.MapForm)
+	b.forward(7, fresh, false)
+	waitFor(t, "replay given up", func() bool { return e.events("w")[subscriber.ResultReplayFailed] == 1 })
+	e.waitSeq("w", 7)
+	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 2 {
+		t.Errorf("w holds %d blocks, want the 2 after the failed replay; counters %v; requests %v", n, e.events("w"), b.requestLog())
+	}
+	if got := b.requestLog(); !slices.Equal(got, []uint64{0, 2, 6}) {
+		t.Errorf("replay requests from %v, want [0 2 6]", got)
+	}
+	if ev := e.events("w"); ev[subscriber.ResultGap] != 2 || ev[subscriber.ResultCleared] != 1 {
+		t.Errorf("counters %v", ev)
 	}
 }
