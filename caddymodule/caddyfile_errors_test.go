@@ -1,0 +1,73 @@
+package caddymodule_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+)
+
+// TestCaddyfileErrors checks that malformed kvroute Caddyfile syntax is rejected with a message
+// that names the problem.
+func TestCaddyfileErrors(t *testing.T) {
+	site := func(body string) string { return ":8080 {\n" + body + "\n}\n" }
+	global := func(body string) string {
+		return "{\n\tkvroute {\n" + body + "\n\t}\n}\n" + site("kvroute\nreverse_proxy 127.0.0.1:1")
+	}
+	cases := map[string]struct{ src, want string }{
+		"handler unknown option":  {site("kvroute {\n bogus 1\n}"), "unrecognized subdirective 'bogus'"},
+		"handler bad size":        {site("kvroute {\n max_body_size lots\n}"), "invalid max_body_size 'lots'"},
+		"handler duplicate size":  {site("kvroute {\n max_body_size 1MiB\n max_body_size 2MiB\n}"), "max_body_size already specified"},
+		"handler bad timeout":     {site("kvroute {\n read_timeout soon\n}"), "invalid read_timeout 'soon'"},
+		"handler extra argument":  {site("kvroute {\n read_timeout 1s 2s\n}"), "wrong argument count"},
+		"policy unknown option":   {site("reverse_proxy 127.0.0.1:1 {\n lb_policy kvroute {\n  nope\n }\n}"), "unrecognized subdirective 'nope'"},
+		"policy duplicate":        {site("reverse_proxy 127.0.0.1:1 {\n lb_policy kvroute {\n  fallback random\n  fallback first\n }\n}"), "fallback selection policy already specified"},
+		"policy unknown fallback": {site("reverse_proxy 127.0.0.1:1 {\n lb_policy kvroute {\n  fallback nosuch\n }\n}"), "nosuch"},
+		"upstreams two models":    {site("reverse_proxy {\n dynamic kvroute a b\n}"), "wrong argument count"},
+		"global unknown option":   {global("\t\tnope"), "unrecognized subdirective 'nope'"},
+		"global duplicate url":    {global("\t\tnats_url nats://a:4222\n\t\tnats_url nats://b:4222"), "nats_url already specified"},
+		"embedded bad port":       {global("\t\tembedded_nats {\n\t\t\tport 99999\n\t\t}"), "invalid port '99999'"},
+		"worker without id":       {global("\t\tworker {\n\t\t\tmodel m\n\t\t}"), "wrong argument count"},
+		"worker duplicate":        {global("\t\tworker a {\n\t\t\tmodel m\n\t\t}\n\t\tworker a {\n\t\t\tmodel m\n\t\t}"), "worker 'a' already specified"},
+		"worker bad block size":   {global("\t\tworker a {\n\t\t\tblock_size 0\n\t\t}"), "invalid block_size '0'"},
+		"worker duplicate option": {global("\t\tworker a {\n\t\t\tmodel m\n\t\t\tmodel n\n\t\t}"), "model already specified"},
+		"worker unknown option":   {global("\t\tworker a {\n\t\t\tgpu h100\n\t\t}"), "unrecognized subdirective 'gpu'"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(c.src), nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestCaddyfileExample adapts the repository's Caddyfile.example and checks the kvroute parts.
+func TestCaddyfileExample(t *testing.T) {
+	src, err := os.ReadFile("../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(src, map[string]any{"filename": "Caddyfile.example"})
+	if err != nil {
+		t.Fatalf("adapting Caddyfile.example: %v", err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings: %v", warnings)
+	}
+	for _, want := range []string{
+		`"kvroute":{"nats_url":"nats://nats-1.internal:4222,nats://nats-2.internal:4222","nats_credentials":"/etc/kvroute/router.creds"}`,
+		`"handler":"kvroute","max_body_size":67108864,"read_timeout":30000000000`,
+		`"dynamic_upstreams":{"model":"Qwen/Qwen3-VL-8B-Instruct","source":"kvroute"}`,
+		`"selection_policy":{"fallback":{"policy":"least_conn"},"policy":"kvroute"}`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("adapted config lacks %s", want)
+		}
+	}
+	if strings.Contains(string(out), `"automatic_https":{"disable":true}`) {
+		t.Error("Caddyfile.example must keep automatic HTTPS")
+	}
+}
