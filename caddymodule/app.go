@@ -214,7 +214,7 @@ func (a *App) Start() error {
 // last config to release it closes the connection and the embedded server.
 func (a *App) Stop() error {
 	a.mu.Lock()
-	stop, done, st := a.stop, a.done, a.state
+	stop, done := a.stop, a.done
 	a.stop, a.done, a.state = nil, nil, nil
 	a.mu.Unlock()
 	if stop == nil {
@@ -222,7 +222,6 @@ func (a *App) Stop() error {
 	}
 	stop()
 	<-done
-	_ = st
 	if _, err := natsPool.Delete(a.poolKey); err != nil {
 		return fmt.Errorf("releasing kvroute NATS: %w", err)
 	}
