@@ -283,3 +283,53 @@ func BenchmarkFFmpegCLIStartup(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
+
+// BenchmarkDecodeSelectedInterleaved: the pair above in one loop, one Decode then one ffmpeg process
+// (threads=1) per iteration, so both sides see the same load on the shared machine. The ratios are
+// kvroute over ffmpeg: ratio-cpu against the ffmpeg process's whole CPU time, ratio-inner-cpu against
+// ffmpeg's own -benchmark utime+stime (no process start, no input open/probe), ratio-wall per side.
+func BenchmarkDecodeSelectedInterleaved(b *testing.B) {
+	bin := ffmpegPath(b)
+	data, err := os.ReadFile(compareClip)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want := compareW * compareH * 3 * len(compareIndices)
+	d := newDecoder(b, &media.DecoderConfig{CacheEntries: -1, Threads: 1})
+	args := ffmpegSelectArgs(compareClip, compareIndices, "1")
+	var out bytes.Buffer
+	out.Grow(want + 4096)
+	var oursCPU, oursWall, ffCPU, ffInner, ffWall time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c0, w0 := selfCPU(), time.Now()
+		res, err := d.Decode(context.Background(), data, hfFPS, media.DecodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		oursWall += time.Since(w0)
+		oursCPU += selfCPU() - c0
+		if res.RGBBytes != int64(want) {
+			b.Fatalf("RGB bytes %d, want %d", res.RGBBytes, want)
+		}
+		w0 = time.Now()
+		r, err := runFFmpeg(bin, args, &out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ffWall += time.Since(w0)
+		if out.Len() != want {
+			b.Fatalf("ffmpeg wrote %d bytes, want %d", out.Len(), want)
+		}
+		ffCPU += r.CPU
+		ffInner += r.BenchCPU
+	}
+	b.StopTimer()
+	n := float64(b.N) * float64(time.Millisecond)
+	b.ReportMetric(float64(oursCPU)/n, "kvroute-cpu-ms/op")
+	b.ReportMetric(float64(ffCPU)/n, "ffmpeg-cpu-ms/op")
+	b.ReportMetric(float64(ffInner)/n, "ffmpeg-inner-cpu-ms/op")
+	b.ReportMetric(float64(oursCPU)/float64(ffCPU), "ratio-cpu")
+	b.ReportMetric(float64(oursCPU)/float64(ffInner), "ratio-inner-cpu")
+	b.ReportMetric(float64(oursWall)/float64(ffWall), "ratio-wall")
+}
