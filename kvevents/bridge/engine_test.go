@@ -209,6 +209,17 @@ func toAny(parts [][]byte) []any {
 	return out
 }
 
+// startAt makes the next batch seq first (an engine that numbers from a wall-clock epoch); the buffer
+// must be empty.
+func (e *fakeEngine) startAt(first uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.buf) != 0 {
+		e.t.Fatal("startAt on an engine that published already")
+	}
+	e.next = first
+}
+
 // closeSockets closes both sockets, keeping the buffer and the sequence (a process that rebinds).
 func (e *fakeEngine) closeSockets() {
 	close(e.stop)

@@ -174,22 +174,40 @@ func (rk *rank) handle(ctx context.Context, parts [][]byte) {
 	}
 }
 
-// catchUp forwards the first live message, preceded by the engine's history when the engine still
-// holds all of it (its buffer starts at seq 0), so batches published before the bridge connected are
-// not lost.
+// catchUp forwards the first live message, preceded by the batches the engine still buffers (those
+// published before the bridge connected), so they are not lost.
 func (rk *rank) catchUp(ctx context.Context, m Message) {
 	if m.Seq > 0 && rk.replayEP != "" {
-		hist, err := rk.engine(ctx, 0)
-		switch {
-		case err != nil:
-			rk.log.Warn("catching up from the engine replay socket", zap.Error(err))
-		case len(hist) == 0 || hist[0].Seq != 0:
-			rk.log.Warn("engine replay buffer no longer starts at seq 0; forwarding from the live stream", zap.Uint64("seq", m.Seq))
-		default:
+		if hist := rk.history(ctx, m.Seq); hist != nil {
+			if hist[0].Seq != 0 {
+				rk.log.Warn("engine replay buffer no longer starts at seq 0; forwarding what it holds", zap.Uint64("first_seq", hist[0].Seq))
+			}
 			rk.forwardRun(hist)
 		}
 	}
 	rk.forwardLive(m)
+}
+
+// history returns the engine's buffered batches when they form one run that reaches the live seq
+// (ends at upTo-1 or later, starts at upTo or earlier); nil otherwise or without a replay socket.
+func (rk *rank) history(ctx context.Context, upTo uint64) []Message {
+	if rk.replayEP == "" {
+		return nil
+	}
+	h, err := rk.engine(ctx, 0)
+	if err != nil {
+		rk.log.Warn("reading the engine replay buffer", zap.Error(err))
+		return nil
+	}
+	if len(h) == 0 || h[0].Seq > upTo || h[len(h)-1].Seq+1 < upTo {
+		return nil
+	}
+	for i := 1; i < len(h); i++ {
+		if h[i].Seq != h[i-1].Seq+1 {
+			return nil
+		}
+	}
+	return h
 }
 
 // gap fills the batches [next, m.Seq) from the engine, checking first that the engine still holds the
@@ -208,8 +226,9 @@ func (rk *rank) gap(ctx context.Context, next uint64, m Message) {
 	}
 	msgs, err := rk.engine(ctx, from)
 	if err != nil {
-		rk.c.lost.Add(m.Seq - next)
-		rk.resync(ctx, m, fmt.Sprintf("filling sequence gap %d..%d: %v", next, m.Seq-1, err))
+		if n := rk.resync(ctx, m, fmt.Sprintf("filling sequence gap %d..%d: %v", next, m.Seq-1, err)); n > next {
+			rk.c.lost.Add(n - next)
+		}
 		return
 	}
 	if verify {
@@ -223,8 +242,9 @@ func (rk *rank) gap(ctx context.Context, next uint64, m Message) {
 		}
 	}
 	if len(msgs) == 0 || msgs[0].Seq != next {
-		rk.c.lost.Add(m.Seq - next)
-		rk.resync(ctx, m, fmt.Sprintf("engine replay buffer no longer holds seq %d", next))
+		// The engine moved past its buffer or is a new process numbering on from a higher seq (an
+		// epoch-based counter): which one cannot be told, so no batch is counted as lost.
+		rk.resync(ctx, m, fmt.Sprintf("engine replay buffer no longer holds seq %d (engine restarted, or the bridge fell behind its buffer)", next))
 		return
 	}
 	before := rk.fwdLast
@@ -235,25 +255,22 @@ func (rk *rank) gap(ctx context.Context, next uint64, m Message) {
 
 // resync announces that the rank's earlier batches are no longer valid (lost, or from an engine
 // process that is gone) and continues with m: routers clear the worker rank and apply batches from
-// next_seq on. When the engine's replay buffer holds its whole history (from seq 0), the history is
-// forwarded first, so a restarted engine is rebuilt completely.
-func (rk *rank) resync(ctx context.Context, m Message, reason string) {
+// next_seq on. When the engine's replay buffer still holds a run of batches reaching m, they are
+// forwarded first (next_seq is the first of them): a restarted engine whose buffer starts at its
+// first batch is rebuilt completely, otherwise as much as the engine still holds. It returns the
+// announced next_seq.
+func (rk *rank) resync(ctx context.Context, m Message, reason string) (nextSeq uint64) {
 	rk.ring.clear()
 	rk.haveFwd = false
-	var hist []Message
-	if rk.replayEP != "" {
-		h, err := rk.engine(ctx, 0)
-		if err == nil && len(h) > 0 && h[0].Seq == 0 && h[len(h)-1].Seq+1 >= m.Seq {
-			hist = h
-		}
-	}
+	hist := rk.history(ctx, m.Seq)
 	next := m.Seq
 	if len(hist) > 0 {
-		next = 0
+		next = hist[0].Seq
 	}
 	rk.publishReset(next, reason)
 	rk.forwardRun(hist)
 	rk.forwardLive(m)
+	return next
 }
 
 // forwardRun forwards a run of ascending batches, stopping at the first that does not follow the

@@ -108,6 +108,28 @@ func TestPublisherRestart(t *testing.T) {
 	cons.mu.Unlock()
 	checkStats(t, rankStats(b, 0), map[string]uint64{"forwarded": 21, "resets": 1, "restarts": 1, "last_seq": 5})
 	settleGoroutines(t, before)
+
+	// 3. A new engine process that numbers its batches on from a wall-clock epoch: the sequence jumps
+	// forward, the engine's buffer does not hold the bridge's last batch, so the bridge announces a
+	// reset at the new process's first buffered batch and forwards its whole buffer.
+	const epoch = 1_000_000
+	eng.closeSockets()
+	eng = startEngine(t, env.zctx, tcpEP(pubPort), tcpEP(replayPort), true)
+	eng.startAt(epoch)
+	direct.clear(k)
+	gen = newEventGen(8, 16)
+	send(0, true)
+	eng.waitSubscribed()
+	for i := 1; i < 4; i++ {
+		send(i, false)
+	}
+	waitFor(t, "second reset announced", func() bool { cons.mu.Lock(); defer cons.mu.Unlock(); return len(cons.resets) == 2 })
+	cons.waitNext(0, epoch+4)
+	cons.mu.Lock()
+	sameIndex(t, direct, cons.ap)
+	cons.mu.Unlock()
+	checkStats(t, rankStats(b, 0), map[string]uint64{"forwarded": 25, "resets": 2, "restarts": 1, "lost": 0, "last_seq": epoch + 3})
+	settleGoroutines(t, before)
 }
 
 // TestNATSRestart restarts the (embedded) NATS server while the engine keeps publishing: the bridge's

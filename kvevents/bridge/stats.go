@@ -34,7 +34,9 @@ type RankStats struct {
 	// Duplicates counts live messages already forwarded from an engine replay.
 	Duplicates uint64 `json:"duplicates"`
 	// Gaps counts sequence gaps seen; Filled counts batches recovered from the engine for them;
-	// Lost counts batches that could not be recovered.
+	// Lost counts batches known to be lost (a gap without a replay socket, or one the replay socket
+	// did not answer); a gap the engine's buffer no longer covers is announced as a reset but not
+	// counted here, since it may be a restarted engine numbering on from a higher seq.
 	Gaps   uint64 `json:"gaps"`
 	Filled uint64 `json:"filled"`
 	Lost   uint64 `json:"lost"`
