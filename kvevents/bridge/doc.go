@@ -19,11 +19,14 @@
 //     forwarded and checks that the engine still returns the same bytes for it, so a restarted
 //     engine is never mistaken for a continuation;
 //   - a sequence that goes back (or a replay that no longer matches) means the engine restarted:
-//     its cache is gone, so the bridge announces a reset and forwards the new incarnation from its
-//     first buffered batch;
+//     its cache is gone, so the bridge announces a reset and forwards the new process's batches from
+//     its first buffered one (an engine that numbers from a wall-clock epoch jumps forward instead;
+//     its buffer then does not hold the bridge's last batch, which is handled the same way);
 //   - a gap that cannot be filled (no replay socket, the engine's buffer moved on, no answer) is
 //     announced on kvroute.ctl.<worker_id>.reset with the body {"dp_rank": r, "next_seq": n,
-//     "reason": "..."}: routers clear that worker and continue at seq n.
+//     "reason": "..."}: routers clear that worker rank and continue at seq n. When the engine still
+//     buffers a run of batches up to the live one, n is its first and the run is forwarded after the
+//     reset.
 //
 // The bridge keeps a bounded ring of the batches it forwarded and answers the routers' replay
 // requests on kvroute.ctl.<worker_id>.replay ({"dp_rank": r, "from_seq": n} → {"replayed": k} or

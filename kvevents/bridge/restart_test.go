@@ -299,3 +299,52 @@ func TestCatchUpOnStart(t *testing.T) {
 	cons.mu.Unlock()
 	checkStats(t, rankStats(b, 0), map[string]uint64{"received": 1, "forwarded": 6, "resets": 0})
 }
+
+// TestTwoWorkersOneProcess: one bridge serves two workers (as `kvroute-bridge --config` with an array
+// does): each worker's batches go to its own subject, and replay requests reach the right worker.
+func TestTwoWorkersOneProcess(t *testing.T) {
+	env := newEnv(t)
+	p1, r1, p2, r2 := freeTCPPair(t), freeTCPPair(t), freeTCPPair(t), freeTCPPair(t)
+	e1 := startEngine(t, env.zctx, tcpEP(p1), tcpEP(r1), true)
+	e2 := startEngine(t, env.zctx, tcpEP(p2), tcpEP(r2), false)
+	c1, c2 := newConsumer(t, env.rc, "w1", 3), newConsumer(t, env.rc, "w2", 4)
+	defer c1.close()
+	defer c2.close()
+	cfg := oneWorker(p1, r1)
+	w2 := cfg.Workers[0]
+	w2.WorkerID, w2.ZMQEndpoint, w2.ReplayEndpoint = "w2", tcpEP(p2), tcpEP(r2)
+	cfg.Workers = append(cfg.Workers, w2)
+	b := env.startBridge(cfg)
+	e1.waitSubscribed()
+	e2.waitSubscribed()
+	d1, d2 := newApplier(t), newApplier(t)
+	g1, g2 := newEventGen(21, 16), newEventGen(22, 16)
+	for i := range 12 {
+		p := g1.batch(t, i, 0)
+		e1.publish(p, i == 6)
+		d1.apply(index.WorkerKey{ID: "w1"}, p)
+		p = g2.batch(t, i, 0)
+		e2.publish(p, false)
+		d2.apply(index.WorkerKey{ID: "w2"}, p)
+	}
+	c1.waitNext(0, 12)
+	c2.waitNext(0, 12)
+	c1.waitReplies()
+	c2.waitReplies()
+	for _, c := range []struct {
+		cons   *consumer
+		direct *applier
+	}{{c1, d1}, {c2, d2}} {
+		c.cons.mu.Lock()
+		sameIndex(t, c.direct, c.cons.ap)
+		if c.cons.replays != 1 || len(c.cons.replayErrs) != 0 {
+			t.Errorf("%s: %d replay requests, errors %q; want 1 answered", c.cons.workerID, c.cons.replays, c.cons.replayErrs)
+		}
+		c.cons.mu.Unlock()
+	}
+	st := b.Stats()
+	if len(st) != 2 || st[0].WorkerID != "w1" || st[1].WorkerID != "w2" || st[0].Gaps != 1 || st[1].Gaps != 0 ||
+		st[0].ReplayRequests != 1 || st[1].ReplayRequests != 1 || st[0].Forwarded != 12 || st[1].Forwarded != 12 {
+		t.Errorf("stats = %+v", st)
+	}
+}
