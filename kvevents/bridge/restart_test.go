@@ -357,14 +357,17 @@ func TestTwoWorkersOneProcess(t *testing.T) {
 	}{{c1, d1}, {c2, d2}} {
 		c.cons.mu.Lock()
 		sameIndex(t, c.direct, c.cons.ap)
-		if c.cons.replays != 1 || len(c.cons.replayErrs) != 0 {
-			t.Errorf("%s: %d replay requests, errors %q; want 1 answered", c.cons.workerID, c.cons.replays, c.cons.replayErrs)
+		// One request per dropped batch; this minimal consumer may ask again when a live batch arrives
+		// between the answer and the replayed batches.
+		if c.cons.replays < 1 || len(c.cons.replayErrs) != 0 {
+			t.Errorf("%s: %d replay requests, errors %q; want >= 1, all answered", c.cons.workerID, c.cons.replays, c.cons.replayErrs)
 		}
 		c.cons.mu.Unlock()
 	}
 	st := b.Stats()
 	if len(st) != 2 || st[0].WorkerID != "w1" || st[1].WorkerID != "w2" || st[0].Gaps != 1 || st[1].Gaps != 0 ||
-		st[0].ReplayRequests != 1 || st[1].ReplayRequests != 1 || st[0].Forwarded != 12 || st[1].Forwarded != 12 {
+		st[0].ReplayRequests < 1 || st[1].ReplayRequests < 1 || st[0].ReplayErrors+st[1].ReplayErrors != 0 ||
+		st[0].Forwarded != 12 || st[1].Forwarded != 12 {
 		t.Errorf("stats = %+v", st)
 	}
 }
