@@ -8,6 +8,8 @@ import (
 	"sort"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/kvroute/kvroute/routing/router"
 )
 
 func init() {
@@ -19,6 +21,7 @@ func init() {
 //
 //	GET /kvroute/workers  the workers (static and live) with their index state
 //	GET /kvroute/stats    per-model agreement, index size and event counters
+//	POST /kvroute/explain the routing view and decision for a chat request body (nothing forwarded)
 type Admin struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -34,6 +37,7 @@ func (Admin) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/kvroute/workers", Handler: caddy.AdminHandlerFunc(handleWorkers)},
 		{Pattern: "/kvroute/stats", Handler: caddy.AdminHandlerFunc(handleStats)},
+		{Pattern: "/kvroute/explain", Handler: caddy.AdminHandlerFunc(handleExplain)},
 	}
 }
 
@@ -46,8 +50,9 @@ type WorkerStatus struct {
 	BlockSize      int    `json:"block_size"`
 	ContractDigest string `json:"contract_digest"`
 	Blocks         int64  `json:"blocks"`
-	LastSeq        uint64 `json:"last_seq"`
-	Healthy        bool   `json:"healthy"`
+	// LastSeq is the last applied event sequence number (rank 0); null before the first event.
+	LastSeq *uint64 `json:"last_seq"`
+	Healthy bool    `json:"healthy"`
 }
 
 // Stats is the body of GET /kvroute/stats.
@@ -62,6 +67,10 @@ type ModelStats struct {
 	Workers            int  `json:"workers"`
 	BlockSizeAgreement bool `json:"block_size_agreement"`
 	ContractAgreement  bool `json:"contract_agreement"`
+	// ContractDigest is the agreed contract's digest ("" without agreement).
+	ContractDigest string `json:"contract_digest"`
+	// Reason is the reason code that keeps exact video routing off ("" when it is on).
+	Reason string `json:"reason"`
 }
 
 // IndexStats is the KV index size.
@@ -76,6 +85,8 @@ type EventStats struct {
 	Applied        uint64 `json:"applied"`
 	Dropped        uint64 `json:"dropped"`
 	InvalidRecords uint64 `json:"invalid_records"`
+	// Results counts every subscriber result by name (applied, gap, replayed, decode_error, …).
+	Results map[string]uint64 `json:"results"`
 }
 
 // runningApp returns the kvroute app of the running config.
@@ -107,16 +118,23 @@ func handleWorkers(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, out)
 }
 
-// workerStatuses lists the app's workers. Index fields (blocks, last_seq, contract_digest) stay zero
-// until the index is installed; a listed worker is healthy (its record is live or static).
+// workerStatuses lists the app's workers with their index state; a listed worker is healthy (its
+// record is live or static).
 func workerStatuses(a *App) []WorkerStatus {
 	ws := a.WorkerList()
+	ec := a.eventCore()
 	out := make([]WorkerStatus, 0, len(ws))
 	for _, wk := range ws {
-		out = append(out, WorkerStatus{
+		st := WorkerStatus{
 			WorkerID: wk.WorkerID, Endpoint: wk.Endpoint, Model: wk.Model, Engine: wk.Engine,
-			BlockSize: wk.BlockSize, Healthy: true,
-		})
+			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: true,
+		}
+		if ec != nil {
+			if s, ok := ec.sub.Worker(wk.WorkerID); ok {
+				st.Blocks, st.LastSeq = int64(s.Blocks), s.LastSeq
+			}
+		}
+		out = append(out, st)
 	}
 	return out
 }
@@ -154,6 +172,26 @@ func appStats(a *App) Stats {
 		ms := st.Models[m]
 		ms.BlockSizeAgreement = len(blockSizes[m]) == 1
 		st.Models[m] = ms
+	}
+	if rc := a.routingCore(); rc != nil {
+		for _, ag := range rc.router.Agreements(routerWorkers(a.WorkerList())) {
+			ms := st.Models[ag.Model]
+			ms.ContractAgreement, ms.ContractDigest, ms.Reason = ag.Agreed, ag.Digest, string(ag.Reason)
+			st.Models[ag.Model] = ms
+		}
+	}
+	if ec := a.eventCore(); ec != nil {
+		is := ec.index.Stats()
+		st.Index = IndexStats{Blocks: int64(is.Blocks), Bytes: is.Bytes}
+		ss := ec.sub.Stats()
+		st.Events.Received = ss.Events["applied"] + ss.Events["duplicate"] + ss.Events["buffered"] + ss.Events["decode_error"] +
+			ss.Events["bad_header"] + ss.Events["dropped_unregistered"]
+		st.Events.Applied = ss.Events["applied"] + ss.Events["replayed"]
+		st.Events.Dropped = ss.Dropped + ss.Events["decode_error"] + ss.Events["bad_header"] + ss.Events["dropped_unregistered"]
+		st.Events.Results = ss.Events
+		for _, w := range ss.Workers {
+			kvMetrics.indexBlocks.WithLabelValues(w.WorkerID).Set(float64(w.Blocks))
+		}
 	}
 	if n := a.NATS(); n != nil {
 		st.Events.InvalidRecords = n.Watcher().Invalid()

@@ -42,17 +42,23 @@ type App struct {
 	// bucket (a static record wins over a live one with the same id). Default: none.
 	Workers []StaticWorker `json:"workers,omitempty"`
 
+	// RoutingConfig holds the routing core's settings (model_dir, media, scheduler, index);
+	// its fields sit directly in the app's JSON.
+	RoutingConfig
+
 	ctx     caddy.Context
 	logger  *zap.Logger
 	poolKey string
 	static  []registry.Worker
 	metrics *metrics
 
-	// mu guards state, stop and done (the app's running lifetime).
-	mu    sync.Mutex
-	state *natsState
-	stop  context.CancelFunc
-	done  chan struct{}
+	// mu guards state, stop, done, events and routing (the app's running lifetime).
+	mu      sync.Mutex
+	state   *natsState
+	stop    context.CancelFunc
+	done    chan struct{}
+	events  *eventCore   // shared with other configs through the NATS state
+	routing *routingCore // this config's router; nil without model_dir
 
 	// workers is the merged (static + live) worker list, sorted by id; replaced, never mutated.
 	// Read lock-free on the request path.
@@ -112,6 +118,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.EmbeddedNATS.Port = natsutil.DefaultEmbeddedPort
 	}
 	a.EmbeddedNATS.StoreDir = repl.ReplaceAll(a.EmbeddedNATS.StoreDir, "")
+	if err := a.provisionRouting(repl); err != nil {
+		return err
+	}
 
 	a.static = a.static[:0]
 	seen := map[string]bool{}
@@ -187,6 +196,12 @@ func (a *App) Start() error {
 	a.mu.Lock()
 	a.state, a.stop, a.done = st, cancel, done
 	a.mu.Unlock()
+	if err := a.startRouting(st); err != nil {
+		cancel()
+		close(done)
+		_ = a.Stop()
+		return fmt.Errorf("starting kvroute routing: %w", err)
+	}
 	a.refreshWorkers()
 	changes, unsub := st.watcher.Subscribe()
 	go func() {
@@ -222,6 +237,11 @@ func (a *App) Stop() error {
 	}
 	stop()
 	<-done
+	a.mu.Lock()
+	rcore := a.routing
+	a.routing, a.events = nil, nil
+	a.mu.Unlock()
+	rcore.close()
 	if _, err := natsPool.Delete(a.poolKey); err != nil {
 		return fmt.Errorf("releasing kvroute NATS: %w", err)
 	}
@@ -248,6 +268,21 @@ func (a *App) refreshWorkers() {
 	}
 	merged := registry.Merge(a.static, live)
 	a.workers.Store(&merged)
+	a.mu.Lock()
+	ec, rcore := a.events, a.routing
+	a.mu.Unlock()
+	if ec != nil {
+		ec.sub.SetWorkers(merged)
+	}
+	if rcore != nil {
+		for _, ag := range rcore.router.Agreements(routerWorkers(merged)) {
+			v := 0.0
+			if ag.Agreed {
+				v = 1
+			}
+			a.metrics.contractAgreement.WithLabelValues(ag.Model).Set(v)
+		}
+	}
 }
 
 // WorkerList returns the current workers (static and live), sorted by worker id. The slice is shared:

@@ -114,7 +114,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			a.Workers = append(a.Workers, sw)
 		default:
-			return d.Errf("unrecognized subdirective '%s'", d.Val())
+			ok, err := a.RoutingConfig.unmarshalRoutingOption(d)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return d.Errf("unrecognized subdirective '%s'", d.Val())
+			}
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
 // Decision is the routing decision of one request. The handler stores it in the request context
@@ -29,6 +30,16 @@ type Decision struct {
 	// complete blocks.
 	OverlapBlocks int
 	TotalBlocks   int
+	// Costs maps worker id to its DESIGN.md §7 cost, for the [ROUTING] log line.
+	Costs map[string]float64
+	// Detail says why a fallback happened, for debug logs.
+	Detail string
+	// Body, when set, replaces the client's body for the proxy: the same bytes with the media
+	// identities spliced in (DESIGN.md §1 step 6).
+	Body []byte
+
+	// handle releases the request's load accounting (nil when nothing is accounted).
+	handle *scheduler.Handle
 
 	// body is the request body the proxy replays on every attempt; nil without a body.
 	body *replayBody

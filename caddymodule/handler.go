@@ -133,13 +133,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		d = &Decision{}
 	}
 	d.RequestID = reqID
+	if d.Body != nil && body != nil {
+		body = d.Body // the client's bytes with the forwarded identities spliced in
+	}
 	if body != nil {
 		d.body = newReplayBody(body)
 		d.body.install(r)
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	h.record(r, d)
-	return next.ServeHTTP(w, r.WithContext(WithDecision(r.Context(), d)))
+	if d.handle == nil {
+		return next.ServeHTTP(w, r.WithContext(WithDecision(r.Context(), d)))
+	}
+	// Load accounting (DESIGN.md §1 step 7): prefill tokens until the first response byte, decode
+	// blocks until the response ends or the client goes away (the proxy then cancels upstream).
+	defer d.handle.Done()
+	return next.ServeHTTP(&firstByteWriter{ResponseWriter: w, handle: d.handle}, r.WithContext(WithDecision(r.Context(), d)))
 }
 
 // record sets the request vars, counts the decision and logs the [ROUTING] line.
@@ -158,7 +167,7 @@ func (h *Handler) record(r *http.Request, d *Decision) {
 			zap.Int("overlap_blocks", d.OverlapBlocks),
 			zap.Int("total_blocks", d.TotalBlocks),
 			zap.String("fallback", string(d.Fallback)),
-			zap.Any("costs", map[string]float64{}),
+			zap.Any("costs", costsOrEmpty(d.Costs)),
 		)
 	}
 }

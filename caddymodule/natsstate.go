@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -38,6 +39,10 @@ type natsState struct {
 	watcher  *registry.Watcher
 	created  time.Time
 	logger   *zap.Logger
+
+	// coreMu guards events, created by the first config that starts (see natsState.core).
+	coreMu sync.Mutex
+	events *eventCore
 }
 
 // newNATSState starts the embedded server when no URL is configured, connects, opens the
@@ -92,6 +97,7 @@ func newNATSState(cfg natsConfig, logger *zap.Logger) (st *natsState, err error)
 // Destruct stops the watcher, drains and closes the connection and shuts the embedded server
 // down, in that order. It is called by the usage pool when the last config releases the state.
 func (st *natsState) Destruct() error {
+	st.stopCore()
 	if st.watcher != nil {
 		st.watcher.Stop()
 	}

@@ -238,8 +238,8 @@ func TestKVRoute(t *testing.T) {
 		}
 		b, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		want := fmt.Sprintf(`[{"worker_id":"w1","endpoint":"%s","model":"m","engine":"vllm","block_size":16,"contract_digest":"","blocks":0,"last_seq":0,"healthy":true},`+
-			`{"worker_id":"w2","endpoint":"%s","model":"m","engine":"vllm","block_size":16,"contract_digest":"","blocks":0,"last_seq":0,"healthy":true}]`, e.w1.addr(), e.w2.addr())
+		want := fmt.Sprintf(`[{"worker_id":"w1","endpoint":"%s","model":"m","engine":"vllm","block_size":16,"contract_digest":"","blocks":0,"last_seq":null,"healthy":true},`+
+			`{"worker_id":"w2","endpoint":"%s","model":"m","engine":"vllm","block_size":16,"contract_digest":"","blocks":0,"last_seq":null,"healthy":true}]`, e.w1.addr(), e.w2.addr())
 		if strings.TrimSpace(string(b)) != want {
 			t.Errorf("workers:\n got %s\nwant %s", b, want)
 		}
@@ -249,9 +249,22 @@ func TestKVRoute(t *testing.T) {
 		}
 		b, _ = io.ReadAll(res.Body)
 		res.Body.Close()
-		wantStats := `{"models":{"m":{"workers":2,"block_size_agreement":true,"contract_agreement":false}},"index":{"blocks":0,"bytes":0},"events":{"received":0,"applied":0,"dropped":0,"invalid_records":0}}`
-		if strings.TrimSpace(string(b)) != wantStats {
-			t.Errorf("stats:\n got %s\nwant %s", b, wantStats)
+		// The index and event counters depend on timing (registration replays with no bridge to
+		// answer them), so compare the fields that do not.
+		var st struct {
+			Models map[string]json.RawMessage                  `json:"models"`
+			Index  struct{ Blocks int }                        `json:"index"`
+			Events struct{ Received, Applied, Dropped uint64 } `json:"events"`
+		}
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatalf("stats %s: %v", b, err)
+		}
+		wantModel := `{"workers":2,"block_size_agreement":true,"contract_agreement":false,"contract_digest":"","reason":""}`
+		if string(st.Models["m"]) != wantModel || len(st.Models) != 1 {
+			t.Errorf("stats models: got %s, want m: %s", b, wantModel)
+		}
+		if st.Index.Blocks != 0 || st.Events.Received != 0 || st.Events.Applied != 0 || st.Events.Dropped != 0 {
+			t.Errorf("stats: no events were sent, got %s", b)
 		}
 	})
 

@@ -1,0 +1,274 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
+
+	"github.com/kvroute/kvroute/routing/scheduler"
+)
+
+// unmarshalRoutingOption parses one routing subdirective of the `kvroute` global option; it
+// reports false for a subdirective it does not know. Syntax:
+//
+//	model_dir         <dir>
+//	frontend_decoding on|off
+//	max_media         <n>
+//	media {
+//	    allow_loopback
+//	    allow_private
+//	    allow_addr      <ip:port...>
+//	    allow_cidr      <cidr...>
+//	    allowed_domains <host|*.suffix...>
+//	    file_root       <dir>
+//	    max_bytes       <size>
+//	    fetch_timeout   <duration>
+//	    max_frame_size  <width> <height>
+//	    max_decoded_frames <n>
+//	    max_rgb_bytes   <size>
+//	    decode_timeout  <duration>
+//	    decode_slots    <n>
+//	    slot_wait       <duration>
+//	}
+//	scheduler {
+//	    prefill_load_scale        <float>
+//	    overlap_credit            <float>
+//	    temperature               <float>
+//	    max_active_prefill_tokens <n>
+//	    max_active_decode_blocks  <n>
+//	}
+//	index {
+//	    max_blocks_per_worker <n>
+//	    max_blocks            <n>
+//	}
+func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, error) {
+	switch d.Val() {
+	case "model_dir":
+		if rc.ModelDir != "" {
+			return true, d.Err("model_dir already specified")
+		}
+		return true, oneArg(d, func(s string) error { rc.ModelDir = s; return nil })
+	case "frontend_decoding":
+		if rc.FrontendDecoding != nil {
+			return true, d.Err("frontend_decoding already specified")
+		}
+		return true, oneArg(d, func(s string) error {
+			switch s {
+			case "on":
+				t := true
+				rc.FrontendDecoding = &t
+			case "off":
+				f := false
+				rc.FrontendDecoding = &f
+			default:
+				return d.Errf("frontend_decoding must be on or off, not %q", s)
+			}
+			return nil
+		})
+	case "max_media":
+		return true, oneArg(d, intInto(d, &rc.MaxMedia))
+	case "media":
+		if rc.Media != nil {
+			return true, d.Err("media already specified")
+		}
+		rc.Media = new(MediaConfig)
+		return true, rc.Media.unmarshalCaddyfile(d)
+	case "scheduler":
+		if rc.Scheduler != nil {
+			return true, d.Err("scheduler already specified")
+		}
+		rc.Scheduler = scheduler.DefaultConfig()
+		return true, unmarshalScheduler(d, rc.Scheduler)
+	case "index":
+		if rc.Index != nil {
+			return true, d.Err("index already specified")
+		}
+		rc.Index = new(IndexConfig)
+		for nesting := d.Nesting(); d.NextBlock(nesting); {
+			var err error
+			switch d.Val() {
+			case "max_blocks_per_worker":
+				err = oneArg(d, intInto(d, &rc.Index.MaxBlocksPerWorker))
+			case "max_blocks":
+				err = oneArg(d, intInto(d, &rc.Index.MaxBlocks))
+			default:
+				err = d.Errf("unrecognized index option '%s'", d.Val())
+			}
+			if err != nil {
+				return true, err
+			}
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+func (m *MediaConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "allow_loopback":
+			m.AllowLoopback = true
+			err = noArgs(d)
+		case "allow_private":
+			m.AllowPrivate = true
+			err = noArgs(d)
+		case "allow_addr":
+			m.AllowAddrs, err = appendArgs(d, m.AllowAddrs)
+		case "allow_cidr":
+			m.AllowCIDRs, err = appendArgs(d, m.AllowCIDRs)
+		case "allowed_domains":
+			m.AllowedDomains, err = appendArgs(d, m.AllowedDomains)
+		case "file_root":
+			err = oneArg(d, func(s string) error { m.FileRoot = s; return nil })
+		case "max_bytes":
+			err = oneArg(d, sizeInto(d, &m.MaxBytes))
+		case "fetch_timeout":
+			err = oneArg(d, durationInto(d, &m.FetchTimeout))
+		case "max_frame_size":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.ArgErr()
+			}
+			if err = intInto(d, &m.MaxFrameWidth)(args[0]); err == nil {
+				err = intInto(d, &m.MaxFrameHeight)(args[1])
+			}
+		case "max_decoded_frames":
+			err = oneArg(d, intInto(d, &m.MaxDecodedFrames))
+		case "max_rgb_bytes":
+			err = oneArg(d, sizeInto(d, &m.MaxRGBBytes))
+		case "decode_timeout":
+			err = oneArg(d, durationInto(d, &m.DecodeTimeout))
+		case "decode_slots":
+			err = oneArg(d, intInto(d, &m.DecodeSlots))
+		case "slot_wait":
+			err = oneArg(d, durationInto(d, &m.SlotWait))
+		default:
+			err = d.Errf("unrecognized media option '%s'", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "prefill_load_scale":
+			err = oneArg(d, floatInto(d, &c.PrefillLoadScale))
+		case "overlap_credit":
+			err = oneArg(d, floatInto(d, &c.OverlapCredit))
+		case "temperature":
+			err = oneArg(d, floatInto(d, &c.Temperature))
+		case "max_active_prefill_tokens":
+			err = oneArg(d, int64Into(d, &c.MaxActivePrefillTokens))
+		case "max_active_decode_blocks":
+			err = oneArg(d, int64Into(d, &c.MaxActiveDecodeBlocks))
+		default:
+			err = d.Errf("unrecognized scheduler option '%s'", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oneArg reads exactly one argument and hands it to set.
+func oneArg(d *caddyfile.Dispenser, set func(string) error) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	v := d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return set(v)
+}
+
+func noArgs(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func appendArgs(d *caddyfile.Dispenser, to []string) ([]string, error) {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return to, d.ArgErr()
+	}
+	return append(to, args...), nil
+}
+
+func intInto(d *caddyfile.Dispenser, p *int) func(string) error {
+	name := d.Val() // the option name: the closure runs after the argument is read
+	return func(s string) error {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			return d.Errf("%s: %q is not a non-negative integer", name, s)
+		}
+		*p = v
+		return nil
+	}
+}
+
+func int64Into(d *caddyfile.Dispenser, p *int64) func(string) error {
+	name := d.Val() // the option name: the closure runs after the argument is read
+	return func(s string) error {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return d.Errf("%s: %q is not a non-negative integer", name, s)
+		}
+		*p = v
+		return nil
+	}
+}
+
+func floatInto(d *caddyfile.Dispenser, p *float64) func(string) error {
+	name := d.Val() // the option name: the closure runs after the argument is read
+	return func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return d.Errf("%s: %q is not a number", name, s)
+		}
+		*p = v
+		return nil
+	}
+}
+
+// sizeInto parses a byte size such as 256MiB or 64MB (go-humanize).
+func sizeInto(d *caddyfile.Dispenser, p *int64) func(string) error {
+	name := d.Val() // the option name: the closure runs after the argument is read
+	return func(s string) error {
+		v, err := humanize.ParseBytes(s)
+		if err != nil || v > 1<<62 {
+			return d.Errf("%s: %q is not a byte size", name, s)
+		}
+		*p = int64(v)
+		return nil
+	}
+}
+
+func durationInto(d *caddyfile.Dispenser, p *caddy.Duration) func(string) error {
+	name := d.Val() // the option name: the closure runs after the argument is read
+	return func(s string) error {
+		v, err := caddy.ParseDuration(s)
+		if err != nil || v < 0 {
+			return d.Errf("%s: %q is not a duration", name, s)
+		}
+		*p = caddy.Duration(v)
+		return nil
+	}
+}

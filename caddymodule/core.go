@@ -1,0 +1,103 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/subscriber"
+	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/routing/model"
+)
+
+// eventCore is the KV index and the event subscriber that feeds it. It lives in the NATS state, so
+// config reloads keep the index (DESIGN.md §9); the first config that starts creates it with its
+// bounds.
+type eventCore struct {
+	index *index.Index
+	sub   *subscriber.Subscriber
+}
+
+// core returns the state's event core, creating and starting it on first use.
+func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger) (*eventCore, error) {
+	st.coreMu.Lock()
+	defer st.coreMu.Unlock()
+	if st.events != nil {
+		return st.events, nil
+	}
+	ix, err := index.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating KV index: %w", err)
+	}
+	scfg := subscriber.DefaultConfig()
+	scfg.Logger = logger
+	scfg.OnCount = func(worker, result string, n uint64) {
+		kvMetrics.events.WithLabelValues(worker, result).Add(float64(n))
+	}
+	if m != nil && m.Vision {
+		scfg.ImagePad, scfg.VideoPad = m.TokenIDs.ImagePad, m.TokenIDs.VideoPad
+	}
+	sub, err := subscriber.New(scfg, st.nc, ix)
+	if err != nil {
+		return nil, fmt.Errorf("creating KV event subscriber: %w", err)
+	}
+	// the subscriber outlives any one config: it runs until the state's Destruct
+	if err := sub.Start(context.Background()); err != nil {
+		return nil, fmt.Errorf("starting KV event subscriber: %w", err)
+	}
+	st.events = &eventCore{index: ix, sub: sub}
+	return st.events, nil
+}
+
+// stopCore stops the subscriber; called by Destruct before the connection closes.
+func (st *natsState) stopCore() {
+	st.coreMu.Lock()
+	defer st.coreMu.Unlock()
+	if st.events != nil {
+		st.events.sub.Stop()
+		st.events = nil
+	}
+}
+
+// startRouting loads the model, gets the shared event core and installs the routing decider.
+// Without model_dir the index still follows the workers' events, and requests route on load alone.
+func (a *App) startRouting(st *natsState) error {
+	m, err := a.loadModel()
+	if err != nil {
+		return err
+	}
+	ec, err := st.core(a.Index.indexConfig(), m, caddy.Log().Named("kvroute.events"))
+	if err != nil {
+		return err
+	}
+	var rcore *routingCore
+	if m != nil {
+		if rcore, err = a.newRoutingCore(m, ec.index); err != nil {
+			return err
+		}
+		ec.sub.SetOnStored(rcore.router.VerifyStored)
+		a.SetDecider(&routerDecider{app: a, core: rcore})
+	} else {
+		a.logger.Warn("no model_dir configured: requests are routed on load alone")
+	}
+	a.mu.Lock()
+	a.events, a.routing = ec, rcore
+	a.mu.Unlock()
+	return nil
+}
+
+// eventCore returns the running index and subscriber, nil before Start.
+func (a *App) eventCore() *eventCore {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.events
+}
+
+// routingCore returns this config's router, nil without model_dir or before Start.
+func (a *App) routingCore() *routingCore {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.routing
+}

@@ -1,0 +1,305 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/media"
+	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/router"
+	"github.com/kvroute/kvroute/routing/scheduler"
+)
+
+// RoutingConfig configures kvroute's routing core: the model whose prompts are rebuilt, the media
+// pipeline, the cost function and the index. Its fields sit directly in the `kvroute` app's JSON.
+type RoutingConfig struct {
+	// ModelDir is the model folder the workers serve (tokenizer.json, the chat template,
+	// config.json and the processor configs), read at provision time. Without it, requests are
+	// routed on load alone. Placeholders are expanded. Default: none.
+	ModelDir string `json:"model_dir,omitempty"`
+
+	// FrontendDecoding decodes media at the router so identities are content-stable and video
+	// can be routed exactly (DESIGN.md §1 step 3). Off, media requests fall back
+	// (`frontend_decoding_off`). Default: true.
+	FrontendDecoding *bool `json:"frontend_decoding,omitempty"`
+
+	// MaxMedia caps the media items of one request; more is answered with 400 `too_many_media`.
+	// Default: 32.
+	MaxMedia int `json:"max_media,omitempty"`
+
+	// Media configures fetching and decoding of media URLs (DESIGN.md §6). Default: the
+	// DESIGN.md limits, public addresses only.
+	Media *MediaConfig `json:"media,omitempty"`
+
+	// Scheduler sets the cost function (DESIGN.md §7). Default: prefill_load_scale 1,
+	// overlap_credit 1, temperature 0, no busy thresholds.
+	Scheduler *scheduler.Config `json:"scheduler,omitempty"`
+
+	// Index bounds the KV block index. The index survives config reloads; its bounds are taken
+	// from the config that created it. Default: 1Mi blocks per worker, 16Mi in total.
+	Index *IndexConfig `json:"index,omitempty"`
+}
+
+// MediaConfig configures the media fetcher and decoder.
+type MediaConfig struct {
+	// AllowLoopback lets media URLs reach loopback addresses (127.0.0.0/8, ::1). Only for
+	// development and demos: on an edge router it opens the admin endpoint and local services to
+	// clients. Default: false.
+	AllowLoopback bool `json:"allow_loopback,omitempty"`
+
+	// AllowPrivate lets media URLs reach private addresses (RFC 1918, fc00::/7, 100.64/10).
+	// Default: false.
+	AllowPrivate bool `json:"allow_private,omitempty"`
+
+	// AllowAddrs lists exact `ip:port` endpoints that media URLs may reach even when their
+	// address class is refused (e.g. one internal media server). Default: none.
+	AllowAddrs []string `json:"allow_addrs,omitempty"`
+
+	// AllowCIDRs lists address ranges media URLs may reach even when their class is refused.
+	// Default: none.
+	AllowCIDRs []string `json:"allow_cidrs,omitempty"`
+
+	// AllowedDomains, when set, is the only hosts media URLs may name: exact names or
+	// `*.suffix`. Default: any public host.
+	AllowedDomains []string `json:"allowed_domains,omitempty"`
+
+	// FileRoot allows `file:` URLs for regular files under this folder (after resolving links).
+	// Default: none (`file:` refused).
+	FileRoot string `json:"file_root,omitempty"`
+
+	// MaxBytes caps a fetched media item, in bytes (413 `media_too_large`). Default: 256 MiB.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+
+	// FetchTimeout caps one fetch (400 `media_fetch_timeout`). Default: 30s.
+	FetchTimeout caddy.Duration `json:"fetch_timeout,omitempty"`
+
+	// MaxFrameWidth and MaxFrameHeight cap the coded frame size, checked before any frame buffer
+	// (400 `frame_too_large`). Default: 4096×4096.
+	MaxFrameWidth  int `json:"max_frame_width,omitempty"`
+	MaxFrameHeight int `json:"max_frame_height,omitempty"`
+
+	// MaxDecodedFrames caps the frames decoded per video (fallback `frame_limit`). Default: 36000.
+	MaxDecodedFrames int `json:"max_decoded_frames,omitempty"`
+
+	// MaxRGBBytes caps the RGB bytes of a video's sampled frames (fallback `frame_limit`).
+	// Default: 512 MiB.
+	MaxRGBBytes int64 `json:"max_rgb_bytes,omitempty"`
+
+	// DecodeTimeout caps one video's decode (fallback `decode_timeout`). Default: 20s.
+	DecodeTimeout caddy.Duration `json:"decode_timeout,omitempty"`
+
+	// DecodeSlots is how many videos decode at once. Default: the CPU count.
+	DecodeSlots int `json:"decode_slots,omitempty"`
+
+	// SlotWait is how long a decode waits for a slot (fallback `decode_timeout`). Default: 5s.
+	SlotWait caddy.Duration `json:"slot_wait,omitempty"`
+}
+
+// IndexConfig bounds the KV block index (LRU eviction of the oldest leaves beyond the caps).
+type IndexConfig struct {
+	// MaxBlocksPerWorker caps one worker's blocks. Default: 1048576.
+	MaxBlocksPerWorker int `json:"max_blocks_per_worker,omitempty"`
+	// MaxBlocks caps the blocks of all workers together. Default: 16777216.
+	MaxBlocks int `json:"max_blocks,omitempty"`
+}
+
+func (c *IndexConfig) indexConfig() *index.Config {
+	cfg := index.DefaultConfig()
+	if c != nil {
+		if c.MaxBlocksPerWorker > 0 {
+			cfg.MaxBlocksPerWorker = c.MaxBlocksPerWorker
+		}
+		if c.MaxBlocks > 0 {
+			cfg.MaxBlocks = c.MaxBlocks
+		}
+	}
+	return cfg
+}
+
+func (m *MediaConfig) fetchConfig() *fetch.Config {
+	cfg := fetch.DefaultConfig()
+	if m == nil {
+		return cfg
+	}
+	cfg.AllowLoopback, cfg.AllowPrivate = m.AllowLoopback, m.AllowPrivate
+	cfg.AllowAddrs, cfg.AllowCIDRs, cfg.AllowedDomains = m.AllowAddrs, m.AllowCIDRs, m.AllowedDomains
+	cfg.FileRoot = m.FileRoot
+	if m.MaxBytes > 0 {
+		cfg.MaxBytes = m.MaxBytes
+	}
+	if m.FetchTimeout > 0 {
+		cfg.Timeout = time.Duration(m.FetchTimeout)
+	}
+	return cfg
+}
+
+func (m *MediaConfig) decoderConfig() *media.DecoderConfig {
+	cfg := media.DefaultDecoderConfig()
+	if m == nil {
+		return cfg
+	}
+	if m.MaxFrameWidth > 0 {
+		cfg.MaxWidth = m.MaxFrameWidth
+	}
+	if m.MaxFrameHeight > 0 {
+		cfg.MaxHeight = m.MaxFrameHeight
+	}
+	if m.MaxDecodedFrames > 0 {
+		cfg.MaxDecodedFrames = m.MaxDecodedFrames
+	}
+	if m.MaxRGBBytes > 0 {
+		cfg.MaxRGBBytes = m.MaxRGBBytes
+	}
+	if m.DecodeTimeout > 0 {
+		cfg.DecodeTimeout = time.Duration(m.DecodeTimeout)
+	}
+	if m.DecodeSlots > 0 {
+		cfg.Slots = m.DecodeSlots
+	}
+	if m.SlotWait > 0 {
+		cfg.SlotWait = time.Duration(m.SlotWait)
+	}
+	return cfg
+}
+
+// provisionRouting expands placeholders and checks the routing config; the model is loaded in
+// Start (it reads files of several MB).
+func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
+	rc.ModelDir = repl.ReplaceAll(rc.ModelDir, "")
+	if rc.Media != nil {
+		rc.Media.FileRoot = repl.ReplaceAll(rc.Media.FileRoot, "")
+	}
+	if rc.Scheduler != nil {
+		if err := rc.Scheduler.Validate(); err != nil {
+			return fmt.Errorf("scheduler: %w", err)
+		}
+	}
+	if rc.MaxMedia < 0 {
+		return errors.New("max_media must not be negative")
+	}
+	return nil
+}
+
+// routingCore is one config's routing core: the router over the shared index, and what it owns.
+type routingCore struct {
+	router  *router.Router
+	fetcher *fetch.Fetcher
+}
+
+func (c *routingCore) close() {
+	if c != nil && c.fetcher != nil {
+		c.fetcher.Close()
+	}
+}
+
+// loadModel loads the configured model folder; nil without model_dir.
+func (a *App) loadModel() (*model.Model, error) {
+	if a.ModelDir == "" {
+		return nil, nil
+	}
+	m, err := model.Load(a.ModelDir)
+	if err != nil {
+		return nil, fmt.Errorf("loading model: %w", err)
+	}
+	return m, nil
+}
+
+// newRoutingCore builds the router for model m over the shared index ix.
+func (a *App) newRoutingCore(m *model.Model, ix *index.Index) (*routingCore, error) {
+	rc := &a.RoutingConfig
+	var lm *layout.Model
+	var err error
+	if m.Vision {
+		if lm, err = layout.LoadModel(rc.ModelDir); err != nil {
+			return nil, fmt.Errorf("loading model processor config: %w", err)
+		}
+	}
+	sched, err := scheduler.New(rc.Scheduler, nil)
+	if err != nil {
+		return nil, fmt.Errorf("creating scheduler: %w", err)
+	}
+	f, err := fetch.New(rc.Media.fetchConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating media fetcher: %w", err)
+	}
+	dec, err := media.NewDecoder(rc.Media.decoderConfig())
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("creating video decoder: %w", err)
+	}
+	res := resolver.New(f, dec)
+	stage := func(s string, d time.Duration) { a.metrics.routingSeconds.WithLabelValues(s).Observe(d.Seconds()) }
+	res.Stage = stage
+	cfg := router.DefaultConfig()
+	if rc.FrontendDecoding != nil {
+		cfg.FrontendDecoding = *rc.FrontendDecoding
+	}
+	if rc.MaxMedia > 0 {
+		cfg.MaxMedia = rc.MaxMedia
+	}
+	hooks := router.Hooks{
+		Stage:    stage,
+		Verified: func(result string) { a.metrics.layoutVerified.WithLabelValues(result).Inc() },
+	}
+	r, err := router.New(cfg, m, lm, ix, sched, res, hooks, a.logger.Named("router"))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &routingCore{router: r, fetcher: f}, nil
+}
+
+// routerWorkers converts registry records to the router's view.
+func routerWorkers(ws []registry.Worker) []router.Worker {
+	out := make([]router.Worker, len(ws))
+	for i, w := range ws {
+		out[i] = router.Worker{ID: w.WorkerID, Endpoint: w.Endpoint, Model: w.Model, Engine: w.Engine,
+			BlockSize: w.BlockSize, DPSize: w.DPSize, Features: w.Features, Contract: w.Contract}
+	}
+	return out
+}
+
+// routerDecider is the Decider backed by the routing core.
+type routerDecider struct {
+	app  *App
+	core *routingCore
+}
+
+// Decide routes one request with the routing core.
+func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, error) {
+	if in.Body == nil {
+		return &Decision{}, nil
+	}
+	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: routerWorkers(in.Workers)})
+	if err != nil {
+		return nil, err
+	}
+	dec := &Decision{Model: res.Model, Fallback: res.Fallback, OverlapBlocks: res.OverlapBlocks,
+		TotalBlocks: res.TotalBlocks, Costs: res.Costs, Detail: res.Detail}
+	if res.Chosen != nil {
+		dec.WorkerID, dec.Endpoint = res.Chosen.WorkerID, res.Chosen.Endpoint
+		for _, c := range res.Ranked[1:] {
+			if c.Available {
+				dec.Candidates = append(dec.Candidates, Candidate{WorkerID: c.WorkerID, Endpoint: c.Endpoint})
+			}
+		}
+	}
+	if res.Forwarded {
+		dec.Body = res.Body
+	}
+	dec.handle = d.core.router.Begin(res)
+	if c := d.app.logger.Check(zap.DebugLevel, "routing detail"); c != nil && res.Detail != "" {
+		c.Write(zap.String("request_id", in.RequestID), zap.String("fallback", string(res.Fallback)), zap.String("detail", res.Detail))
+	}
+	return dec, nil
+}
