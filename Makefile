@@ -5,7 +5,7 @@ export CGO_ENABLED := 1
 export GOFLAGS ?= -mod=mod
 
 APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
-	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg
+	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl
 
 .PHONY: deps test vet demo caddy bins
 
