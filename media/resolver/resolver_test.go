@@ -1,0 +1,154 @@
+package resolver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"image"
+	"image/color"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/kvroute/kvroute/media"
+	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/reason"
+)
+
+// hubContract is DESIGN.md §2.3's example contract (hf_fps, 2 fps, hub budgets).
+const hubContract = `{"schema": "kvroute.video_contract/v1", "adapter": "qwen3_vl", "engine": "vllm",
+ "sampler": {"kind": "hf_fps", "fps": 2.0, "min_frames": 4, "max_frames": 768, "num_frames": null},
+ "frame_count_source": "decoded",
+ "resize": {"mode": "round_ties_even", "min_pixels": 4096, "max_pixels": 25165824, "patch_size": 16, "merge_size": 2, "temporal_patch_size": 2},
+ "image_resize": {"min_pixels": 65536, "max_pixels": 16777216},
+ "placeholder_target": "bare_video_token", "timestamp_tokenization": "spliced",
+ "token_ids": {"vision_start": 151652, "vision_end": 151653, "image_pad": 151655, "video_pad": 151656},
+ "video_pruning_rate": 0.0, "sglang_preprocess": null}`
+
+func newResolver(t *testing.T, allowLoopback bool) *resolver.Resolver {
+	t.Helper()
+	cfg := fetch.DefaultConfig()
+	cfg.AllowLoopback = allowLoopback
+	f, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	d, err := media.NewDecoder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resolver.New(f, d)
+}
+
+func contract(t *testing.T) *layout.Contract {
+	t.Helper()
+	c, err := layout.ParseContract([]byte(hubContract))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestVideoIdentityGolden: the hf_fps identity of the 10 s VP9 clip equals the oracle's
+// (golden/video_identity.json: e3e7a3756ad9d625 over frames 0,16,…,299), for the WebM file, its
+// MKV remux and the same bytes fetched over HTTP.
+func TestVideoIdentityGolden(t *testing.T) {
+	r := newResolver(t, true)
+	c := contract(t)
+	srv := httptest.NewServer(http.FileServer(http.Dir("../../testdata/video")))
+	defer srv.Close()
+	wantIdx := []int{0, 16, 31, 47, 63, 79, 94, 110, 126, 142, 157, 173, 189, 205, 220, 236, 252, 268, 283, 299}
+	for _, name := range []string{"vp9_640x360_30fps_10s.webm", "vp9_640x360_30fps_10s.mkv"} {
+		data, err := os.ReadFile("../../testdata/video/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, via := range []string{"bytes", "http"} {
+			got, err := r.DecodeVideo(context.Background(), data, c)
+			if via == "http" {
+				got, err = r.Video(context.Background(), srv.URL+"/"+name, c)
+			}
+			if err != nil {
+				t.Fatalf("%s via %s: %v", name, via, err)
+			}
+			if got.Identity != 0xe3e7a3756ad9d625 || got.DecodedFrames != 300 || got.ContainerFrames != 300 ||
+				got.SourceFPS != 30 || got.Width != 640 || got.Height != 360 || got.Codec != "vp9" {
+				t.Fatalf("%s via %s: %+v", name, via, got)
+			}
+			if len(got.Indices) != len(wantIdx) {
+				t.Fatalf("indices %v", got.Indices)
+			}
+			for i := range wantIdx {
+				if got.Indices[i] != wantIdx[i] {
+					t.Fatalf("indices %v", got.Indices)
+				}
+			}
+		}
+	}
+}
+
+func TestVideoErrors(t *testing.T) {
+	r := newResolver(t, false)
+	c := contract(t)
+	h264, err := os.ReadFile("../../testdata/video/h264_640x360_30fps_3s.mp4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DecodeVideo(context.Background(), h264, c); reason.CodeOf(err) != reason.UnsupportedCodec {
+		t.Fatalf("h264: %v", err)
+	}
+	if _, err := r.DecodeVideo(context.Background(), []byte("not a video at all"), c); reason.CodeOf(err) != reason.MediaUndecodable {
+		t.Fatalf("junk: %v", err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir("../../testdata/video")))
+	defer srv.Close()
+	if _, err := r.Video(context.Background(), srv.URL+"/vp9_320x240_2frames.webm", c); reason.CodeOf(err) != reason.MediaURLBlocked {
+		t.Fatalf("loopback URL without allow_loopback: %v", err)
+	}
+}
+
+// TestImageIdentity checks the canonical_content_hash layout on a decoded PNG against a hash
+// built here from the pixels the test drew.
+func TestImageIdentity(t *testing.T) {
+	const w, h = 5, 3
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	var pix []byte
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			c := color.NRGBA{R: uint8(10*x + y), G: uint8(200 - x), B: uint8(7 * y), A: 255}
+			img.SetNRGBA(x, y, c)
+			pix = append(pix, c.R, c.G, c.B)
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	for _, v := range []uint64{3, h, w, 3} {
+		_ = binary.Write(&want, binary.LittleEndian, v)
+	}
+	want.WriteByte(0)
+	want.Write(pix)
+	got, err := resolver.DecodeImage(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Width != w || got.Height != h || got.Identity != xxh3.Hash(want.Bytes()) {
+		t.Fatalf("got %+v, want identity %016x", got, xxh3.Hash(want.Bytes()))
+	}
+	if _, err := resolver.DecodeImage([]byte("not an image")); reason.CodeOf(err) != reason.MediaUndecodable {
+		t.Fatalf("broken image: %v", err)
+	}
+	// A GIF header announcing 25120×28530 pixels is refused before any pixel buffer exists.
+	if _, err := resolver.DecodeImage([]byte("GIF89a broken")); reason.CodeOf(err) != reason.FrameTooLarge {
+		t.Fatalf("huge GIF header: %v", err)
+	}
+}
