@@ -240,6 +240,7 @@ func (a *App) newRoutingCore(m *model.Model, ix *index.Index) (*routingCore, err
 	res := resolver.New(f, dec)
 	stage := func(s string, d time.Duration) { a.metrics.routingSeconds.WithLabelValues(s).Observe(d.Seconds()) }
 	res.Stage = stage
+	res.CacheResult = func(result string) { a.metrics.decodeCache.WithLabelValues(result).Inc() }
 	cfg := router.DefaultConfig()
 	if rc.FrontendDecoding != nil {
 		cfg.FrontendDecoding = *rc.FrontendDecoding

@@ -38,6 +38,8 @@ type Resolver struct {
 	// Stage, when set, receives the time spent fetching and decoding (DESIGN.md §10 stages
 	// `fetch` and `decode`).
 	Stage func(stage string, d time.Duration)
+	// CacheResult, when set, receives "hit" or "miss" for every video decode-cache lookup.
+	CacheResult func(result string)
 }
 
 // New returns a resolver over a fetcher and a decoder.
@@ -81,6 +83,13 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 	r.stage("decode", t)
 	if err != nil {
 		return nil, err
+	}
+	if r.CacheResult != nil {
+		if res.Cached {
+			r.CacheResult("hit")
+		} else {
+			r.CacheResult("miss")
+		}
 	}
 	return &router.VideoInfo{
 		Identity:        res.Identity,
