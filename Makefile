@@ -2,7 +2,6 @@
 SHELL := /bin/bash
 export GOTOOLCHAIN := go1.27.3
 export CGO_ENABLED := 1
-export GOFLAGS ?= -mod=mod
 
 APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
 	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl
