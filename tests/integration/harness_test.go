@@ -1,0 +1,527 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/media"
+	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/model"
+)
+
+const (
+	modelDir  = "../../testdata/golden/qwen3vl-test-model"
+	videoDir  = "../../testdata/video"
+	blockSize = 16
+	// visionStart is <|vision_start|> of the test model's config.json.
+	visionStart = 151652
+)
+
+// The simulators share one loaded model and one media resolver (its decode cache is keyed by the
+// clip bytes and the contract digest, so simulators with different contracts do not mix).
+var (
+	testModel       = sync.OnceValues(func() (*model.Model, error) { return model.Load(modelDir) })
+	testLayoutModel = sync.OnceValues(func() (*layout.Model, error) { return layout.LoadModel(modelDir) })
+	simResolver     = sync.OnceValues(func() (*resolver.Resolver, error) {
+		fc := fetch.DefaultConfig()
+		fc.AllowLoopback = true
+		f, err := fetch.New(fc)
+		if err != nil {
+			return nil, err
+		}
+		d, err := media.NewDecoder(nil)
+		if err != nil {
+			return nil, err
+		}
+		return resolver.New(f, d), nil
+	})
+)
+
+// simSpec describes one in-process simulator of a harness.
+type simSpec struct {
+	ID, Model    string
+	Contract     string        // contract JSON; "" = sim.HubContract
+	Oracle       []uint32      // oracle mode tokens; nil = the simulator's own expansion
+	PrefillDelay time.Duration // delay before the first token
+}
+
+// simWorker is one running simulator with what reached it.
+type simWorker struct {
+	spec simSpec
+	srv  *sim.Server
+	ts   *httptest.Server
+	pub  *sim.Publisher
+	ep   string
+
+	count  atomic.Int64 // chat requests received
+	mu     sync.Mutex   // guards bodies
+	bodies [][]byte     // every received body, in arrival order
+}
+
+func (w *simWorker) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/completions") {
+		b, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		w.bodies = append(w.bodies, b)
+		w.mu.Unlock()
+		w.count.Add(1)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	w.srv.Handler().ServeHTTP(rw, r)
+}
+
+// lastBody returns the last body the simulator received.
+func (w *simWorker) lastBody() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.bodies) == 0 {
+		return nil
+	}
+	return w.bodies[len(w.bodies)-1]
+}
+
+// harness is one in-process Caddy (kvroute app with the test model, loopback media allowed,
+// embedded NATS on a random port) in front of simulators that register and publish their KV
+// events through that NATS server, plus a loopback file server for the clips.
+type harness struct {
+	base, admin string // http://127.0.0.1:port of the site and of the admin endpoint
+	media       string // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
+	client      *http.Client
+	sims        map[string]*simWorker
+	byEndpoint  map[string]*simWorker
+	order       []*simWorker
+}
+
+func (h *harness) caddyfile(httpPort, adminPort int) string {
+	return fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	auto_https off
+	persist_config off
+	log {
+		output discard
+	}
+	kvroute {
+		embedded_nats {
+			port random
+		}
+		model_dir %s
+		media {
+			allow_loopback
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	header {
+		defer
+		X-Kvroute-Worker {http.vars.kvroute.worker}
+		X-Kvroute-Overlap-Blocks {http.vars.kvroute.overlap_blocks}
+		X-Kvroute-Total-Blocks {http.vars.kvroute.total_blocks}
+		X-Kvroute-Fallback {http.vars.kvroute.fallback}
+	}
+	kvroute
+	reverse_proxy {
+		dynamic kvroute
+		lb_policy kvroute {
+			fallback round_robin
+		}
+	}
+}
+`, adminPort, modelDir, httpPort)
+}
+
+// testPNG is a w×h image whose pixels depend on seed.
+func testPNG(t *testing.T, w, h int, seed uint8) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			img.Set(x, y, color.RGBA{uint8(x) + seed, uint8(y) * seed, uint8(x ^ y), 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// startHarness starts Caddy, the clip server and the simulators, and waits until the app lists
+// every simulator. Everything stops at the test's end.
+func startHarness(t *testing.T, specs []simSpec) *harness {
+	t.Helper()
+	m, err := testModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := testLayoutModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := simResolver()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// clip server: the same folder under two prefixes, two generated images and random bytes
+	rnd := make([]byte, 64<<10)
+	r := rand.New(rand.NewPCG(7, 7))
+	for i := range rnd {
+		rnd[i] = byte(r.Uint32())
+	}
+	img1, img2 := testPNG(t, 300, 200, 1), testPNG(t, 256, 256, 2)
+	mux := http.NewServeMux()
+	mux.Handle("/a/", http.StripPrefix("/a/", http.FileServer(http.Dir(videoDir))))
+	mux.Handle("/b/", http.StripPrefix("/b/", http.FileServer(http.Dir(videoDir))))
+	mux.HandleFunc("/random.webm", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(rnd) })
+	mux.HandleFunc("/img1.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img1) })
+	mux.HandleFunc("/img2.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img2) })
+	ms := httptest.NewServer(mux)
+	t.Cleanup(ms.Close)
+
+	h := &harness{media: ms.URL, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
+		client: &http.Client{Timeout: 60 * time.Second}}
+	httpPort, adminPort := freePort(t), freePort(t)
+	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(h.caddyfile(httpPort, adminPort)), nil)
+	if err != nil {
+		t.Fatalf("adapting: %v", err)
+	}
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		t.Fatalf("loading config: %v", err)
+	}
+	// registered first: runs last, after the simulators deregistered
+	t.Cleanup(func() {
+		h.client.CloseIdleConnections()
+		if err := caddy.Stop(); err != nil {
+			t.Errorf("stopping caddy: %v", err)
+		}
+	})
+	n := runningApp(t).NATS()
+	if n == nil {
+		t.Fatal("kvroute app has no NATS state")
+	}
+	natsURL := n.URL()
+
+	for _, sp := range specs {
+		contract := sp.Contract
+		if contract == "" {
+			contract = sim.HubContract
+		}
+		fe, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: modelDir, Model: m, LayoutModel: lm, Media: res,
+			Contract: []byte(contract), OracleTokens: sp.Oracle})
+		if err != nil {
+			t.Fatalf("simulator %s: %v", sp.ID, err)
+		}
+		nc, err := natsutil.Connect(natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + sp.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		pub, err := sim.NewPublisher(&sim.PublisherConfig{WorkerID: sp.ID, Conn: nc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pub.Close() })
+		bc, err := sim.NewBlockCache(&sim.BlockCacheConfig{BlockSize: blockSize, Capacity: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &simWorker{spec: sp, pub: pub}
+		w.srv = sim.New(&sim.Config{WorkerID: sp.ID, Model: sp.Model, BlockSize: blockSize, PrefillDelay: sp.PrefillDelay,
+			Frontend: fe, Blocks: bc, Events: pub})
+		w.ts = httptest.NewServer(http.HandlerFunc(w.serveHTTP))
+		t.Cleanup(w.ts.Close)
+		w.ep = w.ts.Listener.Addr().String()
+		reg, err := registerSim(nc, w)
+		if err != nil {
+			t.Fatalf("registering %s: %v", sp.ID, err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = reg.Close(ctx)
+		})
+		h.sims[sp.ID], h.byEndpoint[w.ep] = w, w
+		h.order = append(h.order, w)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(runningApp(t).WorkerList()) != len(specs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("app lists %d workers, want %d", len(runningApp(t).WorkerList()), len(specs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return h
+}
+
+func registerSim(nc *nats.Conn, w *simWorker) (*sim.Registration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return sim.RegisterConn(ctx, nc, w.ep, w.srv, nil)
+}
+
+// workerStatus is one element of GET /kvroute/workers.
+type workerStatus struct {
+	WorkerID string  `json:"worker_id"`
+	Blocks   int64   `json:"blocks"`
+	LastSeq  *uint64 `json:"last_seq"`
+}
+
+func (h *harness) workers(t *testing.T) map[string]workerStatus {
+	t.Helper()
+	res, err := h.client.Get(h.admin + "/kvroute/workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ws []workerStatus
+	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]workerStatus{}
+	for _, w := range ws {
+		out[w.WorkerID] = w
+	}
+	return out
+}
+
+// waitSeq waits (at most 10 s) until /kvroute/workers shows the worker's last_seq at seq or
+// beyond: the router applied its events up to that batch.
+func (h *harness) waitSeq(t *testing.T, id string, seq uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w := h.workers(t)[id]
+		if w.LastSeq != nil && *w.LastSeq >= seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %s: last_seq %v did not reach %d within 10s", id, w.LastSeq, seq)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitEvents waits until the router applied every batch each simulator published so far.
+func (h *harness) waitEvents(t *testing.T) {
+	t.Helper()
+	for _, w := range h.order {
+		if next := w.pub.Next(); next > 0 {
+			h.waitSeq(t, w.spec.ID, next-1)
+		}
+	}
+}
+
+// answer is one proxied response with the routing headers and the simulator's usage.
+type answer struct {
+	status               int
+	body                 []byte
+	worker, fallback     string
+	overlap, total       int
+	hitBlocks            int // X-Kvroute-Sim-Hit-Blocks (-1 when absent)
+	promptTokens, cached int
+	sim                  *simWorker // the simulator that answered (by its worker id header)
+	header               http.Header
+}
+
+func atoiOr(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return def
+}
+
+// chat posts body to /v1/chat/completions through Caddy.
+func (h *harness) chat(t *testing.T, body []byte) answer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.base+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := h.client.Do(req)
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	a := answer{status: res.StatusCode, body: b, header: res.Header,
+		worker:    res.Header.Get("X-Kvroute-Worker"),
+		fallback:  res.Header.Get("X-Kvroute-Fallback"),
+		overlap:   atoiOr(res.Header.Get("X-Kvroute-Overlap-Blocks"), -1),
+		total:     atoiOr(res.Header.Get("X-Kvroute-Total-Blocks"), -1),
+		hitBlocks: atoiOr(res.Header.Get(sim.HitBlocksHeader), -1)}
+	a.sim = h.sims[a.worker]
+	var u struct {
+		Usage struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(b, &u) == nil {
+		a.promptTokens, a.cached = u.Usage.PromptTokens, u.Usage.PromptTokensDetails.CachedTokens
+	}
+	return a
+}
+
+// mustOK fails unless the request was answered 200 by a known simulator, with routing headers.
+func (a answer) mustOK(t *testing.T) answer {
+	t.Helper()
+	if a.status != 200 || a.sim == nil || a.total < 0 || a.overlap < 0 {
+		t.Fatalf("status %d worker %q overlap %d total %d fallback %q body %.300s", a.status, a.worker, a.overlap, a.total, a.fallback, a.body)
+	}
+	return a
+}
+
+// explainResp is the body of POST /kvroute/explain.
+type explainResp struct {
+	Model       *string `json:"model"`
+	Fallback    *string `json:"fallback"`
+	Detail      string  `json:"detail"`
+	TotalBlocks int     `json:"total_blocks"`
+	Media       []struct {
+		Kind     string `json:"kind"`
+		Identity string `json:"identity"`
+		Frames   int    `json:"frames"`
+		Width    int    `json:"width"`
+		Height   int    `json:"height"`
+		GridTHW  [3]int `json:"grid_thw"`
+		Tokens   int    `json:"tokens"`
+	} `json:"media"`
+	Candidates []struct {
+		WorkerID      string  `json:"worker_id"`
+		OverlapBlocks int     `json:"overlap_blocks"`
+		Cost          float64 `json:"cost"`
+	} `json:"candidates"`
+	Decision struct {
+		WorkerID string `json:"worker_id"`
+	} `json:"decision"`
+}
+
+func (e explainResp) fallback() string {
+	if e.Fallback == nil {
+		return ""
+	}
+	return *e.Fallback
+}
+
+func (h *harness) explain(t *testing.T, body []byte) explainResp {
+	t.Helper()
+	res, err := h.client.Post(h.admin+"/kvroute/explain", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("explain: %d %s", res.StatusCode, b)
+	}
+	var e explainResp
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("explain %s: %v", b, err)
+	}
+	return e
+}
+
+// metric sums the samples of a metric on Caddy's admin /metrics whose label set contains every
+// given `name="value"` pair.
+func (h *harness) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	res, err := h.client.Get(h.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// totalRequests is the chat requests received by all simulators.
+func (h *harness) totalRequests() int64 {
+	var n int64
+	for _, w := range h.order {
+		n += w.count.Load()
+	}
+	return n
+}
+
+// promptTextPrefixBlocks is the number of complete blocks before the first <|vision_start|> of the
+// request's rendered prompt (the test model's own template and tokenizer).
+func promptTextPrefixBlocks(t *testing.T, body []byte) int {
+	t.Helper()
+	m, err := testModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := chat.ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ids, err := m.PromptTokens(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		if id == visionStart {
+			return i / blockSize
+		}
+	}
+	return len(ids) / blockSize
+}
+
+// mustJSON marshals v (maps keep sorted keys: bodies are deterministic).
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
