@@ -42,25 +42,30 @@ const (
 	visionStart = 151652
 )
 
-// The simulators share one loaded model and one media resolver (its decode cache is keyed by the
-// clip bytes and the contract digest, so simulators with different contracts do not mix).
+// The simulators share one loaded model.
 var (
 	testModel       = sync.OnceValues(func() (*model.Model, error) { return model.Load(modelDir) })
 	testLayoutModel = sync.OnceValues(func() (*layout.Model, error) { return layout.LoadModel(modelDir) })
-	simResolver     = sync.OnceValues(func() (*resolver.Resolver, error) {
-		fc := fetch.DefaultConfig()
-		fc.AllowLoopback = true
-		f, err := fetch.New(fc)
-		if err != nil {
-			return nil, err
-		}
-		d, err := media.NewDecoder(nil)
-		if err != nil {
-			return nil, err
-		}
-		return resolver.New(f, d), nil
-	})
 )
+
+// newSimResolver returns the media resolver the simulators of one harness share (its decode cache
+// is keyed by the clip bytes and the contract digest, so simulators with different contracts do
+// not mix); it is closed at the test's end.
+func newSimResolver(t *testing.T) *resolver.Resolver {
+	t.Helper()
+	fc := fetch.DefaultConfig()
+	fc.AllowLoopback = true
+	f, err := fetch.New(fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	d, err := media.NewDecoder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resolver.New(f, d)
+}
 
 // simSpec describes one in-process simulator of a harness.
 type simSpec struct {
@@ -109,8 +114,9 @@ func (w *simWorker) lastBody() []byte {
 // embedded NATS on a random port) in front of simulators that register and publish their KV
 // events through that NATS server, plus a loopback file server for the clips.
 type harness struct {
-	base, admin string // http://127.0.0.1:port of the site and of the admin endpoint
-	media       string // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
+	base, admin string             // http://127.0.0.1:port of the site and of the admin endpoint
+	media       string             // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
+	res         *resolver.Resolver // the simulators' media resolver
 	client      *http.Client
 	sims        map[string]*simWorker
 	byEndpoint  map[string]*simWorker
@@ -183,10 +189,7 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := simResolver()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := newSimResolver(t)
 
 	// clip server: the same folder under two prefixes, two generated images and random bytes
 	rnd := make([]byte, 64<<10)
@@ -204,7 +207,7 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
-	h := &harness{media: ms.URL, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
+	h := &harness{media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
 	httpPort, adminPort := freePort(t), freePort(t)
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)

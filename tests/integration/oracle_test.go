@@ -106,6 +106,21 @@ func TestOracleLayout(t *testing.T) {
 		if e := h.explain(t, body); e.fallback() != "layout_mismatch" {
 			t.Errorf("explain after the mismatch: fallback %q", e.fallback())
 		}
+		var st struct {
+			Models map[string]struct {
+				ContractAgreement bool   `json:"contract_agreement"`
+				Reason            string `json:"reason"`
+			} `json:"models"`
+		}
+		res, err := h.client.Get(h.admin + "/kvroute/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(res.Body).Decode(&st)
+		res.Body.Close()
+		if m := st.Models["qwen-oracle"]; err != nil || m.ContractAgreement || m.Reason != "layout_mismatch" {
+			t.Errorf("stats after the mismatch: %+v (%v)", st, err)
+		}
 		next := h.chat(t, body)
 		if next.status != 200 || next.fallback != "layout_mismatch" {
 			t.Fatalf("next request: status %d fallback %q", next.status, next.fallback)

@@ -178,15 +178,11 @@ func TestVideoRouting(t *testing.T) {
 
 	t.Run("truncated vp9: exact on decoded frames, frame_count_mismatch on container", func(t *testing.T) {
 		// independent decode: 30 presentable frames, a container that says otherwise
-		res, err := simResolver()
-		if err != nil {
-			t.Fatal(err)
-		}
 		hub, err := layout.ParseContract([]byte(sim.HubContract))
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := res.Video(context.Background(), a+"truncated_vp9.webm", hub)
+		info, err := h.res.Video(context.Background(), a+"truncated_vp9.webm", hub)
 		if err != nil {
 			t.Fatal(err)
 		}
