@@ -81,6 +81,7 @@ type Agreement struct {
 
 // Agreements evaluates the cohort rule for every model of workers, sorted by model.
 func (r *Router) Agreements(workers []Worker) []Agreement {
+	r.verify.setWorkers(workers)
 	byModel := map[string]bool{}
 	for _, w := range workers {
 		byModel[w.Model] = true

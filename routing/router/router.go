@@ -178,6 +178,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		return nil, reason.Wrap(reason.BodyInvalid, err, "the request body is not valid JSON")
 	}
 	res.Model = req.Model
+	r.verify.setWorkers(in.Workers)
 	workers := workersFor(in.Workers, req.Model)
 	if len(workers) == 0 {
 		res.Fallback, res.Detail = reason.IndexUnavailable, "no registered workers"

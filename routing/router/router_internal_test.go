@@ -144,7 +144,7 @@ func TestVideoExpansionEqualsGolden(t *testing.T) {
 		t.Fatalf("fallback %s: %s", res.Fallback, res.Detail)
 	}
 	want := goldenIDs(t, "tok_expanded_ex1_new_wrapper_kept")
-	e := r.verify.pending[ident]
+	e := r.verify.pending[verifyKey{"qwen", ident}]
 	if e == nil {
 		t.Fatal("no expectation recorded for the forwarded identity")
 	}
@@ -188,7 +188,7 @@ func TestWarmRepeatGoesToHolder(t *testing.T) {
 		t.Fatalf("cold overlap %d", cold.OverlapBlocks)
 	}
 	// What sim-b's KV events would index: the expansion hashed with the identity.
-	e := r.verify.pending[11]
+	e := r.verify.pending[verifyKey{"qwen", 11}]
 	p, err := blocks.HashPrompt(blocks.Config{BlockSize: 16, ImagePad: 151655, VideoPad: 151656}, blocks.BaseSeed, e.tokens,
 		[]blocks.Span{{Start: e.start, End: e.end, Identity: 11, Kind: blocks.Video}})
 	if err != nil {
@@ -302,7 +302,7 @@ func TestLayoutVerification(t *testing.T) {
 	if _, err := r.Route(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
-	e := r.verify.pending[ident]
+	e := r.verify.pending[verifyKey{"qwen", ident}]
 	// Block 1 (tokens 16..31) overlaps the video span, which starts at e.start.
 	blk := append([]uint32(nil), e.tokens[16:32]...)
 	r.VerifyStored("sim-a", blk, []MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
@@ -325,5 +325,45 @@ func TestLayoutVerification(t *testing.T) {
 	ag := r.Agreements(testWorkers())
 	if len(ag) != 1 || ag[0].Agreed || ag[0].Reason != reason.LayoutMismatch {
 		t.Fatalf("agreements %+v", ag)
+	}
+}
+
+// TestLayoutVerificationLaterBlockAndModelScope: a difference in a later block of the video still
+// turns exact routing off, and only for the model of the worker that stored it.
+func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
+	const ident = 77
+	r := newTestRouter(t, &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": ident}})
+	var results []string
+	r.hooks.Verified = func(s string) { results = append(results, s) }
+	ws := append(testWorkers(), Worker{ID: "other-1", Endpoint: "127.0.0.1:9003", Model: "other", Engine: EngineVLLM, BlockSize: 16,
+		Contract: json.RawMessage(hubContract)})
+	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws}
+	if res, err := r.Route(context.Background(), in); err != nil || res.Fallback != "" {
+		t.Fatalf("route: %v %+v", err, res)
+	}
+	e := r.verify.pending[verifyKey{"qwen", ident}]
+	block := func(i int) []uint32 { return append([]uint32(nil), e.tokens[16*i:16*i+16]...) }
+	key := func(i int) []MediaKey {
+		return []MediaKey{{Identity: ident, Offset: int64(e.start - 16*i), HasOffset: true}}
+	}
+	r.VerifyStored("sim-a", block(1), key(1))
+	r.VerifyStored("sim-a", block(2), key(2))
+	// A worker of another model stores a different block 20 for the same clip: not our model.
+	bad := block(20)
+	bad[3]++
+	r.VerifyStored("other-1", bad, key(20))
+	if len(results) != 1 || results[0] != "match" {
+		t.Fatalf("results %v", results)
+	}
+	if res, _ := r.Route(context.Background(), in); res.Fallback != "" {
+		t.Fatalf("a worker of another model changed this model's routing: %q", res.Fallback)
+	}
+	// The model's own worker differs at block 20, long after block 1 matched.
+	r.VerifyStored("sim-b", bad, key(20))
+	if len(results) != 2 || results[1] != "mismatch" {
+		t.Fatalf("results %v", results)
+	}
+	if res, _ := r.Route(context.Background(), in); res.Fallback != reason.LayoutMismatch {
+		t.Fatalf("fallback %q", res.Fallback)
 	}
 }

@@ -42,6 +42,15 @@ type expectation struct {
 	model, digest string
 	tokens        []uint32
 	start, end    int // the identity's span in tokens
+	// matched and failed say which outcomes were reported: each at most once per expectation.
+	matched, failed bool
+}
+
+// verifyKey scopes an expectation to one model: the same clip sent to two models is laid out by
+// each model's own contract.
+type verifyKey struct {
+	model    string
+	identity uint64
 }
 
 // verifier compares the first stored blocks that carry a forwarded identity with the router's own
@@ -51,13 +60,14 @@ type verifier struct {
 
 	// mu protects every field below.
 	mu       sync.Mutex
-	pending  map[uint64]*expectation
-	order    []uint64
+	pending  map[verifyKey]*expectation
+	order    []verifyKey
 	mismatch map[string]string // model → contract digest that failed verification
+	models   map[string]string // worker id → model, from the last worker list seen
 }
 
 func newVerifier(r *Router) *verifier {
-	return &verifier{r: r, pending: map[uint64]*expectation{}, mismatch: map[string]string{}}
+	return &verifier{r: r, pending: map[verifyKey]*expectation{}, mismatch: map[string]string{}, models: map[string]string{}}
 }
 
 // expect records the expansion of a request whose identities were forwarded.
@@ -72,11 +82,12 @@ func (v *verifier) expect(model string, tokens []uint32, spans []blocks.Span) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, s := range spans {
-		if _, ok := v.pending[s.Identity]; ok {
+		k := verifyKey{model, s.Identity}
+		if _, ok := v.pending[k]; ok {
 			continue
 		}
-		v.pending[s.Identity] = &expectation{model: model, digest: digest, tokens: tokens, start: s.Start, end: s.End}
-		v.order = append(v.order, s.Identity)
+		v.pending[k] = &expectation{model: model, digest: digest, tokens: tokens, start: s.Start, end: s.End}
+		v.order = append(v.order, k)
 	}
 	for len(v.order) > maxExpectations {
 		delete(v.pending, v.order[0])
@@ -92,10 +103,36 @@ func (v *verifier) mismatched(model, digest string) bool {
 	return ok && d == digest
 }
 
+// setWorkers records which model each worker serves, so a stored block is checked against the
+// expansion of its own worker's model.
+func (v *verifier) setWorkers(ws []Worker) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.models) == len(ws) {
+		same := true
+		for _, w := range ws {
+			if m, ok := v.models[w.ID]; !ok || m != w.Model {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	v.models = make(map[string]string, len(ws))
+	for _, w := range ws {
+		v.models[w.ID] = w.Model
+	}
+}
+
 // VerifyStored checks one stored block of a worker against the router's expansion: tokens are the
 // block's worker tokens, keys the media items of its extra_keys. Blocks that carry no identity
-// the router forwarded (or only bare identifiers without an offset) are ignored. A difference
-// turns exact video routing off for the model until its contracts change (layout_mismatch).
+// the router forwarded to this worker's model (or only bare identifiers without an offset) are
+// ignored. Every block of every forwarded item is compared while its expectation is kept (the
+// last 1024 items); the first match and the first difference of an item are each reported once.
+// A difference turns exact video routing off for the model until its contracts change
+// (layout_mismatch).
 func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []MediaKey) {
 	v := r.verify
 	for _, k := range keys {
@@ -103,9 +140,10 @@ func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []MediaKey)
 			continue
 		}
 		v.mu.Lock()
-		e := v.pending[k.Identity]
+		model, known := v.models[workerID]
+		e := v.pending[verifyKey{model, k.Identity}]
 		v.mu.Unlock()
-		if e == nil {
+		if !known || e == nil {
 			continue
 		}
 		// Compare only the positions inside the item's own span: the text around it may belong
@@ -122,23 +160,25 @@ func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []MediaKey)
 				break
 			}
 		}
+		result := ""
 		v.mu.Lock()
-		delete(v.pending, k.Identity)
-		if diff >= 0 {
+		switch {
+		case diff >= 0 && !e.failed:
+			e.failed, result = true, "mismatch"
 			v.mismatch[e.model] = e.digest
+		case diff < 0 && !e.matched:
+			e.matched, result = true, "match"
 		}
 		v.mu.Unlock()
-		result := "match"
-		if diff >= 0 {
-			result = "mismatch"
+		if result == "mismatch" {
 			fields := []zap.Field{zap.String("model", e.model), zap.String("worker_id", workerID),
 				zap.String("identity", ForwardedUUID(k.Identity)[:16]), zap.Int64("block_start", blockStart), zap.Int("first_difference", diff)}
 			if p := blockStart + int64(diff); p >= 0 && p < int64(len(e.tokens)) {
-				fields = append(fields, zap.Uint32("router_token", e.tokens[blockStart+int64(diff)]), zap.Uint32("worker_token", tokens[diff]))
+				fields = append(fields, zap.Uint32("router_token", e.tokens[p]), zap.Uint32("worker_token", tokens[diff]))
 			}
 			r.log.Warn("layout verification failed: exact video routing off for the model", fields...)
 		}
-		if r.hooks.Verified != nil {
+		if result != "" && r.hooks.Verified != nil {
 			r.hooks.Verified(result)
 		}
 	}
