@@ -197,6 +197,12 @@ func (f *Frontend) Prepare(ctx context.Context, body []byte) (*Prompt, error) {
 	items := make([]item, len(req.Media))
 	for i, p := range req.Media {
 		if items[i], err = f.resolve(ctx, p, kwargs, f.oracle == nil); err != nil {
+			if reason.CodeOf(err) == reason.UnsupportedCodec && f.oracle == nil {
+				// vLLM's loader decodes codecs kvroute's decoder does not (H.264, …); the
+				// simulator cannot lay such a clip out, so it serves the prompt with the
+				// placeholders unexpanded and caches no media identity.
+				return f.unexpanded(req)
+			}
 			return nil, fmt.Errorf("%w: media item %d: %w", errRequest, i, err)
 		}
 	}
@@ -232,6 +238,16 @@ func (f *Frontend) Prepare(ctx context.Context, body []byte) (*Prompt, error) {
 		f.remember(items[i].identifier, ms[i])
 	}
 	return p, nil
+}
+
+// unexpanded is the prompt of a request whose media the simulator cannot decode: the template's
+// tokens with the placeholders left as they are, no spans and no identifiers.
+func (f *Frontend) unexpanded(req *chat.Request) (*Prompt, error) {
+	_, ids, err := f.model.PromptTokens(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errRequest, err)
+	}
+	return &Prompt{CacheSalt: req.CacheSalt, Tokens: ids}, nil
 }
 
 // remember keeps an item's layout for later uuid-only parts (vLLM's processor cache).
