@@ -226,8 +226,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 
 	t1 := time.Now()
-	p, err := blocks.HashPrompt(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad},
-		blocks.SeedFor("", req.CacheSalt), tokens, spans)
+	p, err := r.hashPrompt(workers, bs, blocks.SeedFor("", req.CacheSalt), tokens, spans)
 	r.stage("hash", t1)
 	if err != nil {
 		// Spans come from our own expansion; a failure here is a bug, not a client error.
@@ -257,6 +256,21 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		r.verify.expect(res.Model, tokens, spans)
 	}
 	return res, nil
+}
+
+// hashPrompt hashes the routing view of tokens. SGLang workers key their cache by the prompt with
+// each media span's pads replaced by its pad value (their KV events carry those ids), so a cohort
+// of SGLang workers is hashed that way; vLLM workers by the DESIGN.md §5 rule.
+func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint32, spans []blocks.Span) (*blocks.Prompt, error) {
+	cfg := blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}
+	if len(spans) > 0 && workers[0].Engine == EngineSGLang {
+		h, err := blocks.NewHasher(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return h.PromptPadded(tokens, spans, seed)
+	}
+	return blocks.HashPrompt(cfg, seed, tokens, spans)
 }
 
 // ForwardedUUID is the uuid kvroute forwards for an identity: 16 lowercase hex digits and 48 zeros

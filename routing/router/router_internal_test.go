@@ -367,3 +367,45 @@ func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
 		t.Fatalf("fallback %q", res.Fallback)
 	}
 }
+
+// TestSGLangWorkersUsePaddedView: a cohort of SGLang workers that take forwarded mm_hashes is
+// credited by SGLang's own cache keys (pads replaced by pad values, plain hashes); without the
+// feature, media requests fall back.
+func TestSGLangWorkersUsePaddedView(t *testing.T) {
+	const ident = 0xfeed
+	r := newTestRouter(t, &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": ident}})
+	ws := testWorkers()
+	for i := range ws {
+		ws[i].Engine = EngineSGLang
+	}
+	res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws})
+	if err != nil || res.Fallback != reason.EngineNoMMHashes {
+		t.Fatalf("without mm_hashes: %v %q", err, res.Fallback)
+	}
+	for i := range ws {
+		ws[i].Features = []string{FeatureMMHashes}
+	}
+	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws}
+	if res, err = r.Route(context.Background(), in); err != nil || res.Fallback != "" {
+		t.Fatalf("with mm_hashes: %v %q", err, res.Fallback)
+	}
+	e := r.verify.pending[verifyKey{"qwen", ident}]
+	// What an SGLang worker's events carry: the padded ids, hashed plain.
+	padded := append([]uint32(nil), e.tokens...)
+	for i := e.start; i < e.end; i++ {
+		if padded[i] == 151656 {
+			padded[i] = blocks.PadValue(ident)
+		}
+	}
+	var sb []index.StoredBlock
+	for i := 0; i+16 <= len(padded); i += 16 {
+		sb = append(sb, index.StoredBlock{EngineHash: uint64(5000 + i), Parent: uint64(5000 + i - 16), HasParent: i > 0,
+			LocalHash: blocks.HashTokens(padded[i:i+16], blocks.BaseSeed)})
+	}
+	if err := r.index.Store(context.Background(), index.WorkerKey{ID: "sim-a"}, sb); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = r.Route(context.Background(), in); err != nil || res.Chosen.WorkerID != "sim-a" || res.OverlapBlocks != res.TotalBlocks {
+		t.Fatalf("warm: %v chosen %+v overlap %d/%d", err, res.Chosen, res.OverlapBlocks, res.TotalBlocks)
+	}
+}
