@@ -189,9 +189,6 @@ func appStats(a *App) Stats {
 		st.Events.Applied = ss.Events["applied"] + ss.Events["replayed"]
 		st.Events.Dropped = ss.Dropped + ss.Events["decode_error"] + ss.Events["bad_header"] + ss.Events["dropped_unregistered"]
 		st.Events.Results = ss.Events
-		for _, w := range ss.Workers {
-			kvMetrics.indexBlocks.WithLabelValues(w.WorkerID).Set(float64(w.Blocks))
-		}
 	}
 	if n := a.NATS(); n != nil {
 		st.Events.InvalidRecords = n.Watcher().Invalid()

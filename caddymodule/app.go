@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -212,12 +213,16 @@ func (a *App) Start() error {
 				a.logger.Error("worker list refresher panicked", zap.Any("panic", r), zap.Stack("stack"))
 			}
 		}()
+		gauges := time.NewTicker(5 * time.Second)
+		defer gauges.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-changes:
 				a.refreshWorkers()
+			case <-gauges.C:
+				a.updateIndexGauges()
 			}
 		}
 	}()

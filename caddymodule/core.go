@@ -101,3 +101,14 @@ func (a *App) routingCore() *routingCore {
 	defer a.mu.Unlock()
 	return a.routing
 }
+
+// updateIndexGauges sets caddy_kvroute_index_blocks{worker} from the subscriber's view.
+func (a *App) updateIndexGauges() {
+	ec := a.eventCore()
+	if ec == nil {
+		return
+	}
+	for _, w := range ec.sub.Stats().Workers {
+		kvMetrics.indexBlocks.WithLabelValues(w.WorkerID).Set(float64(w.Blocks))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kvevents/loadsync"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
@@ -194,13 +195,23 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 type routingCore struct {
 	router  *router.Router
 	fetcher *fetch.Fetcher
+	sync    *loadsync.Sync // replica load sharing (DESIGN.md §9); nil without NATS
 }
 
 func (c *routingCore) close() {
-	if c != nil && c.fetcher != nil {
+	if c == nil {
+		return
+	}
+	if c.sync != nil {
+		c.sync.Stop()
+	}
+	if c.fetcher != nil {
 		c.fetcher.Close()
 	}
 }
+
+// replicaID names this process among the routers sharing load on kvroute.sync.load.
+var replicaID = newRequestID()[:16]
 
 // loadModel loads the configured model folder; nil without model_dir.
 func (a *App) loadModel() (*model.Model, error) {
@@ -257,7 +268,29 @@ func (a *App) newRoutingCore(m *model.Model, ix *index.Index) (*routingCore, err
 		f.Close()
 		return nil, err
 	}
-	return &routingCore{router: r, fetcher: f}, nil
+	core := &routingCore{router: r, fetcher: f}
+	if st := a.NATS(); st != nil {
+		ls, err := loadsync.New(loadsync.Config{Replica: replicaID, Logger: a.logger.Named("loadsync")}, st.Conn(), sched.Tracker(), a.workerIDs)
+		if err == nil {
+			err = ls.Start()
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("starting replica load sync: %w", err)
+		}
+		core.sync = ls
+	}
+	return core, nil
+}
+
+// workerIDs lists the current workers' ids.
+func (a *App) workerIDs() []string {
+	ws := a.WorkerList()
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.WorkerID
+	}
+	return ids
 }
 
 // routerWorkers converts registry records to the router's view.
