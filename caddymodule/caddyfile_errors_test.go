@@ -58,7 +58,7 @@ func TestCaddyfileExample(t *testing.T) {
 		t.Errorf("warnings: %v", warnings)
 	}
 	for _, want := range []string{
-		`"kvroute":{"nats_url":"nats://nats-1.internal:4222,nats://nats-2.internal:4222","nats_credentials":"/etc/kvroute/router.creds"}`,
+		`"kvroute":{"nats_url":"nats://nats-1.internal:4222,nats://nats-2.internal:4222","nats_credentials":"/etc/kvroute/router.creds","model_dir":"/srv/models/Qwen3-VL-8B-Instruct"}`,
 		`"handler":"kvroute","max_body_size":67108864,"read_timeout":30000000000`,
 		`"dynamic_upstreams":{"model":"Qwen/Qwen3-VL-8B-Instruct","source":"kvroute"}`,
 		`"selection_policy":{"fallback":{"policy":"least_conn"},"policy":"kvroute"}`,

@@ -97,7 +97,6 @@ func (h *Handler) Validate() error {
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	start := time.Now()
 	reqID := r.Header.Get("X-Request-Id")
 	if reqID == "" || len(reqID) > 200 {
 		reqID = newRequestID()
@@ -114,7 +113,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return h.fail(w, r, reqID, reason.New(reason.BodyInvalid, "request body is not valid JSON"))
 		}
 		body = b
-		h.metrics.routingSeconds.WithLabelValues("parse").Observe(time.Since(start).Seconds())
 	}
 
 	d, err := h.app.Decider().Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.WorkerList()})

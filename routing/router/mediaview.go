@@ -106,7 +106,6 @@ func (r *Router) resolveAll(ctx context.Context, parts []chat.MediaPart, c *layo
 	defer cancel()
 	out := make([]resolved, len(parts))
 	var wg sync.WaitGroup
-	t := time.Now()
 	for i := range parts {
 		wg.Add(1)
 		go func(i int) {
@@ -118,7 +117,6 @@ func (r *Router) resolveAll(ctx context.Context, parts []chat.MediaPart, c *layo
 		}(i)
 	}
 	wg.Wait()
-	r.stage("media", t)
 	// A client error anywhere rejects the request; report the first in prompt order.
 	for _, o := range out {
 		if code := reason.CodeOf(o.err); code.IsClientError() {

@@ -41,7 +41,7 @@ func DefaultConfig() Config { return Config{FrontendDecoding: true, MaxMedia: De
 // Hooks observe the router; every field may be nil.
 type Hooks struct {
 	// Stage receives the time spent in one stage of DESIGN.md §10 (parse, template, tokenize,
-	// media, layout, hash, index, score).
+	// layout, hash, index, score; Media implementations report fetch and decode).
 	Stage func(stage string, d time.Duration)
 	// Verified receives the outcome of one run-time layout verification ("match" or "mismatch").
 	Verified func(result string)
