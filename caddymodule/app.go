@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
@@ -178,7 +179,14 @@ func (a *App) Validate() error {
 	if p := a.EmbeddedNATS.Port; p < natsutil.RandomPort || p > 65535 {
 		return fmt.Errorf("embedded_nats port %d must be -1 (random) or 1-65535", p)
 	}
-	return nil
+	if a.NATSURL == "" {
+		if h := a.EmbeddedNATS.Host; h != "localhost" {
+			if ip, err := netip.ParseAddr(h); err != nil || !ip.IsLoopback() {
+				return fmt.Errorf("embedded_nats host %q must be a loopback address (the embedded server has no authentication)", h)
+			}
+		}
+	}
+	return a.RoutingConfig.validateRouting()
 }
 
 // Start connects to NATS (starting the embedded server if needed) through the usage pool, so a

@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -57,7 +56,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		if errors.As(err, &mbe) {
 			return nil, reason.Wrap(reason.BodyTooLarge, err, "request body exceeds the limit of %d bytes", mbe.Limit)
 		}
-		return nil, fmt.Errorf("reading request body: %w", err)
+		// A malformed chunked encoding or a client that went away mid-body: the client's fault,
+		// answered (if anyone still listens) with 400, never a server error.
+		return nil, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed")
 	}
 	if int64(buf.Len()) > limit {
 		return nil, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", limit)

@@ -47,8 +47,9 @@ type natsState struct {
 
 // newNATSState starts the embedded server when no URL is configured, connects, opens the
 // registry bucket and starts its watcher. On error everything started so far is stopped.
-func newNATSState(cfg natsConfig, logger *zap.Logger) (st *natsState, err error) {
-	st = &natsState{url: cfg.url, created: time.Now(), logger: logger}
+func newNATSState(cfg natsConfig, logger *zap.Logger) (_ *natsState, err error) {
+	// st is not the named result: a failing `return nil, err` must not nil it before the cleanup.
+	st := &natsState{url: cfg.url, created: time.Now(), logger: logger}
 	defer func() {
 		if err != nil {
 			_ = st.Destruct()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -187,6 +188,25 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 	}
 	if rc.MaxMedia < 0 {
 		return errors.New("max_media must not be negative")
+	}
+	return nil
+}
+
+// validateRouting checks what can be checked without touching the file system or the network:
+// the media allow-lists parse. (model_dir and file_root are read at start: `caddy validate` of a
+// config meant for another machine should not fail on its paths.)
+func (rc *RoutingConfig) validateRouting() error {
+	if m := rc.Media; m != nil {
+		for _, c := range m.AllowCIDRs {
+			if _, err := netip.ParsePrefix(c); err != nil {
+				return fmt.Errorf("media allow_cidr %q: %w", c, err)
+			}
+		}
+		for _, ap := range m.AllowAddrs {
+			if _, err := netip.ParseAddrPort(ap); err != nil {
+				return fmt.Errorf("media allow_addr %q (want ip:port): %w", ap, err)
+			}
+		}
 	}
 	return nil
 }

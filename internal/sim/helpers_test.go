@@ -37,6 +37,8 @@ func (f *fakeMedia) Video(_ context.Context, url string, c *layout.Contract) (*r
 		SourceFPS: 30, Width: 640, Height: 360, Indices: idx}, nil
 }
 
+func (f *fakeMedia) CheckURL(string) error { return nil }
+
 func (f *fakeMedia) Image(_ context.Context, url string) (*router.ImageInfo, error) {
 	return &router.ImageInfo{Identity: f.identity[url], Width: 640, Height: 480}, nil
 }

@@ -45,7 +45,8 @@ func (s *Server) Record(endpoint string) registry.Worker {
 	}
 }
 
-// RegisterConn is Register over an open connection, which Close leaves open.
+// RegisterConn is Register over an open connection, which Close leaves open. ctx bounds the setup
+// only: the heartbeat keeps the record alive until Close, even after ctx ends.
 func RegisterConn(ctx context.Context, nc *nats.Conn, endpoint string, s *Server, logger *zap.Logger) (*Registration, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -59,7 +60,8 @@ func RegisterConn(ctx context.Context, nc *nats.Conn, endpoint string, s *Server
 	if err != nil {
 		return nil, err
 	}
-	if err := pub.Start(ctx); err != nil {
+	// The heartbeat must outlive a setup deadline (a record without heartbeats expires in 30 s).
+	if err := pub.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, err
 	}
 	return &Registration{nc: nc, pub: pub}, nil

@@ -82,6 +82,35 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) ([]byte, error) {
 	return nil, reason.New(reason.MediaURLBlocked, "unsupported media URL scheme %q", strings.ToLower(scheme))
 }
 
+// Check applies the rules that need no network to rawURL: the scheme, file: only with a FileRoot,
+// and for http(s) the host syntax, the domain list and IP literals. A host name that resolves to a
+// refused address passes here and is refused by Fetch at dial time. The router uses Check on
+// media it forwards without fetching (fallbacks), so a request naming a refused address is
+// rejected whatever path it takes. Errors are *reason.Error with media_url_blocked.
+func (f *Fetcher) Check(rawURL string) error {
+	scheme, _, ok := strings.Cut(rawURL, ":")
+	if !ok || !validScheme(scheme) {
+		return reason.New(reason.MediaURLBlocked, "unsupported media URL scheme")
+	}
+	switch strings.ToLower(scheme) {
+	case "data":
+		return nil
+	case "file":
+		if f.p.fileRoot == "" {
+			return reason.New(reason.MediaURLBlocked, "file: media URLs are not allowed")
+		}
+		return nil
+	case "http", "https":
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return reason.New(reason.MediaURLBlocked, "media URL does not parse")
+		}
+		u.Scheme = strings.ToLower(u.Scheme)
+		return f.checkURL(u)
+	}
+	return reason.New(reason.MediaURLBlocked, "unsupported media URL scheme %q", strings.ToLower(scheme))
+}
+
 // validScheme reports whether s has the RFC 3986 scheme syntax.
 func validScheme(s string) bool {
 	if s == "" {

@@ -103,6 +103,9 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 	}, nil
 }
 
+// CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
+func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
+
 // Image fetches url and decodes it (PNG, JPEG, GIF).
 func (r *Resolver) Image(ctx context.Context, url string) (*router.ImageInfo, error) {
 	t := time.Now()

@@ -16,6 +16,10 @@ type Media interface {
 	Video(ctx context.Context, url string, c *layout.Contract) (*VideoInfo, error)
 	// Image fetches url, decodes it and returns its content identity and size.
 	Image(ctx context.Context, url string) (*ImageInfo, error)
+	// CheckURL applies the URL rules that need no network (scheme, IP literals, domain list).
+	// The router calls it on every media URL it forwards, fetched or not, so a request naming a
+	// refused address is rejected (media_url_blocked) even when it falls back.
+	CheckURL(url string) error
 }
 
 // VideoInfo is what the router needs of one decoded clip.

@@ -46,6 +46,13 @@ func (f *fakeMedia) Video(_ context.Context, url string, c *layout.Contract) (*V
 	return &VideoInfo{Identity: f.identity[url], Codec: "vp9", DecodedFrames: 300, ContainerFrames: cf, SourceFPS: 30, Width: 640, Height: 360, Indices: idx}, nil
 }
 
+func (f *fakeMedia) CheckURL(url string) error {
+	if strings.HasPrefix(url, "http://169.254.") {
+		return reason.New(reason.MediaURLBlocked, "link-local")
+	}
+	return nil
+}
+
 func (f *fakeMedia) Image(_ context.Context, url string) (*ImageInfo, error) {
 	return &ImageInfo{Identity: f.identity[url], Width: 640, Height: 480}, nil
 }
@@ -232,6 +239,8 @@ func TestFallbacks(t *testing.T) {
 		{"contract missing", chat000, testWorkers(hubContract, ""), reason.ContractMissing, ""},
 		{"unsupported codec", strings.Replace(chat000, "clip.mp4", "h264.mp4", 1), nil, reason.UnsupportedCodec, ""},
 		{"blocked url", strings.Replace(chat000, "clip.mp4", "blocked.webm", 1), nil, "", reason.MediaURLBlocked},
+		// A fallback forwards the part to a worker that fetches it: the URL rules apply anyway.
+		{"blocked url with client uuid", strings.Replace(chat000, `{"url":"https://example.com/clip.mp4"}`, `{"url":"http://169.254.169.254/x"},"uuid":"abc"`, 1), nil, "", reason.MediaURLBlocked},
 		{"bad json", `{"messages": [`, nil, "", reason.BodyInvalid},
 		{"schema", `{"messages": 5}`, nil, reason.TemplateError, ""},
 	}
