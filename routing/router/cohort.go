@@ -93,7 +93,8 @@ func (r *Router) Agreements(workers []Worker) []Agreement {
 	sort.Strings(models)
 	out := make([]Agreement, 0, len(models))
 	for _, m := range models {
-		cs := r.cohortFor(m, workersFor(workers, m))
+		ws, _ := workersFor(workers, m)
+		cs := r.cohortFor(m, ws)
 		a := Agreement{Model: m, Agreed: cs.err == nil, Digest: cs.cohort.Digest}
 		if cs.err != nil {
 			a.Reason, a.Detail = reason.CodeOf(cs.err), cs.err.Error()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -179,10 +180,15 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 	res.Model = req.Model
 	r.verify.setWorkers(in.Workers)
-	workers := workersFor(in.Workers, req.Model)
+	workers, matched := workersFor(in.Workers, req.Model)
 	if len(workers) == 0 {
 		res.Fallback, res.Detail = reason.IndexUnavailable, "no registered workers"
 		return res, nil
+	}
+	if !matched && req.Model != "" {
+		// No record declares the model: nothing says these workers' caches or contracts are for
+		// it, so route on load alone (the workers answer as they do for an unknown model).
+		return r.loadOnly(res, workers, in, reason.IndexUnavailable, "no registered worker serves model "+strconv.Quote(req.Model))
 	}
 	kind := pathKind(in.Path)
 	if kind == pathOther {

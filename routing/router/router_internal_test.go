@@ -243,6 +243,7 @@ func TestFallbacks(t *testing.T) {
 		{"blocked url with client uuid", strings.Replace(chat000, `{"url":"https://example.com/clip.mp4"}`, `{"url":"http://169.254.169.254/x"},"uuid":"abc"`, 1), nil, "", reason.MediaURLBlocked},
 		{"bad json", `{"messages": [`, nil, "", reason.BodyInvalid},
 		{"schema", `{"messages": 5}`, nil, reason.TemplateError, ""},
+		{"unknown model", strings.Replace(chat000, `"model":"qwen"`, `"model":"nope"`, 1), nil, reason.IndexUnavailable, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,19 +42,19 @@ func (w *Worker) hasFeature(f string) bool {
 }
 
 // workersFor returns the workers that serve model: those whose Model equals it, or every worker
-// when none does (a router in front of one model need not spell its name in every record).
-func workersFor(all []Worker, model string) []Worker {
-	var out []Worker
+// when none does (then matched is false: the request names a model no record declares, or none).
+func workersFor(all []Worker, model string) (ws []Worker, matched bool) {
 	for _, w := range all {
 		if w.Model == model {
-			out = append(out, w)
+			ws = append(ws, w)
 		}
 	}
-	if len(out) == 0 {
-		out = append(out, all...)
+	matched = len(ws) > 0
+	if !matched {
+		ws = append(ws, all...)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	sort.Slice(ws, func(i, j int) bool { return ws[i].ID < ws[j].ID })
+	return ws, matched
 }
 
 // cohortKey identifies one set of workers with their contracts, so the cohort rule runs again
