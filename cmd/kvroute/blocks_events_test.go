@@ -155,6 +155,9 @@ func TestEventsErrors(t *testing.T) {
 		"random bytes":    {[]string{"--model", blocksModelDir, "--encoding", "vllm", "--block-size", "16"}, "\x93\xc1\x00garbage"},
 		"missing model":   {[]string{"--model", "/nonexistent", "--encoding", "vllm", "--block-size", "16"}, ""},
 		"dynamo bad json": {[]string{"--model", blocksModelDir, "--encoding", "dynamo-json", "--block-size", "16"}, "{"},
+		// [0.0, [["BlockStored", 5, 6]]]: a stored event whose fields do not fit (a wrong --encoding).
+		"only malformed events": {[]string{"--model", blocksModelDir, "--encoding", "vllm", "--block-size", "16"},
+			"\x92\x00\x91\x93\xabBlockStored\x05\x06"},
 	} {
 		if _, err := eventsCmd(tc.args, strings.NewReader(tc.stdin), io.Discard); err == nil {
 			t.Errorf("%s: no error", name)

@@ -56,6 +56,9 @@ func eventsCmd(args []string, stdin io.Reader, stderr io.Writer) (any, error) {
 	if *dir == "" {
 		return nil, errors.New("events: --model DIR is required")
 	}
+	if *bs <= 0 {
+		return nil, errors.New("events: --block-size N (the workers' KV block size, > 0) is required")
+	}
 	enc, err := codec.ParseEncoding(*encName)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
@@ -81,6 +84,12 @@ func eventsCmd(args []string, stdin io.Reader, stderr io.Writer) (any, error) {
 	bt, err := codec.Decode(enc, raw)
 	if err != nil {
 		return nil, err
+	}
+	if len(bt.Events) == 0 && bt.Malformed > 0 {
+		// Nothing decoded and some events did not fit: most often the wrong --encoding; an empty
+		// answer would hide that. (Events of unknown types alone are skipped: newer engines.)
+		return nil, fmt.Errorf("events: no event of the batch decodes as %s (%d of unknown type, %d malformed; first: %v)",
+			enc, bt.Unknown, bt.Malformed, bt.FirstErr)
 	}
 	if bt.Unknown+bt.Malformed > 0 {
 		fmt.Fprintf(stderr, "events: skipped %d events of unknown type and %d malformed events (first: %v)\n", bt.Unknown, bt.Malformed, bt.FirstErr)
