@@ -176,7 +176,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	req, err := chat.ParseRequest(in.Body)
 	r.stage("parse", t0)
 	if err != nil {
-		return nil, reason.Wrap(reason.BodyInvalid, err, "the request body is not valid JSON")
+		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not a JSON object")
 	}
 	res.Model = req.Model
 	r.verify.setWorkers(in.Workers)
