@@ -12,10 +12,10 @@ import (
 	"os"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/testkit"
+
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
@@ -50,21 +50,7 @@ func mediaServer(t *testing.T) string {
 	return ts.URL
 }
 
-func loopbackResolver(t *testing.T) *resolver.Resolver {
-	t.Helper()
-	fc := fetch.DefaultConfig()
-	fc.AllowLoopback = true
-	fe, err := fetch.New(fc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fe.Close)
-	dec, err := media.NewDecoder(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resolver.New(fe, dec)
-}
+func loopbackResolver(t *testing.T) *resolver.Resolver { return testkit.LoopbackResolver(t) }
 
 // TestRouterAndSimulatorAgree is the end-to-end property: a request with a real VP9 clip and a PNG
 // is routed by routing/router (which decodes the media, forwards the identities as uuids and

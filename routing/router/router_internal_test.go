@@ -1,14 +1,14 @@
 package router
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kvroute/kvroute/internal/goldens"
 
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/index"
@@ -101,28 +101,7 @@ func testWorkers(contracts ...string) []Worker {
 
 // goldenIDs reads the ids of one tokens.jsonl record.
 func goldenIDs(t *testing.T, id string) []uint32 {
-	t.Helper()
-	f, err := os.Open("../../testdata/golden/tokens.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	for sc.Scan() {
-		var rec struct {
-			ID  string   `json:"id"`
-			IDs []uint32 `json:"ids"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if rec.ID == id {
-			return rec.IDs
-		}
-	}
-	t.Fatalf("no record %s", id)
-	return nil
+	return goldens.TokenIDs(t, "../../testdata/golden/tokens.jsonl", id)
 }
 
 const chat000 = `{"model":"qwen","messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"https://example.com/clip.mp4"}},{"type":"text","text":"Describe this video."}]}],"add_generation_prompt":true}`

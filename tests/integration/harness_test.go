@@ -20,14 +20,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/testkit"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
-	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
@@ -51,21 +51,7 @@ var (
 // newSimResolver returns the media resolver the simulators of one harness share (its decode cache
 // is keyed by the clip bytes and the contract digest, so simulators with different contracts do
 // not mix); it is closed at the test's end.
-func newSimResolver(t *testing.T) *resolver.Resolver {
-	t.Helper()
-	fc := fetch.DefaultConfig()
-	fc.AllowLoopback = true
-	f, err := fetch.New(fc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	d, err := media.NewDecoder(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resolver.New(f, d)
-}
+func newSimResolver(t *testing.T) *resolver.Resolver { return testkit.LoopbackResolver(t) }
 
 // simSpec describes one in-process simulator of a harness.
 type simSpec struct {

@@ -1,37 +1,16 @@
 package integration
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"slices"
 	"testing"
+
+	"github.com/kvroute/kvroute/internal/goldens"
 )
 
 // goldenTokens returns the ids of one record of testdata/golden/tokens.jsonl.
 func goldenTokens(t *testing.T, id string) []uint32 {
-	t.Helper()
-	f, err := os.Open("../../testdata/golden/tokens.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 8<<20)
-	for sc.Scan() {
-		var rec struct {
-			ID  string   `json:"id"`
-			IDs []uint32 `json:"ids"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if rec.ID == id {
-			return rec.IDs
-		}
-	}
-	t.Fatalf("tokens.jsonl has no %s (%v)", id, sc.Err())
-	return nil
+	return goldens.TokenIDs(t, "../../testdata/golden/tokens.jsonl", id)
 }
 
 // chat000 is golden chat case chat_000 (the video first, then "Describe this video.") with the
