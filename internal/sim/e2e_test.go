@@ -12,9 +12,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/kvroute/kvroute/internal/testkit"
-
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/blocks"

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/goldens"
-
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
