@@ -68,6 +68,12 @@ type App struct {
 
 	// decider computes routing decisions; see Decider.
 	decider atomic.Pointer[deciderBox]
+
+	// started is closed when Start has installed the worker list and the router (or failed, or
+	// the app stopped): during a reload Caddy may start the new HTTP servers before this app, and
+	// the handler waits for it instead of routing without workers.
+	started     chan struct{}
+	startedOnce sync.Once
 }
 
 // EmbeddedNATS configures the embedded NATS server.
@@ -168,7 +174,34 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.decider.Load() == nil {
 		a.decider.Store(&deciderBox{NoPreference{}})
 	}
+	a.started = make(chan struct{})
 	return nil
+}
+
+// markStarted releases the handlers waiting in waitStarted. Safe to call more than once.
+func (a *App) markStarted() {
+	if a.started != nil {
+		a.startedOnce.Do(func() { close(a.started) })
+	}
+}
+
+// waitStarted blocks until the app has started (or failed to), ctx ends, or max elapses.
+func (a *App) waitStarted(ctx context.Context, max time.Duration) {
+	if a.started == nil {
+		return
+	}
+	select {
+	case <-a.started:
+		return
+	default:
+	}
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-a.started:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Validate checks the configuration.
@@ -193,6 +226,7 @@ func (a *App) Validate() error {
 // reload with the same NATS settings reuses the running connection, and starts following the
 // worker registry.
 func (a *App) Start() error {
+	defer a.markStarted() // also on failure: waiting handlers then proceed (their config is rejected)
 	val, _, err := natsPool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
 		return newNATSState(a.natsConfig(), caddy.Log().Named("kvroute.nats"))
 	})
@@ -241,6 +275,7 @@ func (a *App) Start() error {
 // Stop stops following the registry and releases this config's reference to the NATS state; the
 // last config to release it closes the connection and the embedded server.
 func (a *App) Stop() error {
+	defer a.markStarted()
 	a.mu.Lock()
 	stop, done := a.stop, a.done
 	a.stop, a.done, a.state = nil, nil, nil

@@ -3,6 +3,9 @@ package caddymodule
 import (
 	"context"
 	"net/http"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/reason"
@@ -40,6 +43,11 @@ type Decision struct {
 
 	// handle releases the request's load accounting (nil when nothing is accounted).
 	handle *scheduler.Handle
+
+	// triedMu guards tried, the normalized dial addresses of the proxy's attempts so far
+	// (retries are sequential, but the policy must not race with a late attempt).
+	triedMu  sync.Mutex
+	triedEps []string
 
 	// body is the request body the proxy replays on every attempt; nil without a body.
 	body *replayBody
@@ -95,3 +103,60 @@ type NoPreference struct{}
 
 // Decide returns an empty decision.
 func (NoPreference) Decide(context.Context, *RouteInput) (*Decision, error) { return &Decision{}, nil }
+
+// ranked returns the chosen endpoint and the next-best candidates' endpoints, best first.
+func (d *Decision) ranked() []string {
+	out := make([]string, 0, 1+len(d.Candidates))
+	if d.Endpoint != "" {
+		out = append(out, d.Endpoint)
+	}
+	for _, c := range d.Candidates {
+		out = append(out, c.Endpoint)
+	}
+	return out
+}
+
+// tried reports whether an attempt of this request already went to endpoint ep.
+func (d *Decision) tried(ep string) bool {
+	d.triedMu.Lock()
+	defer d.triedMu.Unlock()
+	for _, t := range d.triedEps {
+		if t == ep {
+			return true
+		}
+	}
+	return false
+}
+
+// markTried records an attempt's upstream dial address.
+func (d *Decision) markTried(dial string) {
+	ep, err := registry.NormalizeEndpoint(dial)
+	if err != nil {
+		ep = dial
+	}
+	d.triedMu.Lock()
+	d.triedEps = append(d.triedEps, ep)
+	d.triedMu.Unlock()
+}
+
+// untried returns pool without the upstreams earlier attempts used; the whole pool when every
+// upstream was tried (the fallback policy then decides, as without kvroute).
+func (d *Decision) untried(pool reverseproxy.UpstreamPool) reverseproxy.UpstreamPool {
+	d.triedMu.Lock()
+	n := len(d.triedEps)
+	d.triedMu.Unlock()
+	if n == 0 {
+		return pool
+	}
+	out := make(reverseproxy.UpstreamPool, 0, len(pool))
+	for _, up := range pool {
+		ep, err := registry.NormalizeEndpoint(up.Dial)
+		if err != nil || !d.tried(ep) {
+			out = append(out, up)
+		}
+	}
+	if len(out) == 0 {
+		return pool
+	}
+	return out
+}

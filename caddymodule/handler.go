@@ -26,6 +26,9 @@ func init() {
 const (
 	DefaultMaxBodySize = 64 << 20
 	DefaultReadTimeout = 30 * time.Second
+
+	// appStartWait bounds how long a request waits for the kvroute app to start.
+	appStartWait = 10 * time.Second
 )
 
 // Handler is the `http.handlers.kvroute` handler. For a chat or completions POST it reads the body
@@ -97,6 +100,9 @@ func (h *Handler) Validate() error {
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	// During a reload the new HTTP server may take requests before the kvroute app has started;
+	// wait for it (typically < 0.3 s) rather than route without its worker list.
+	h.app.waitStarted(r.Context(), appStartWait)
 	reqID := r.Header.Get("X-Request-Id")
 	if reqID == "" || len(reqID) > 200 {
 		reqID = newRequestID()

@@ -1,8 +1,10 @@
 package caddymodule
 
 import (
+	"context"
 	"net"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -42,4 +44,33 @@ func TestValidateRejectsUnsafeOrMalformed(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid config rejected: %v", err)
 	}
+}
+
+// TestHandlerWaitsForAppStart: requests that arrive before the app started (a reload can start
+// the new HTTP server first) wait for it instead of routing without the worker list.
+func TestHandlerWaitsForAppStart(t *testing.T) {
+	a := &App{started: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		a.waitStarted(context.Background(), time.Minute)
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("waitStarted returned before the app started")
+	case <-time.After(50 * time.Millisecond):
+	}
+	a.markStarted()
+	a.markStarted() // idempotent
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("waitStarted did not return after the app started")
+	}
+	// A started app does not wait at all, and a cancelled request stops waiting.
+	a.waitStarted(context.Background(), time.Minute)
+	b := &App{started: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b.waitStarted(ctx, time.Minute)
 }

@@ -62,7 +62,9 @@ func (s *Selection) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Select returns the upstream for this attempt, or nil when none is available.
+// Select returns the upstream for this attempt, or nil when none is available. Attempt n (a retry
+// after lb_retries) skips the upstreams of the attempts before it, so a retry goes to the next-best
+// worker even when no health check has marked the failed one down yet.
 func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
 	d := DecisionFrom(r.Context())
 	if d == nil {
@@ -71,12 +73,21 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 	if d.body != nil {
 		d.body.Rewind()
 	}
-	up := pickEndpoint(pool, d.Endpoint)
-	for i := 0; up == nil && i < len(d.Candidates); i++ {
-		up = pickEndpoint(pool, d.Candidates[i].Endpoint)
+	var up *reverseproxy.Upstream
+	ranked := d.ranked()
+	for _, ep := range ranked {
+		if d.tried(ep) {
+			continue
+		}
+		if up = pickEndpoint(pool, ep); up != nil {
+			break
+		}
 	}
 	if up == nil {
-		up = s.fallback.Select(pool, r, w)
+		up = s.fallback.Select(d.untried(pool), r, w)
+	}
+	if up != nil {
+		d.markTried(up.Dial)
 	}
 	if up != nil {
 		worker := ""

@@ -69,3 +69,31 @@ func TestSelectionRewindsBody(t *testing.T) {
 		t.Errorf("after select read %q", p[:n])
 	}
 }
+
+// TestSelectionRetriesSkipTriedUpstreams: with lb_retries and no health check marking a dead
+// worker down, each retry goes to the next-best worker, then to the fallback over the untried
+// upstreams (a user test saw every retry hit the crashed chosen worker).
+func TestSelectionRetriesSkipTriedUpstreams(t *testing.T) {
+	s := &Selection{fallback: reverseproxy.FirstSelection{}, app: testApp(t, nil)}
+	d := &Decision{WorkerID: "w2", Endpoint: "127.0.0.1:9002", Candidates: []Candidate{{WorkerID: "w1", Endpoint: "127.0.0.1:9001"}}}
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	ctx := WithDecision(context.WithValue(req.Context(), caddyhttp.VarsCtxKey, map[string]any{}), d)
+	req = req.WithContext(ctx)
+	pool := testPool()
+	var got []string
+	for i := 0; i < 4; i++ {
+		up := s.Select(pool, req, nil)
+		if up == nil {
+			t.Fatalf("attempt %d: no upstream", i)
+		}
+		got = append(got, up.Dial)
+	}
+	// chosen, next-best, the fallback over the one untried upstream, then (all tried) the fallback
+	// over the whole pool.
+	want := []string{"http://127.0.0.1:9002", "127.0.0.1:9001", "127.0.0.1:9000", "127.0.0.1:9000"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("attempts %v, want %v", got, want)
+		}
+	}
+}

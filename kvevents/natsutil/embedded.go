@@ -81,6 +81,17 @@ func StartEmbedded(cfg *EmbeddedConfig) (*Embedded, error) {
 		}
 		e.tempDir, store = dir, dir
 	}
+	// A taken port would only show as "not ready" after ReadyTimeout: probe it first, so the
+	// operator gets "address already in use" at once. (Another process can still take the port
+	// between the probe and the server's own listen; the timeout covers that.)
+	if c.Port != RandomPort {
+		ln, err := net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)))
+		if err != nil {
+			e.removeTemp()
+			return nil, fmt.Errorf("starting embedded NATS server: %w", err)
+		}
+		_ = ln.Close()
+	}
 	// NewServer must get fresh options; it keeps a reference to them.
 	opts := &server.Options{
 		ServerName:            "kvroute-embedded",

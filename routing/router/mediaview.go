@@ -23,16 +23,6 @@ const frameCountContainer = "container"
 // tokens. It returns a client error (4xx) as err, or a fallback reason code with a detail when
 // exact routing is not possible; exactly one of the expansion, the code or the error is set.
 func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string, workers []Worker, res *Result) (*layout.Expansion, reason.Code, string, error) {
-	if r.media != nil {
-		for _, p := range req.Media {
-			if p.URL == "" {
-				continue
-			}
-			if err := r.media.CheckURL(p.URL); err != nil {
-				return nil, "", "", err
-			}
-		}
-	}
 	switch {
 	case req.HasAudio:
 		return nil, reason.AudioPresent, "the request has an audio part", nil

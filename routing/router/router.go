@@ -179,6 +179,17 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not a JSON object")
 	}
 	res.Model = req.Model
+	kind := pathKind(in.Path)
+	if kind != pathOther && req.SchemaErr == nil {
+		// Client errors come first, whatever the routing outcome: a forwarded media part is
+		// fetched by the worker, so a refused address is refused here on every path.
+		if len(req.Media) > r.cfg.MaxMedia {
+			return nil, reason.New(reason.TooManyMedia, "the request has %d media items; at most %d are allowed", len(req.Media), r.cfg.MaxMedia)
+		}
+		if err := r.checkMediaURLs(req); err != nil {
+			return nil, err
+		}
+	}
 	r.verify.setWorkers(in.Workers)
 	workers, matched := workersFor(in.Workers, req.Model)
 	if len(workers) == 0 {
@@ -190,17 +201,12 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		// it, so route on load alone (the workers answer as they do for an unknown model).
 		return r.loadOnly(res, workers, in, reason.IndexUnavailable, "no registered worker serves model "+strconv.Quote(req.Model))
 	}
-	kind := pathKind(in.Path)
 	if kind == pathOther {
 		return r.loadOnly(res, workers, in, "", "path is not routed by KV overlap")
 	}
 	if req.SchemaErr != nil {
 		return r.loadOnly(res, workers, in, reason.TemplateError, req.SchemaErr.Error())
 	}
-	if len(req.Media) > r.cfg.MaxMedia {
-		return nil, reason.New(reason.TooManyMedia, "the request has %d media items; at most %d are allowed", len(req.Media), r.cfg.MaxMedia)
-	}
-
 	prompt, ids, err := r.promptTokens(req, kind)
 	if err != nil {
 		return r.loadOnly(res, workers, in, reason.TemplateError, err.Error())
@@ -283,6 +289,22 @@ func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint
 // (DESIGN.md §1 step 6); vLLM uses it verbatim as the item's multimodal hash.
 func ForwardedUUID(identity uint64) string {
 	return fmt.Sprintf("%016x", identity) + strings.Repeat("0", 48)
+}
+
+// checkMediaURLs applies the network-free URL rules to every media part with a URL.
+func (r *Router) checkMediaURLs(req *chat.Request) error {
+	if r.media == nil {
+		return nil
+	}
+	for _, p := range req.Media {
+		if p.URL == "" {
+			continue
+		}
+		if err := r.media.CheckURL(p.URL); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type pathType int

@@ -222,6 +222,7 @@ func TestFallbacks(t *testing.T) {
 		{"bad json", `{"messages": [`, nil, "", reason.BodyInvalid},
 		{"schema", `{"messages": 5}`, nil, reason.TemplateError, ""},
 		{"unknown model", strings.Replace(chat000, `"model":"qwen"`, `"model":"nope"`, 1), nil, reason.IndexUnavailable, ""},
+		{"unknown model, blocked url", strings.Replace(strings.Replace(chat000, `"model":"qwen"`, `"model":"nope"`, 1), "https://example.com/clip.mp4", "http://169.254.169.254/x", 1), nil, "", reason.MediaURLBlocked},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
