@@ -10,6 +10,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/subscriber"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
 // eventCore is the KV index and the event subscriber that feeds it. It lives in the NATS state, so
@@ -18,6 +19,9 @@ import (
 type eventCore struct {
 	index *index.Index
 	sub   *subscriber.Subscriber
+	// tracker is the active-load accounting; shared by every config's scheduler so requests in
+	// flight across a reload stay counted.
+	tracker *scheduler.Tracker
 }
 
 // core returns the state's event core, creating and starting it on first use.
@@ -47,7 +51,7 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	if err := sub.Start(context.Background()); err != nil {
 		return nil, fmt.Errorf("starting KV event subscriber: %w", err)
 	}
-	st.events = &eventCore{index: ix, sub: sub}
+	st.events = &eventCore{index: ix, sub: sub, tracker: scheduler.NewTracker()}
 	return st.events, nil
 }
 
@@ -74,7 +78,7 @@ func (a *App) startRouting(st *natsState) error {
 	}
 	var rcore *routingCore
 	if m != nil {
-		if rcore, err = a.newRoutingCore(m, ec.index); err != nil {
+		if rcore, err = a.newRoutingCore(m, ec); err != nil {
 			return err
 		}
 		ec.sub.SetOnStored(rcore.router.VerifyStored)

@@ -245,8 +245,8 @@ func (a *App) loadModel() (*model.Model, error) {
 	return m, nil
 }
 
-// newRoutingCore builds the router for model m over the shared index ix.
-func (a *App) newRoutingCore(m *model.Model, ix *index.Index) (*routingCore, error) {
+// newRoutingCore builds the router for model m over the shared index and load tracker.
+func (a *App) newRoutingCore(m *model.Model, ec *eventCore) (*routingCore, error) {
 	rc := &a.RoutingConfig
 	var lm *layout.Model
 	var err error
@@ -255,7 +255,7 @@ func (a *App) newRoutingCore(m *model.Model, ix *index.Index) (*routingCore, err
 			return nil, fmt.Errorf("loading model processor config: %w", err)
 		}
 	}
-	sched, err := scheduler.New(rc.Scheduler, nil)
+	sched, err := scheduler.NewWithTracker(rc.Scheduler, nil, ec.tracker)
 	if err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
 	}
@@ -283,7 +283,7 @@ func (a *App) newRoutingCore(m *model.Model, ix *index.Index) (*routingCore, err
 		Stage:    stage,
 		Verified: func(result string) { a.metrics.layoutVerified.WithLabelValues(result).Inc() },
 	}
-	r, err := router.New(cfg, m, lm, ix, sched, res, hooks, a.logger.Named("router"))
+	r, err := router.New(cfg, m, lm, ec.index, sched, res, hooks, a.logger.Named("router"))
 	if err != nil {
 		f.Close()
 		return nil, err

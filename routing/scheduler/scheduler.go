@@ -129,6 +129,20 @@ func New(cfg *Config, src rand.Source) (*Scheduler, error) {
 	return s, nil
 }
 
+// NewWithTracker is New over an existing tracker, so the active load outlives the scheduler
+// (kvroute keeps one tracker across config reloads, whose cost parameters may change).
+func NewWithTracker(cfg *Config, src rand.Source, t *Tracker) (*Scheduler, error) {
+	if t == nil {
+		return nil, errors.New("creating scheduler: nil tracker")
+	}
+	s, err := New(cfg, src)
+	if err != nil {
+		return nil, err
+	}
+	s.tracker = t
+	return s, nil
+}
+
 // Tracker returns the scheduler's load tracker.
 func (s *Scheduler) Tracker() *Tracker { return s.tracker }
 
