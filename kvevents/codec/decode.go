@@ -4,20 +4,37 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // Decoder decodes batches with reusable state. A Decoder must not be used by two goroutines at once;
-// make one per subscriber goroutine.
+// make one per subscriber goroutine. It keeps scratch buffers between calls (reused, never aliased by a
+// returned Batch) and a bounded set of recently decoded short strings (media identifiers, tiers, LoRA
+// names), which returned Batches share: strings are immutable, so this is invisible to callers.
 type Decoder struct {
 	buf []byte
+	off int // engine batches: read offset in buf
 	r   bytes.Reader
 	d   *msgpack.Decoder
+
+	// Per-batch scratch: events' hashes and tokens point here while a batch is decoded, then are copied
+	// into exactly sized per-batch slabs (finish), so the returned Batch owns its memory.
+	hs   []uint64
+	toks []uint32
+
+	strs map[string]string // interned strings, at most maxInterned
+	last string            // the last interned string (extra_keys repeat one identifier per block)
 }
+
+// Interning bounds: strings up to maxInternLen bytes, at most maxInterned of them (then forgotten at once).
+const (
+	maxInternLen = 128
+	maxInterned  = 1024
+)
 
 // NewDecoder returns a Decoder.
 func NewDecoder() *Decoder {
@@ -29,7 +46,7 @@ func NewDecoder() *Decoder {
 // Decode decodes one batch as published on kvroute.events.<id> in the given encoding. The error wraps
 // ErrMalformed when b is not one well-formed batch (trailing bytes included); events of unknown types
 // and events with wrongly shaped fields are skipped and counted in the Batch instead. The Batch does not
-// alias b.
+// alias b, nor the Decoder's scratch: it stays valid after later calls.
 func (dc *Decoder) Decode(enc Encoding, b []byte) (*Batch, error) {
 	switch enc {
 	case VLLM, SGLang:
@@ -51,32 +68,39 @@ func Decode(enc Encoding, b []byte) (*Batch, error) {
 	return NewDecoder().Decode(enc, b)
 }
 
+// reset prepares the generic msgpack decoder (Dynamo msgpack batches).
 func (dc *Decoder) reset(b []byte) {
 	dc.buf = b
 	dc.r.Reset(b)
 	dc.d.Reset(&dc.r)
 }
 
-func (dc *Decoder) pos() int { return len(dc.buf) - dc.r.Len() }
+func (dc *Decoder) pos() int { return dc.off }
 
-func (dc *Decoder) seek(off int) { _, _ = dc.r.Seek(int64(off), io.SeekStart) }
+func (dc *Decoder) seek(off int) { dc.off = off }
 
-// skip moves past the next value.
-func (dc *Decoder) skip() error {
-	end, err := skipValue(dc.buf, dc.pos())
+// Nesting of the values skipped while decoding an engine batch: enclosing non-empty containers.
+const (
+	inBatch    = 1 // batch array or map
+	inEvent    = 3 // batch, events, event
+	inKeyEntry = 5 // batch, events, event, extra_keys, entry
+)
+
+// skip moves past the next value, nested in outer containers.
+func (dc *Decoder) skip(outer int) error {
+	end, err := skipNested(dc.buf, dc.off, outer)
 	if err != nil {
 		return err
 	}
-	dc.seek(end)
+	dc.off = end
 	return nil
 }
 
 func (dc *Decoder) peek() (byte, error) {
-	c, err := dc.d.PeekCode()
-	if err != nil {
+	if dc.off >= len(dc.buf) {
 		return 0, fmt.Errorf("reading code: %w", errTruncated)
 	}
-	return c, nil
+	return dc.buf[dc.off], nil
 }
 
 func isInt(c byte) bool {
@@ -93,6 +117,41 @@ func malformed(what string, c byte) error {
 	return fmt.Errorf("reading %s: unexpected msgpack code 0x%02x: %w", what, c, ErrMalformed)
 }
 
+// containerLen reads the header of the array or map at dc.off (the caller checked the code): its
+// item count (pairs for a map) and moves past it. ok is false for a truncated header.
+func (dc *Decoder) containerLen() (int, bool) {
+	n, next, ok := containerLenAt(dc.buf, dc.off)
+	if ok {
+		dc.off = next
+	}
+	return n, ok
+}
+
+// containerLenAt reads the header of the array or map at b[off]: its item count (pairs for a map)
+// and the offset after the header. ok is false for another code or a truncated header.
+func containerLenAt(b []byte, off int) (n, next int, ok bool) {
+	if off >= len(b) {
+		return 0, 0, false
+	}
+	c := b[off]
+	if c&0xf0 == 0x90 || c&0xf0 == 0x80 {
+		return int(c & 0x0f), off + 1, true
+	}
+	switch c {
+	case msgpcode.Array16, msgpcode.Map16:
+		if len(b)-off < 3 {
+			return 0, 0, false
+		}
+		return int(binary.BigEndian.Uint16(b[off+1:])), off + 3, true
+	case msgpcode.Array32, msgpcode.Map32:
+		if len(b)-off < 5 {
+			return 0, 0, false
+		}
+		return int(binary.BigEndian.Uint32(b[off+1:])), off + 5, true
+	}
+	return 0, 0, false
+}
+
 // arrayLen reads an array header; the length is at most the bytes left.
 func (dc *Decoder) arrayLen(what string) (int, error) {
 	c, err := dc.peek()
@@ -102,9 +161,18 @@ func (dc *Decoder) arrayLen(what string) (int, error) {
 	if !isArray(c) {
 		return 0, malformed(what, c)
 	}
-	n, err := dc.d.DecodeArrayLen()
-	if err != nil || n > dc.r.Len() {
+	n, ok := dc.containerLen()
+	if !ok || n > len(dc.buf)-dc.off {
 		return 0, fmt.Errorf("reading %s length: %w", what, errTruncated)
+	}
+	return n, nil
+}
+
+// mapLen reads a map header (the caller checked the code).
+func (dc *Decoder) mapLen(what string) (int, error) {
+	n, ok := dc.containerLen()
+	if !ok {
+		return 0, fmt.Errorf("reading %s: %w", what, errTruncated)
 	}
 	return n, nil
 }
@@ -115,10 +183,30 @@ func (dc *Decoder) isNil() (bool, error) {
 		return false, err
 	}
 	if c == msgpcode.Nil {
-		_ = dc.d.DecodeNil()
+		dc.off++
 		return true, nil
 	}
 	return false, nil
+}
+
+// intern returns b as a string, shared with earlier results when short and seen recently.
+func (dc *Decoder) intern(b []byte) string {
+	if string(b) == dc.last {
+		return dc.last
+	}
+	if len(b) > maxInternLen {
+		return string(b)
+	}
+	s, ok := dc.strs[string(b)]
+	if !ok {
+		if dc.strs == nil || len(dc.strs) >= maxInterned {
+			dc.strs = make(map[string]string, 64)
+		}
+		s = string(b)
+		dc.strs[s] = s
+	}
+	dc.last = s
+	return s
 }
 
 func (dc *Decoder) str(what string) (string, error) {
@@ -129,22 +217,23 @@ func (dc *Decoder) str(what string) (string, error) {
 	if !msgpcode.IsString(c) {
 		return "", malformed(what, c)
 	}
-	s, err := dc.d.DecodeString()
-	if err != nil {
+	b, next, ok := rawStr(dc.buf, dc.off)
+	if !ok {
 		return "", fmt.Errorf("reading %s: %w", what, errTruncated)
 	}
-	return s, nil
+	dc.off = next
+	return dc.intern(b), nil
 }
 
 // name reads a map key or event tag and returns it as one of the known field names (no allocation),
 // or a copy of any other string.
 func (dc *Decoder) name(what string) (string, error) {
-	b, next, ok := rawStr(dc.buf, dc.pos())
+	b, next, ok := rawStr(dc.buf, dc.off)
 	if !ok {
 		c, _ := dc.peek()
 		return "", malformed(what, c)
 	}
-	dc.seek(next)
+	dc.off = next
 	switch string(b) {
 	case "type":
 		return "type", nil
@@ -187,11 +276,12 @@ func (dc *Decoder) int64v(what string) (int64, error) {
 	if !isInt(c) {
 		return 0, malformed(what, c)
 	}
-	n, err := dc.d.DecodeInt64()
-	if err != nil {
+	v, _, next, ok := rawInt(dc.buf, dc.off)
+	if !ok {
 		return 0, fmt.Errorf("reading %s: %w", what, errTruncated)
 	}
-	return n, nil
+	dc.off = next
+	return int64(v), nil
 }
 
 func (dc *Decoder) optInt(what string) (int64, bool, error) {
@@ -210,17 +300,18 @@ func (dc *Decoder) hash() (uint64, error) {
 	}
 	switch {
 	case isInt(c):
-		h, _, next, ok := rawInt(dc.buf, dc.pos())
+		h, _, next, ok := rawInt(dc.buf, dc.off)
 		if !ok {
 			return 0, fmt.Errorf("reading block hash: %w", errTruncated)
 		}
-		dc.seek(next)
+		dc.off = next
 		return h, nil
 	case msgpcode.IsBin(c) || msgpcode.IsString(c):
-		b, err := dc.d.DecodeBytes()
-		if err != nil {
+		b, next, ok := rawBytes(dc.buf, dc.off)
+		if !ok {
 			return 0, fmt.Errorf("reading block hash bytes: %w", errTruncated)
 		}
+		dc.off = next
 		if len(b) > 8 {
 			b = b[len(b)-8:]
 		}
@@ -231,42 +322,69 @@ func (dc *Decoder) hash() (uint64, error) {
 	return 0, malformed("block hash", c)
 }
 
+// hashes reads block_hashes into the scratch; the result aliases it until finish.
 func (dc *Decoder) hashes() ([]uint64, error) {
 	n, err := dc.arrayLen("block_hashes")
 	if err != nil {
 		return nil, err
 	}
-	out := make([]uint64, n)
-	for i := range out {
-		if out[i], err = dc.hash(); err != nil {
+	start := len(dc.hs)
+	dc.hs = slices.Grow(dc.hs, n)
+	for i := 0; i < n; i++ {
+		h, err := dc.hash()
+		if err != nil {
+			dc.hs = dc.hs[:start]
 			return nil, err
 		}
+		dc.hs = append(dc.hs, h)
 	}
-	return out, nil
+	return dc.hs[start:len(dc.hs):len(dc.hs)], nil
 }
 
+// tokens reads token_ids into the scratch; the result aliases it until finish.
 func (dc *Decoder) tokens() ([]uint32, error) {
 	n, err := dc.arrayLen("token_ids")
 	if err != nil {
 		return nil, err
 	}
-	out := make([]uint32, n)
-	off := dc.pos()
+	start := len(dc.toks)
+	dc.toks = slices.Grow(dc.toks, n)[:start+n]
+	out := dc.toks[start : start+n : start+n]
+	b, off := dc.buf, dc.off
 	for i := range out {
-		v, neg, next, ok := rawInt(dc.buf, off)
+		// Fast path: positive fixint and uint16 (most token ids).
+		if off < len(b) {
+			if c := b[off]; c <= 0x7f {
+				out[i] = uint32(c)
+				off++
+				continue
+			} else if c == 0xcd && len(b)-off >= 3 {
+				out[i] = uint32(binary.BigEndian.Uint16(b[off+1:]))
+				off += 3
+				continue
+			} else if c == 0xce && len(b)-off >= 5 {
+				out[i] = binary.BigEndian.Uint32(b[off+1:])
+				off += 5
+				continue
+			}
+		}
+		v, neg, next, ok := rawInt(b, off)
 		if !ok {
+			dc.toks = dc.toks[:start]
 			return nil, fmt.Errorf("reading token id %d: not an integer: %w", i, ErrMalformed)
 		}
 		if neg || v > math.MaxUint32 {
+			dc.toks = dc.toks[:start]
 			return nil, fmt.Errorf("reading token id %d: %d out of range: %w", i, int64(v), ErrMalformed)
 		}
 		out[i] = uint32(v)
 		off = next
 	}
-	dc.seek(off)
+	dc.off = off
 	return out, nil
 }
 
+// extraKeys reads extra_keys: one allocation for the entries and one for their items, counted first.
 func (dc *Decoder) extraKeys() ([][]ExtraKey, bool, error) {
 	if null, err := dc.isNil(); null || err != nil {
 		return nil, false, err
@@ -275,7 +393,24 @@ func (dc *Decoder) extraKeys() ([][]ExtraKey, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	total := 0
+	for i, off := 0, dc.off; i < n && off < len(dc.buf); i++ {
+		m, _, ok := containerLenAt(dc.buf, off)
+		if !ok {
+			if dc.buf[off] != msgpcode.Nil {
+				break // the loop below reports it
+			}
+			off++
+			continue
+		}
+		end, err := skipValue(dc.buf, off)
+		if err != nil {
+			break
+		}
+		total, off = total+m, end
+	}
 	out := make([][]ExtraKey, n)
+	items := make([]ExtraKey, 0, total)
 	for i := range out {
 		null, err := dc.isNil()
 		if err != nil {
@@ -288,20 +423,22 @@ func (dc *Decoder) extraKeys() ([][]ExtraKey, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		items := make([]ExtraKey, m)
-		for j := range items {
-			if items[j], err = dc.extraKey(); err != nil {
+		start := len(items)
+		for j := 0; j < m; j++ {
+			k, err := dc.extraKey()
+			if err != nil {
 				return nil, false, err
 			}
+			items = append(items, k)
 		}
-		out[i] = items
+		out[i] = items[start:len(items):len(items)]
 	}
 	return out, true, nil
 }
 
 // extraKey reads a string, a [string, int] pair, or anything else as raw bytes.
 func (dc *Decoder) extraKey() (ExtraKey, error) {
-	start := dc.pos()
+	start := dc.off
 	c, err := dc.peek()
 	if err != nil {
 		return ExtraKey{}, err
@@ -311,7 +448,7 @@ func (dc *Decoder) extraKey() (ExtraKey, error) {
 		return ExtraKey{Kind: KeyString, Str: s}, err
 	}
 	if isArray(c) {
-		if n, _ := dc.d.DecodeArrayLen(); n == 2 {
+		if n, ok := dc.containerLen(); ok && n == 2 {
 			if s, err := dc.str("extra key identifier"); err == nil {
 				if off, err := dc.int64v("extra key offset"); err == nil {
 					return ExtraKey{Kind: KeyPair, Str: s, Offset: off}, nil
@@ -319,12 +456,50 @@ func (dc *Decoder) extraKey() (ExtraKey, error) {
 			}
 		}
 	}
-	end, err := skipValue(dc.buf, start)
+	end, err := skipNested(dc.buf, start, inKeyEntry)
 	if err != nil {
 		return ExtraKey{}, err
 	}
-	dc.seek(end)
+	dc.off = end
 	return ExtraKey{Kind: KeyOther, Raw: bytes.Clone(dc.buf[start:end])}, nil
+}
+
+// release drops the input and the scratch's contents.
+func (dc *Decoder) release() {
+	dc.buf, dc.off = nil, 0
+	dc.resetScratch()
+}
+
+// resetScratch empties the scratch (kept for reuse, without references to strings or raw bytes).
+func (dc *Decoder) resetScratch() {
+	dc.hs, dc.toks = dc.hs[:0], dc.toks[:0]
+}
+
+// finish moves the events' hashes and tokens out of the scratch into per-batch slabs (one
+// allocation each), keeping nil slices nil and empty ones empty, and resets the scratch.
+func (dc *Decoder) finish(bt *Batch) {
+	var nh, nt int
+	for i := range bt.Events {
+		ev := &bt.Events[i]
+		nh += len(ev.BlockHashes)
+		nt += len(ev.TokenIDs)
+	}
+	hs := make([]uint64, 0, nh)
+	toks := make([]uint32, 0, nt)
+	for i := range bt.Events {
+		ev := &bt.Events[i]
+		if ev.BlockHashes != nil {
+			s := len(hs)
+			hs = append(hs, ev.BlockHashes...)
+			ev.BlockHashes = hs[s:len(hs):len(hs)]
+		}
+		if ev.TokenIDs != nil {
+			s := len(toks)
+			toks = append(toks, ev.TokenIDs...)
+			ev.TokenIDs = toks[s:len(toks):len(toks)]
+		}
+	}
+	dc.resetScratch()
 }
 
 // Field names of vLLM's msgspec structs, in declaration (array) order.
@@ -376,7 +551,7 @@ func (dc *Decoder) field(ev *Event, name string) (err error) {
 	case "group_idx":
 		ev.GroupIdx, ev.HasGroupIdx, err = dc.optInt("group_idx")
 	default:
-		err = dc.skip()
+		err = dc.skip(inEvent)
 	}
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", name, err)
@@ -424,9 +599,9 @@ func (dc *Decoder) event() (Event, error) {
 			}
 		}
 	case isMap(c):
-		n, err := dc.d.DecodeMapLen()
+		n, err := dc.mapLen("event map")
 		if err != nil {
-			return ev, fmt.Errorf("reading event map: %w", errTruncated)
+			return ev, err
 		}
 		for i := 0; i < n; i++ {
 			key, err := dc.name("event key")
@@ -469,8 +644,8 @@ func (dc *Decoder) events(bt *Batch) error {
 	}
 	bt.Events = make([]Event, 0, n)
 	for i := 0; i < n; i++ {
-		// The whole batch was checked by skipValue, so a successful event() ends exactly at the
-		// event's end; only a failed one needs its extent to resynchronize.
+		// A successful event() ends exactly at the event's end; only a failed one needs its extent
+		// to resynchronize.
 		start := dc.pos()
 		ev, err := dc.event()
 		if err == nil {
@@ -484,6 +659,7 @@ func (dc *Decoder) events(bt *Batch) error {
 		}
 		dc.seek(end)
 	}
+	dc.finish(bt)
 	return nil
 }
 
@@ -492,21 +668,55 @@ func (dc *Decoder) ts() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if c == msgpcode.Nil {
-		return 0, dc.d.DecodeNil()
+	b, off := dc.buf, dc.off
+	switch {
+	case c == msgpcode.Nil:
+		dc.off++
+		return 0, nil
+	case isInt(c):
+		v, _, next, ok := rawInt(b, off)
+		if !ok {
+			return 0, fmt.Errorf("reading ts: %w", errTruncated)
+		}
+		dc.off = next
+		return float64(int64(v)), nil
+	case c == msgpcode.Float:
+		if len(b)-off < 5 {
+			return 0, fmt.Errorf("reading ts: %w", errTruncated)
+		}
+		dc.off += 5
+		return float64(math.Float32frombits(binary.BigEndian.Uint32(b[off+1:]))), nil
+	case c == msgpcode.Double:
+		if len(b)-off < 9 {
+			return 0, fmt.Errorf("reading ts: %w", errTruncated)
+		}
+		dc.off += 9
+		return math.Float64frombits(binary.BigEndian.Uint64(b[off+1:])), nil
 	}
-	if !isInt(c) && c != msgpcode.Float && c != msgpcode.Double {
-		return 0, malformed("ts", c)
-	}
-	f, err := dc.d.DecodeFloat64()
-	if err != nil {
-		return 0, fmt.Errorf("reading ts: %w", errTruncated)
-	}
-	return f, nil
+	return 0, malformed("ts", c)
 }
 
 // decodeEngine decodes a vLLM or SGLang batch: [ts, events, dp_rank?] or {ts, events, data_parallel_rank}.
+//
+// It first decodes in one pass, assuming well-formed input; that result stands when every event
+// decoded and the batch ended exactly at len(b), since every byte was then read by a check at least
+// as strict as skipValue's (nested skips included, see skipNested). Otherwise the batch is checked
+// whole by skipValue first and decoded again, which gives the errors and skip counts of bad input.
 func (dc *Decoder) decodeEngine(b []byte) (*Batch, error) {
+	if dc.hs == nil {
+		dc.hs, dc.toks = make([]uint64, 0, 64), make([]uint32, 0, 1024)
+	}
+	bt, err := dc.decodeEngineBody(b)
+	if err == nil && bt.Unknown == 0 && bt.Malformed == 0 && dc.off == len(b) {
+		dc.release()
+		return bt, nil
+	}
+	dc.release()
+	return dc.decodeEngineChecked(b)
+}
+
+// decodeEngineChecked checks the whole batch with skipValue, then decodes it.
+func (dc *Decoder) decodeEngineChecked(b []byte) (*Batch, error) {
 	end, err := skipValue(b, 0)
 	if err != nil {
 		return nil, err
@@ -514,8 +724,16 @@ func (dc *Decoder) decodeEngine(b []byte) (*Batch, error) {
 	if end != len(b) {
 		return nil, fmt.Errorf("reading batch: %d trailing bytes: %w", len(b)-end, ErrMalformed)
 	}
-	dc.reset(b)
-	defer dc.reset(nil)
+	if dc.hs == nil {
+		dc.hs, dc.toks = make([]uint64, 0, 64), make([]uint32, 0, 1024)
+	}
+	defer dc.release()
+	return dc.decodeEngineBody(b)
+}
+
+// decodeEngineBody decodes an engine batch from b[0], leaving dc.off after it.
+func (dc *Decoder) decodeEngineBody(b []byte) (*Batch, error) {
+	dc.buf, dc.off = b, 0
 	bt := &Batch{}
 	c, _ := dc.peek()
 	switch {
@@ -539,9 +757,9 @@ func (dc *Decoder) decodeEngine(b []byte) (*Batch, error) {
 			}
 		}
 	case isMap(c):
-		n, err := dc.d.DecodeMapLen()
+		n, err := dc.mapLen("batch map")
 		if err != nil {
-			return nil, fmt.Errorf("reading batch map: %w", errTruncated)
+			return nil, err
 		}
 		seen := false
 		for i := 0; i < n; i++ {
@@ -558,7 +776,7 @@ func (dc *Decoder) decodeEngine(b []byte) (*Batch, error) {
 			case "data_parallel_rank", "attn_dp_rank": // SGLang names it attn_dp_rank
 				bt.DPRank, bt.HasDPRank, err = dc.optInt("data_parallel_rank")
 			default:
-				err = dc.skip()
+				err = dc.skip(inBatch)
 			}
 			if err != nil {
 				return nil, err

@@ -10,7 +10,12 @@ const MaxDepth = 32
 
 // skipValue returns the offset just past the msgpack value starting at b[off]. It never recurses and
 // fails on truncated input, the reserved code 0xc1, or nesting deeper than MaxDepth.
-func skipValue(b []byte, off int) (int, error) {
+func skipValue(b []byte, off int) (int, error) { return skipNested(b, off, 0) }
+
+// skipNested is skipValue for a value inside outer enclosing non-empty containers: the nesting bound
+// counts them, so skipping parts of a batch rejects exactly what skipping the whole batch would.
+func skipNested(b []byte, off, outer int) (int, error) {
+	limit := MaxDepth - outer
 	var stack [MaxDepth + 1]int // items left per open container
 	depth := 0
 	stack[0] = 1
@@ -20,6 +25,18 @@ func skipValue(b []byte, off int) (int, error) {
 		}
 		if depth < 0 {
 			return off, nil
+		}
+		// Fast path: the scalars of known size that fill most batches (token ids, hashes, short strings).
+		for stack[depth] > 0 && off < len(b) {
+			sz := int(scalarLen[b[off]])
+			if sz == 0 || sz > len(b)-off {
+				break
+			}
+			off += sz
+			stack[depth]--
+		}
+		if stack[depth] == 0 {
+			continue
 		}
 		stack[depth]--
 		if off >= len(b) {
@@ -52,7 +69,7 @@ func skipValue(b []byte, off int) (int, error) {
 			if n == 0 {
 				continue
 			}
-			if depth == MaxDepth {
+			if depth >= limit {
 				return 0, fmt.Errorf("skipping value at %d: nesting deeper than %d: %w", off, MaxDepth, ErrMalformed)
 			}
 			depth++
@@ -65,6 +82,30 @@ func skipValue(b []byte, off int) (int, error) {
 		off += int(n)
 	}
 }
+
+// scalarLen is the whole encoded length of a value whose code alone fixes it (fixints, nil, bools,
+// fixstrs, fixed-size ints and floats, fixexts), or 0.
+var scalarLen = func() (t [256]uint8) {
+	for c := 0; c < 256; c++ {
+		switch {
+		case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+			t[c] = 1
+		case c >= 0xa0 && c <= 0xbf:
+			t[c] = uint8(1 + c&0x1f)
+		case c == 0xcc || c == 0xd0:
+			t[c] = 2
+		case c == 0xcd || c == 0xd1:
+			t[c] = 3
+		case c == 0xce || c == 0xd2 || c == 0xca:
+			t[c] = 5
+		case c == 0xcf || c == 0xd3 || c == 0xcb:
+			t[c] = 9
+		case c >= 0xd4 && c <= 0xd8:
+			t[c] = uint8(2 + 1<<(c-0xd4))
+		}
+	}
+	return t
+}()
 
 // sized decodes the header of a non-fixed msgpack code: payload length or child count n, header length
 // hdr (code byte included) and whether the value is a container.
@@ -207,4 +248,26 @@ func rawStr(b []byte, off int) (s []byte, next int, ok bool) {
 	}
 	end := start + int(n)
 	return b[start:end], end, true
+}
+
+// rawBytes returns the payload of the msgpack string or bin at b[off] (aliasing b) and the offset
+// after it.
+func rawBytes(b []byte, off int) (s []byte, next int, ok bool) {
+	if off >= len(b) {
+		return nil, 0, false
+	}
+	switch c := b[off]; c {
+	case 0xc4, 0xc5, 0xc6:
+		n, hdr, _, ok := sized(b[off:], c)
+		if !ok {
+			return nil, 0, false
+		}
+		start := off + hdr
+		if n > uint64(len(b)-start) {
+			return nil, 0, false
+		}
+		end := start + int(n)
+		return b[start:end], end, true
+	}
+	return rawStr(b, off)
 }

@@ -82,7 +82,14 @@ type Normalizer struct {
 	salts map[uint64]uint64 // engine hash → salt term of its chain (salted chains only)
 	ring  []uint64          // insertion order of salts keys, for the bound
 	next  int               // next ring slot to overwrite
-	ids   []uint64          // scratch
+	ids   []uint64          // scratch: the identities of an event's blocks, back to back
+	idEnd []int             // scratch: end of each block's identities in ids
+
+	// The last identity string parsed (extra_keys repeat one identifier across a media item's blocks;
+	// kvevents/codec shares the string's bytes, so the comparison is usually a pointer check).
+	lastIDStr string
+	lastID    uint64
+	lastIDOK  bool
 }
 
 // New returns a Normalizer, or an error for an invalid block config or encoding.
@@ -103,6 +110,14 @@ func New(cfg Config) (*Normalizer, error) {
 // Apply normalizes one decoded batch. Events that cannot be normalized are skipped and counted.
 func (n *Normalizer) Apply(b *codec.Batch) Result {
 	res := Result{Ops: make([]Op, 0, len(b.Events))}
+	// One slab for the Stored entries of the whole batch.
+	total := 0
+	for i := range b.Events {
+		if ev := &b.Events[i]; ev.Type == codec.BlockStored {
+			total += len(ev.BlockHashes)
+		}
+	}
+	slab := make([]Stored, total)
 	for i := range b.Events {
 		ev := &b.Events[i]
 		op := Op{Type: ev.Type, Medium: ev.Medium, WorkerID: ev.WorkerID, DPRank: ev.DPRank}
@@ -112,8 +127,10 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 				res.Ignored++
 				continue
 			}
-			st, err := n.stored(ev)
+			nb := len(ev.BlockHashes)
+			st, err := n.stored(ev, slab[:nb:nb])
 			if err != nil {
+				clear(slab[:nb])
 				res.Skipped++
 				if res.FirstErr == nil {
 					res.FirstErr = fmt.Errorf("normalizing event %d: %w", i, err)
@@ -121,6 +138,7 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 				continue
 			}
 			op.Stored = st
+			slab = slab[nb:]
 		case codec.BlockRemoved:
 			op.Removed = append([]uint64(nil), ev.BlockHashes...)
 			for _, h := range ev.BlockHashes {
@@ -135,9 +153,9 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 	return res
 }
 
-func (n *Normalizer) stored(ev *codec.Event) ([]Stored, error) {
+// stored fills out (len(ev.BlockHashes) zero entries) with the event's index entries.
+func (n *Normalizer) stored(ev *codec.Event, out []Stored) ([]Stored, error) {
 	nb := len(ev.BlockHashes)
-	out := make([]Stored, nb)
 	for i, h := range ev.BlockHashes {
 		out[i].EngineHash = h
 		if i > 0 {
@@ -172,21 +190,20 @@ func (n *Normalizer) stored(ev *codec.Event) ([]Stored, error) {
 	salt, salted := n.chainSalt(ev, lora)
 	seed := blocks.BaseSeed + blocks.LoRATerm(lora) + salt
 	sglang := n.cfg.Encoding == codec.SGLang
+	n.ids, n.idEnd = n.ids[:0], n.idEnd[:0]
 	for i := range out {
 		toks := ev.TokenIDs[i*bs : (i+1)*bs : (i+1)*bs]
-		n.ids = n.ids[:0]
+		from := len(n.ids)
 		if ev.HasExtraKeys && !sglang {
 			for _, k := range ev.ExtraKeys[i] {
-				if id, ok := identityOf(k); ok {
+				if id, ok := n.identityOf(k); ok {
 					n.ids = append(n.ids, id)
 				}
 			}
 		}
-		bh := n.h.Block(toks, n.ids, seed, nil)
+		n.idEnd = append(n.idEnd, len(n.ids))
+		bh := n.h.Block(toks, n.ids[from:], seed, nil)
 		out[i].LocalHash, out[i].Kind = bh.Hash, bh.Kind
-		if len(n.ids) > 0 {
-			out[i].Identities = append([]uint64(nil), n.ids...)
-		}
 		if sglang && hasPadValue(toks) {
 			out[i].Kind = blocks.Normalized // SGLang pads media runs itself (pad_value ≥ 1_000_000)
 		}
@@ -194,7 +211,29 @@ func (n *Normalizer) stored(ev *codec.Event) ([]Stored, error) {
 			n.remember(out[i].EngineHash, salt)
 		}
 	}
+	if len(n.ids) > 0 { // one allocation for the event's identities
+		ids := append([]uint64(nil), n.ids...)
+		from := 0
+		for i, end := range n.idEnd {
+			if end > from {
+				out[i].Identities = ids[from:end:end]
+			}
+			from = end
+		}
+	}
 	return out, nil
+}
+
+// identityOf is the package identityOf with a one-entry cache.
+func (n *Normalizer) identityOf(k codec.ExtraKey) (uint64, bool) {
+	if k.Kind != codec.KeyString && k.Kind != codec.KeyPair {
+		return 0, false
+	}
+	if k.Str != n.lastIDStr || k.Str == "" {
+		n.lastIDStr = k.Str
+		n.lastID, n.lastIDOK = ParseIdentity(k.Str)
+	}
+	return n.lastID, n.lastIDOK
 }
 
 // chainSalt returns the salt term of the event's chain: read from the first block's extra_keys when
