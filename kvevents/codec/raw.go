@@ -28,7 +28,11 @@ func skipNested(b []byte, off, outer int) (int, error) {
 		}
 		// Fast path: the scalars of known size that fill most batches (token ids, hashes, short strings).
 		for stack[depth] > 0 && off < len(b) {
-			sz := int(scalarLen[b[off]])
+			c := b[off]
+			sz := int(scalarLen[c])
+			if c == 0xd9 && len(b)-off >= 2 { // str8: media identifiers are 64 bytes
+				sz = 2 + int(b[off+1])
+			}
 			if sz == 0 || sz > len(b)-off {
 				break
 			}
