@@ -26,8 +26,16 @@ type Decoder struct {
 	hs   []uint64
 	toks []uint32
 
+	one *[1]Event // the current batch's room for a single event (see batchBox)
+
 	strs map[string]string // interned strings, at most maxInterned
 	last string            // the last interned string (extra_keys repeat one identifier per block)
+}
+
+// batchBox allocates a Batch together with room for one event, the usual batch size.
+type batchBox struct {
+	b  Batch
+	ev [1]Event
 }
 
 // Interning bounds: strings up to maxInternLen bytes, at most maxInterned of them (then forgotten at once).
@@ -466,7 +474,7 @@ func (dc *Decoder) extraKey() (ExtraKey, error) {
 
 // release drops the input and the scratch's contents.
 func (dc *Decoder) release() {
-	dc.buf, dc.off = nil, 0
+	dc.buf, dc.off, dc.one = nil, 0, nil
 	dc.resetScratch()
 }
 
@@ -642,7 +650,11 @@ func (dc *Decoder) events(bt *Batch) error {
 	if err != nil {
 		return err
 	}
-	bt.Events = make([]Event, 0, n)
+	if n == 1 && dc.one != nil { // the common single-event batch: its Event lives with the Batch
+		bt.Events, dc.one = dc.one[:0:1], nil
+	} else {
+		bt.Events = make([]Event, 0, n)
+	}
 	for i := 0; i < n; i++ {
 		// A successful event() ends exactly at the event's end; only a failed one needs its extent
 		// to resynchronize.
@@ -734,7 +746,9 @@ func (dc *Decoder) decodeEngineChecked(b []byte) (*Batch, error) {
 // decodeEngineBody decodes an engine batch from b[0], leaving dc.off after it.
 func (dc *Decoder) decodeEngineBody(b []byte) (*Batch, error) {
 	dc.buf, dc.off = b, 0
-	bt := &Batch{}
+	box := &batchBox{}
+	bt := &box.b
+	dc.one = &box.ev
 	c, _ := dc.peek()
 	switch {
 	case isArray(c):
