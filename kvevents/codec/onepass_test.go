@@ -95,3 +95,11 @@ func TestOnePassNestingBound(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOnePassEqualsChecked: for any bytes, the one-pass decode and the check-then-decode path agree.
+func FuzzOnePassEqualsChecked(f *testing.F) {
+	for _, r := range goldenEvents(f) {
+		f.Add(payload(f, r))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkSameAsChecked(t, NewDecoder(), b) })
+}
