@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kvroute/kvroute/internal/goldens"
 )
 
 const blocksModelDir = "../../testdata/golden/qwen3vl-test-model"
@@ -27,25 +27,11 @@ func printed(t *testing.T, v any) string {
 	return buf.String()
 }
 
-func eachLine(t *testing.T, path string, fn func(line []byte)) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		fn(sc.Bytes())
-	}
-}
-
 // TestBlocksGolden runs `kvroute blocks` on every normalize.jsonl prompt (identities passed as hex) and
 // compares its exact output with the vectors.
 func TestBlocksGolden(t *testing.T) {
 	n := 0
-	eachLine(t, "../../testdata/golden/normalize.jsonl", func(line []byte) {
+	goldens.EachLine(t, "../../testdata/golden/normalize.jsonl", func(line []byte) {
 		var r struct {
 			ID     string         `json:"id"`
 			Inputs map[string]any `json:"inputs"`
@@ -95,7 +81,7 @@ func mustJSON(v any) string {
 // TestEventsGolden runs `kvroute events` on every vllm_events.jsonl batch and compares its exact output.
 func TestEventsGolden(t *testing.T) {
 	n := 0
-	eachLine(t, "../../testdata/golden/vllm_events.jsonl", func(line []byte) {
+	goldens.EachLine(t, "../../testdata/golden/vllm_events.jsonl", func(line []byte) {
 		var r struct {
 			ID         string `json:"id"`
 			BlockSize  int    `json:"block_size"`

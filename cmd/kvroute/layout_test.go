@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
@@ -85,7 +86,7 @@ func topKeys(t *testing.T, s string) []string {
 
 func TestLayoutCommand(t *testing.T) {
 	var lines []layoutGolden
-	eachLine(t, "../../testdata/golden/layout.jsonl", func(line []byte) {
+	goldens.EachLine(t, "../../testdata/golden/layout.jsonl", func(line []byte) {
 		var g layoutGolden
 		if err := json.Unmarshal(line, &g); err != nil {
 			t.Fatal(err)

@@ -9,8 +9,64 @@ import (
 	"testing"
 )
 
+// maxLine bounds one JSONL line (the largest golden line, in tokenizer_corpus.jsonl, is about
+// 500 KB).
+const maxLine = 64 << 20
+
+// EachLine calls fn with every line of the JSONL file at path, in file order, failing the test
+// when the file cannot be opened or read. fn must not keep line after it returns.
+func EachLine(tb testing.TB, path string, fn func(line []byte)) {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatalf("opening %s: %v", path, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), maxLine)
+	for sc.Scan() {
+		fn(sc.Bytes())
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatalf("reading %s: %v", path, err)
+	}
+}
+
+// Lines returns copies of the non-empty lines of the JSONL file at path, in file order.
+func Lines(tb testing.TB, path string) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	EachLine(tb, path, func(line []byte) {
+		if len(line) > 0 {
+			out = append(out, append([]byte(nil), line...))
+		}
+	})
+	return out
+}
+
+// Records decodes every non-empty line of the JSONL file at path into a new T, in file order,
+// failing the test on a line that does not decode.
+func Records[T any](tb testing.TB, path string) []T {
+	tb.Helper()
+	var out []T
+	n := 0
+	EachLine(tb, path, func(line []byte) {
+		n++
+		if len(line) == 0 {
+			return
+		}
+		var v T
+		if err := json.Unmarshal(line, &v); err != nil {
+			tb.Fatalf("decoding %s line %d: %v", path, n, err)
+		}
+		out = append(out, v)
+	})
+	return out
+}
+
 // TokenIDs returns the `ids` of the record with the given id in the tokens.jsonl file at
-// path (testdata/golden/tokens.jsonl), failing the test when there is none.
+// path (testdata/golden/tokens.jsonl), failing the test when there is none. It stops reading at
+// the first match.
 func TokenIDs(tb testing.TB, path, id string) []uint32 {
 	tb.Helper()
 	f, err := os.Open(path)

@@ -1,16 +1,16 @@
 package codec
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvroute/kvroute/internal/goldens"
 )
 
 type eventsRecord struct {
@@ -26,23 +26,7 @@ type eventsRecord struct {
 }
 
 func goldenEvents(t testing.TB) []eventsRecord {
-	t.Helper()
-	f, err := os.Open("../../testdata/golden/vllm_events.jsonl")
-	if err != nil {
-		t.Fatalf("opening golden events: %v", err)
-	}
-	defer f.Close()
-	var out []eventsRecord
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var r eventsRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("decoding golden events: %v", err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return goldens.Records[eventsRecord](t, "../../testdata/golden/vllm_events.jsonl")
 }
 
 func payload(t testing.TB, r eventsRecord) []byte {

@@ -1,15 +1,14 @@
 package normalize
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
@@ -37,23 +36,7 @@ type eventsRecord struct {
 }
 
 func goldenEvents(t testing.TB) []eventsRecord {
-	t.Helper()
-	f, err := os.Open("../../testdata/golden/vllm_events.jsonl")
-	if err != nil {
-		t.Fatalf("opening golden events: %v", err)
-	}
-	defer f.Close()
-	var out []eventsRecord
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var r eventsRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("decoding golden events: %v", err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return goldens.Records[eventsRecord](t, "../../testdata/golden/vllm_events.jsonl")
 }
 
 // flat is the §10a view of a normalized batch.

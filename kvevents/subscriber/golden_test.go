@@ -1,16 +1,15 @@
 package subscriber_test
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
 	"github.com/kvroute/kvroute/routing/router"
@@ -35,24 +34,9 @@ type goldenRecord struct {
 }
 
 func goldenRecords(t *testing.T) map[string]goldenRecord {
-	t.Helper()
-	f, err := os.Open("../../testdata/golden/vllm_events.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string]goldenRecord{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var r goldenRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range goldens.Records[goldenRecord](t, "../../testdata/golden/vllm_events.jsonl") {
 		out[r.ID] = r
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

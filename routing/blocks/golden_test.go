@@ -1,37 +1,12 @@
 package blocks
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"testing"
-)
 
-// readJSONL decodes every line of a golden file into a new T.
-func readJSONL[T any](t *testing.T, path string) []T {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("opening %s: %v", path, err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("decoding %s line %d: %v", path, len(out)+1, err)
-		}
-		out = append(out, v)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("reading %s: %v", path, err)
-	}
-	return out
-}
+	"github.com/kvroute/kvroute/internal/goldens"
+)
 
 // u64 parses a golden decimal u64 string.
 func u64(t *testing.T, s string) uint64 {
@@ -76,7 +51,7 @@ type blockHashRecord struct {
 }
 
 func TestGoldenBlockHash(t *testing.T) {
-	recs := readJSONL[blockHashRecord](t, "../../testdata/golden/block_hash.jsonl")
+	recs := goldens.Records[blockHashRecord](t, "../../testdata/golden/block_hash.jsonl")
 	matched := 0
 	for _, r := range recs {
 		ok := t.Run(r.ID, func(t *testing.T) {
@@ -198,7 +173,7 @@ type normalizeRecord struct {
 }
 
 func TestGoldenNormalize(t *testing.T) {
-	recs := readJSONL[normalizeRecord](t, "../../testdata/golden/normalize.jsonl")
+	recs := goldens.Records[normalizeRecord](t, "../../testdata/golden/normalize.jsonl")
 	matched, blocksMatched, blocksTotal := 0, 0, 0
 	for _, r := range recs {
 		ok := t.Run(r.ID, func(t *testing.T) {

@@ -2,13 +2,15 @@ package blocks
 
 import (
 	"testing"
+
+	"github.com/kvroute/kvroute/internal/goldens"
 )
 
 // TestPromptPaddedGolden: on every normalize.jsonl prompt, SGLang-style padding gives the golden hash
 // of every plain and normalized block (boundary blocks are where the two engines differ), and routing
 // tokens equal the golden ones outside boundary blocks.
 func TestPromptPaddedGolden(t *testing.T) {
-	recs := readJSONL[normalizeRecord](t, "../../testdata/golden/normalize.jsonl")
+	recs := goldens.Records[normalizeRecord](t, "../../testdata/golden/normalize.jsonl")
 	checked := 0
 	for _, r := range recs {
 		in := r.Inputs

@@ -1,37 +1,15 @@
 package chat_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/routing/chat"
 )
 
 const goldenDir = "../../testdata/golden/"
-
-// readLines returns the non-empty lines of a JSONL file.
-func readLines(t testing.TB, path string) [][]byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out [][]byte
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		if len(sc.Bytes()) > 0 {
-			out = append(out, append([]byte(nil), sc.Bytes()...))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 type chatCase struct {
 	ID            string          `json:"id"`
@@ -50,7 +28,7 @@ func TestGoldenChatTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := readLines(t, goldenDir+"chat_template.jsonl")
+	lines := goldens.Lines(t, goldenDir+"chat_template.jsonl")
 	if len(lines) != 58 {
 		t.Fatalf("got %d cases, want 58", len(lines))
 	}
@@ -122,7 +100,7 @@ func TestGoldenChatCasesQwen3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := readLines(t, goldenDir+"chat_cases_qwen3.jsonl")
+	lines := goldens.Lines(t, goldenDir+"chat_cases_qwen3.jsonl")
 	if len(lines) != 35 {
 		t.Fatalf("got %d cases, want 35", len(lines))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/routing/chat"
 )
 
@@ -14,7 +15,7 @@ func TestPythonNumberFormatting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := readLines(t, "testdata/pyjson_numbers.jsonl")
+	lines := goldens.Lines(t, "testdata/pyjson_numbers.jsonl")
 	matched := 0
 	for _, line := range lines {
 		var c struct{ Text, Dumps, Str string }

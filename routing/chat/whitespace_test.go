@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/routing/chat"
 )
 
@@ -56,7 +57,7 @@ func TestJinja2Whitespace(t *testing.T) {
 // spaces, tabs, CR/LF, U+3000; {{ }} with and without "-"; if/for/set with "-" and "+" on
 // either side; comments), rendered by Jinja2 3.1.6 (testdata/gen_whitespace.py).
 func TestJinja2WhitespaceRandom(t *testing.T) {
-	lines := readLines(t, "testdata/jinja2_whitespace.jsonl")
+	lines := goldens.Lines(t, "testdata/jinja2_whitespace.jsonl")
 	matched := 0
 	for _, line := range lines {
 		var c struct {

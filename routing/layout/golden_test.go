@@ -1,13 +1,11 @@
 package layout_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
-	"os"
 	"reflect"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -15,26 +13,7 @@ const goldenDir = "../../testdata/golden/"
 
 // readJSONL decodes every line of a golden JSONL file into a new T.
 func readJSONL[T any](t *testing.T, name string) []T {
-	t.Helper()
-	f, err := os.Open(goldenDir + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		out = append(out, v)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return goldens.Records[T](t, goldenDir+name)
 }
 
 type layoutCase struct {

@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
@@ -33,27 +33,6 @@ func testModel(t testing.TB) *model.Model {
 	return loaded
 }
 
-func readLines(t testing.TB, path string) [][]byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out [][]byte
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		if len(sc.Bytes()) > 0 {
-			out = append(out, append([]byte(nil), sc.Bytes()...))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func TestLoad(t *testing.T) {
 	m := testModel(t)
 	want := layout.TokenIDs{VisionStart: 151652, VisionEnd: 151653, ImagePad: 151655, VideoPad: 151656}
@@ -73,7 +52,7 @@ func TestLoad(t *testing.T) {
 func TestGoldenChatPromptTokens(t *testing.T) {
 	m := testModel(t)
 	want := map[string][]uint32{}
-	for _, line := range readLines(t, goldenDir+"tokens.jsonl") {
+	for _, line := range goldens.Lines(t, goldenDir+"tokens.jsonl") {
 		var r struct {
 			Kind   string          `json:"kind"`
 			Source json.RawMessage `json:"source"`
@@ -100,7 +79,7 @@ func TestGoldenChatPromptTokens(t *testing.T) {
 		t.Fatalf("got %d chat_prompt records, want 58", len(want))
 	}
 	matched := 0
-	for _, line := range readLines(t, goldenDir+"chat_template.jsonl") {
+	for _, line := range goldens.Lines(t, goldenDir+"chat_template.jsonl") {
 		var c struct {
 			ID       string          `json:"id"`
 			Request  json.RawMessage `json:"request"`
@@ -142,7 +121,7 @@ func TestGoldenChatCasesQwen3Tokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := readLines(t, goldenDir+"chat_cases_qwen3.jsonl")
+	lines := goldens.Lines(t, goldenDir+"chat_cases_qwen3.jsonl")
 	matched := 0
 	for _, line := range lines {
 		var c struct {

@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/kvroute/kvroute/internal/goldens"
 )
 
 const (
@@ -40,30 +41,12 @@ type goldenCase struct {
 	IDs  []uint32
 }
 
-// readJSONL decodes every line of a golden JSONL file into fn.
-func readJSONL(tb testing.TB, name string, fn func(line []byte)) {
-	tb.Helper()
-	f, err := os.Open(goldenDir + name)
-	if err != nil {
-		tb.Fatalf("opening golden file: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 8<<20)
-	for sc.Scan() {
-		fn(sc.Bytes())
-	}
-	if err := sc.Err(); err != nil {
-		tb.Fatalf("reading %s: %v", name, err)
-	}
-}
-
 // corpusCases reads a {id, cat, text, ids} file (tokenizer_corpus.jsonl,
 // tokenizer_unicode_skew.jsonl).
 func corpusCases(tb testing.TB, name string) []goldenCase {
 	tb.Helper()
 	var out []goldenCase
-	readJSONL(tb, name, func(line []byte) {
+	goldens.EachLine(tb, goldenDir+name, func(line []byte) {
 		var r struct {
 			ID   int      `json:"id"`
 			Cat  string   `json:"cat"`
@@ -84,7 +67,7 @@ func corpusCases(tb testing.TB, name string) []goldenCase {
 func tokensCases(tb testing.TB) []goldenCase {
 	tb.Helper()
 	var out []goldenCase
-	readJSONL(tb, "tokens.jsonl", func(line []byte) {
+	goldens.EachLine(tb, goldenDir+"tokens.jsonl", func(line []byte) {
 		var r struct {
 			ID   string   `json:"id"`
 			Kind string   `json:"kind"`
@@ -103,7 +86,7 @@ func tokensCases(tb testing.TB) []goldenCase {
 func chatCases(tb testing.TB) []goldenCase {
 	tb.Helper()
 	var out []goldenCase
-	readJSONL(tb, "chat_cases_qwen3.jsonl", func(line []byte) {
+	goldens.EachLine(tb, goldenDir+"chat_cases_qwen3.jsonl", func(line []byte) {
 		var r struct {
 			ID       json.RawMessage `json:"id"`
 			Template string          `json:"template"`
