@@ -55,12 +55,9 @@ func blocksCmd(args []string, stdin io.Reader) (any, error) {
 	if len(args) > 0 {
 		return nil, fmt.Errorf("blocks: unexpected argument %q", args[0])
 	}
-	body, err := io.ReadAll(io.LimitReader(stdin, maxBlocksInput+1))
+	body, err := readLimited(stdin, maxBlocksInput, "blocks input")
 	if err != nil {
-		return nil, fmt.Errorf("reading blocks input: %w", err)
-	}
-	if len(body) > maxBlocksInput {
-		return nil, fmt.Errorf("reading blocks input: larger than %d bytes", maxBlocksInput)
+		return nil, err
 	}
 	var in blocksInput
 	if err := json.Unmarshal(body, &in); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,16 +41,12 @@ func runEvents(args []string) (any, error) {
 // eventsCmd implements `kvroute events`: one raw batch as published on kvroute.events.<id>, decoded and
 // normalized as the router would (DESIGN.md §10a). Skipped events are reported on stderr.
 func eventsCmd(args []string, stdin io.Reader, stderr io.Writer) (any, error) {
-	fs := flag.NewFlagSet("events", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("events")
 	dir := fs.String("model", "", "model directory (config.json gives image_token_id, video_token_id)")
 	encName := fs.String("encoding", "", "batch encoding: vllm, sglang, dynamo-json or dynamo-msgpack")
 	bs := fs.Int("block-size", 0, "the workers' KV block size in tokens")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing events flags: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("events: unexpected argument %q", fs.Arg(0))
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	if *dir == "" {
 		return nil, errors.New("events: --model DIR is required")
@@ -74,12 +69,9 @@ func eventsCmd(args []string, stdin io.Reader, stderr io.Writer) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	raw, err := io.ReadAll(io.LimitReader(stdin, maxBatchBytes+1))
+	raw, err := readLimited(stdin, maxBatchBytes, "batch from stdin")
 	if err != nil {
-		return nil, fmt.Errorf("reading batch from stdin: %w", err)
-	}
-	if len(raw) > maxBatchBytes {
-		return nil, fmt.Errorf("reading batch from stdin: larger than %d bytes", maxBatchBytes)
+		return nil, err
 	}
 	bt, err := codec.Decode(enc, raw)
 	if err != nil {

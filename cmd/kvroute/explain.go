@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,16 +25,12 @@ func runExplain(args []string) (any, error) {
 // stdin to the admin endpoint's POST /kvroute/explain and prints what it returns. Nothing is
 // forwarded to a worker.
 func explain(args []string, stdin io.Reader, client *http.Client) (any, error) {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("explain")
 	admin := fs.String("admin", "", "Caddy admin address (host:port or URL)")
 	path := fs.String("path", "", "request path to explain (default /v1/chat/completions)")
 	timeout := fs.Duration("timeout", 60*time.Second, "request timeout")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing explain flags: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("explain: unexpected argument %q", fs.Arg(0))
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	if *admin == "" {
 		return nil, errors.New("explain: --admin ADDR is required")

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -44,8 +41,7 @@ type identityOutput struct {
 // limits, select frames by an explicit index list or by a contract's sampler (with its
 // frame_count_source rule), and print the identity and what it was computed from.
 func runIdentity(args []string) (any, error) {
-	fs := flag.NewFlagSet("identity", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("identity")
 	indices := fs.String("indices", "", "comma-separated frame indices, e.g. 0,5,9")
 	contractPath := fs.String("contract", "", "video contract JSON file (DESIGN.md §2.3)")
 	allowLoopback := fs.Bool("allow-loopback", false, "let a URL reach loopback addresses (a local media server)")
@@ -63,8 +59,8 @@ func runIdentity(args []string) (any, error) {
 			return nil, fmt.Errorf("parsing identity flags: %w", err)
 		}
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("identity: unexpected argument %q", fs.Arg(0))
+	if err := noArgs(fs); err != nil {
+		return nil, err
 	}
 	if file == "" {
 		return nil, errors.New("identity: a FILE or URL is required")
@@ -125,7 +121,7 @@ func runIdentity(args []string) (any, error) {
 // (media/fetch defaults: public addresses only, 256 MiB, 30 s; --allow-loopback opens loopback).
 func readClip(fileOrURL string, allowLoopback bool) ([]byte, error) {
 	if !isURL(fileOrURL) {
-		return readBounded(fileOrURL, maxIdentityFile)
+		return readFileLimited(fileOrURL, maxIdentityFile, "clip")
 	}
 	cfg := fetch.DefaultConfig()
 	cfg.AllowLoopback = allowLoopback
@@ -155,26 +151,11 @@ func parseIndices(s string) ([]int, error) {
 	return out, nil
 }
 
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading clip: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading clip: %w", err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("reading clip: larger than %d bytes", limit)
-	}
-	return b, nil
-}
-
+// readContract reads (at most maxContractFile bytes), parses and validates the contract file at path.
 func readContract(path string) (*layout.Contract, error) {
-	doc, err := readBounded(path, maxContractFile)
+	doc, err := readFileLimited(path, maxContractFile, "contract")
 	if err != nil {
-		return nil, fmt.Errorf("reading contract: %w", err)
+		return nil, err
 	}
 	c, err := layout.ParseContract(doc)
 	if err != nil {

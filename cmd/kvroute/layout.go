@@ -2,17 +2,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
-// maxContractFile bounds the contract file read by `kvroute layout`.
+// maxContractFile bounds the contract file read by `kvroute layout` and `kvroute identity`.
 const maxContractFile = 1 << 16
 
 func init() {
@@ -44,8 +41,7 @@ type imageLayoutOutput struct {
 // with --image for an image (the contract's image_resize, else the model's preprocessor_config.json
 // budget). The model folder is checked as at startup (layout.LoadModel) and must fit the contract.
 func runLayout(args []string) (any, error) {
-	fs := flag.NewFlagSet("layout", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("layout")
 	dir := fs.String("model", "", "model directory (config.json, processor configs, tokenizer.json)")
 	contractPath := fs.String("contract", "", "video contract JSON file (DESIGN.md §2.3)")
 	image := fs.Bool("image", false, "lay out an image instead of a video")
@@ -53,14 +49,10 @@ func runLayout(args []string) (any, error) {
 	fps := fs.Float64("source-fps", 0, "source frame rate of the video")
 	width := fs.Int("width", 0, "frame or image width in pixels")
 	height := fs.Int("height", 0, "frame or image height in pixels")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing layout flags: %w", err)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("layout: unexpected argument %q", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := flagsSet(fs)
 	need := []string{"model", "contract", "width", "height"}
 	if !*image {
 		need = append(need, "total-frames", "source-fps")
@@ -85,21 +77,9 @@ func runLayout(args []string) (any, error) {
 // loadAdapter reads and validates the contract, loads and checks the model folder, and returns
 // the Qwen3-VL adapter over the model's tokenizer.
 func loadAdapter(dir, contractPath string) (*layout.Qwen3VL, error) {
-	f, err := os.Open(contractPath)
+	c, err := readContract(contractPath)
 	if err != nil {
-		return nil, fmt.Errorf("reading contract: %w", err)
-	}
-	defer f.Close()
-	doc, err := io.ReadAll(io.LimitReader(f, maxContractFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading contract: %w", err)
-	}
-	c, err := layout.ParseContract(doc)
-	if err != nil {
-		return nil, fmt.Errorf("reading contract: %w", err)
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("validating contract: %w", err)
+		return nil, err
 	}
 	m, err := layout.LoadModel(dir)
 	if err != nil {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -46,34 +44,25 @@ func runTokens(args []string) (any, error) {
 // completions) request body from stdin and prints the rendered prompt, media placeholders
 // unexpanded, and its token ids.
 func tokens(args []string, stdin io.Reader) (any, error) {
-	fs := flag.NewFlagSet("tokens", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("tokens")
 	dir := fs.String("model", "", "model directory (tokenizer.json, chat template, config.json)")
 	text := fs.String("text", "", "encode this text instead of a request read from stdin")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing tokens flags: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("tokens: unexpected argument %q", fs.Arg(0))
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	if *dir == "" {
 		return nil, errors.New("tokens: --model DIR is required")
 	}
-	textSet := false
-	fs.Visit(func(f *flag.Flag) { textSet = textSet || f.Name == "text" })
-	if textSet {
+	if flagsSet(fs)["text"] {
 		tok, err := loadTokenizer(filepath.Join(*dir, "tokenizer.json"))
 		if err != nil {
 			return nil, err
 		}
 		return textTokens(tok, *text), nil
 	}
-	body, err := io.ReadAll(io.LimitReader(stdin, maxRequestBytes+1))
+	body, err := readLimited(stdin, maxRequestBytes, "request from stdin")
 	if err != nil {
-		return nil, fmt.Errorf("reading request from stdin: %w", err)
-	}
-	if len(body) > maxRequestBytes {
-		return nil, fmt.Errorf("reading request from stdin: body larger than %d bytes", maxRequestBytes)
+		return nil, err
 	}
 	req, err := chat.ParseRequest(body)
 	if err != nil {
