@@ -41,6 +41,14 @@ func (k kind) String() string {
 	return "unknown"
 }
 
+// withArticle is k's name after "a" or "an", as in schema errors ("not an array").
+func (k kind) withArticle() string {
+	if k == kindArray || k == kindObject {
+		return "an " + k.String()
+	}
+	return "a " + k.String()
+}
+
 // node is one decoded JSON value that keeps what encoding/json loses: the order of object
 // members (duplicates included), the exact text of numbers, and the byte range [start, end) of
 // the value in the source.

@@ -98,62 +98,36 @@ func ParseRequest(body []byte) (*Request, error) {
 	return r, nil
 }
 
+// optionalMembers are the top-level request members read by fill, in check order: absent or null
+// keeps the default, another kind than want is a schema error, else set stores the value.
+var optionalMembers = []struct {
+	name string
+	want kind
+	set  func(r *Request, v *node)
+}{
+	{"model", kindString, func(r *Request, v *node) { r.Model = v.str }},
+	{"stream", kindBool, func(r *Request, v *node) { r.Stream = v.b }},
+	{"add_generation_prompt", kindBool, func(r *Request, v *node) { r.AddGenerationPrompt = v.b }},
+	{"continue_final_message", kindBool, func(r *Request, v *node) { r.ContinueFinalMessage = v.b }},
+	{"documents", kindArray, func(r *Request, v *node) { r.documents = v }},
+	{"reasoning_effort", kindString, func(r *Request, v *node) { r.ReasoningEffort = v.str }},
+	{"cache_salt", kindString, func(r *Request, v *node) { r.CacheSalt = v.str }},
+	{"mm_processor_kwargs", kindObject, func(r *Request, v *node) { r.MMProcessorKwargs = len(v.keys) > 0 }},
+	{"chat_template_kwargs", kindObject, func(r *Request, v *node) { r.chatTemplateKwargs = v }},
+}
+
 // fill reads the top-level members and walks the messages. It returns the first schema problem.
 func (r *Request) fill() error {
 	root := r.root
-	if v := root.get("model"); !v.isNull() {
-		if v.kind != kindString {
-			return fmt.Errorf("model is %s, not a string", v.kind)
+	for _, m := range optionalMembers {
+		v := root.get(m.name)
+		if v.isNull() {
+			continue
 		}
-		r.Model = v.str
-	}
-	if v := root.get("stream"); !v.isNull() {
-		if v.kind != kindBool {
-			return fmt.Errorf("stream is %s, not a boolean", v.kind)
+		if v.kind != m.want {
+			return fmt.Errorf("%s is %s, not %s", m.name, v.kind, m.want.withArticle())
 		}
-		r.Stream = v.b
-	}
-	if v := root.get("add_generation_prompt"); !v.isNull() {
-		if v.kind != kindBool {
-			return fmt.Errorf("add_generation_prompt is %s, not a boolean", v.kind)
-		}
-		r.AddGenerationPrompt = v.b
-	}
-	if v := root.get("continue_final_message"); !v.isNull() {
-		if v.kind != kindBool {
-			return fmt.Errorf("continue_final_message is %s, not a boolean", v.kind)
-		}
-		r.ContinueFinalMessage = v.b
-	}
-	if v := root.get("documents"); !v.isNull() {
-		if v.kind != kindArray {
-			return fmt.Errorf("documents is %s, not an array", v.kind)
-		}
-		r.documents = v
-	}
-	if v := root.get("reasoning_effort"); !v.isNull() {
-		if v.kind != kindString {
-			return fmt.Errorf("reasoning_effort is %s, not a string", v.kind)
-		}
-		r.ReasoningEffort = v.str
-	}
-	if v := root.get("cache_salt"); !v.isNull() {
-		if v.kind != kindString {
-			return fmt.Errorf("cache_salt is %s, not a string", v.kind)
-		}
-		r.CacheSalt = v.str
-	}
-	if v := root.get("mm_processor_kwargs"); !v.isNull() {
-		if v.kind != kindObject {
-			return fmt.Errorf("mm_processor_kwargs is %s, not an object", v.kind)
-		}
-		r.MMProcessorKwargs = len(v.keys) > 0
-	}
-	if v := root.get("chat_template_kwargs"); !v.isNull() {
-		if v.kind != kindObject {
-			return fmt.Errorf("chat_template_kwargs is %s, not an object", v.kind)
-		}
-		r.chatTemplateKwargs = v
+		m.set(r, v)
 	}
 	if v := root.get("tools"); !v.isNull() {
 		if v.kind != kindArray {
