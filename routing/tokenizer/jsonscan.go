@@ -234,31 +234,7 @@ func (s *jsonScanner) skipValue(depth int) error {
 	}
 	switch s.peek() {
 	case '{':
-		s.i++
-		if s.peek() == '}' {
-			s.i++
-			return nil
-		}
-		for {
-			if _, err := s.str(); err != nil {
-				return err
-			}
-			if err := s.expect(':'); err != nil {
-				return err
-			}
-			if err := s.skipValue(depth + 1); err != nil {
-				return err
-			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case '}':
-				s.i++
-				return nil
-			default:
-				return fmt.Errorf("%w at offset %d: want ',' or '}'", errSyntax, s.i)
-			}
-		}
+		return s.object(func([]byte) error { return s.skipValue(depth + 1) })
 	case '[':
 		return s.list(func() error { return s.skipValue(depth + 1) })
 	case '"':
@@ -335,7 +311,8 @@ func splitModelTables(data []byte) (rest []byte, vocab, merges span, err error) 
 }
 
 // object calls fn for each member of a JSON object (s is at '{'), with s
-// positioned at the member's value; fn must consume the value.
+// positioned at the member's value; fn must consume the value. key is valid
+// only until fn reads a string (it may be the scanner's scratch buffer).
 func (s *jsonScanner) object(fn func(key []byte) error) error {
 	if err := s.expect('{'); err != nil {
 		return err
@@ -345,11 +322,10 @@ func (s *jsonScanner) object(fn func(key []byte) error) error {
 		return nil
 	}
 	for {
-		k, err := s.str()
+		key, err := s.str()
 		if err != nil {
 			return err
 		}
-		key := append([]byte(nil), k...)
 		if err := s.expect(':'); err != nil {
 			return err
 		}
