@@ -15,18 +15,6 @@ import (
 
 const blocksModelDir = "../../testdata/golden/qwen3vl-test-model"
 
-// printed encodes v as main prints it.
-func printed(t *testing.T, v any) string {
-	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return buf.String()
-}
-
 // TestBlocksGolden runs `kvroute blocks` on every normalize.jsonl prompt (identities passed as hex) and
 // compares its exact output with the vectors.
 func TestBlocksGolden(t *testing.T) {
@@ -62,7 +50,7 @@ func TestBlocksGolden(t *testing.T) {
 			wantBlocks[i] = blockOut{Index: b.Index, Kind: b.Kind, LocalHash: b.LocalHash}
 		}
 		want := fmt.Sprintf(`{"blocks":%s,"routing_tokens":%s}`+"\n", mustJSON(wantBlocks), mustJSON(r.Out.RoutingTokens))
-		if got := printed(t, out); got != want {
+		if got := jsonOut(t, out); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", r.ID, got, want)
 			return
 		}
@@ -119,7 +107,7 @@ func TestEventsGolden(t *testing.T) {
 			r.Expected.Removed = []string{}
 		}
 		fmt.Fprintf(&sb, `],"removed":%s,"cleared":%v}`+"\n", mustJSON(r.Expected.Removed), r.Expected.Cleared)
-		if got := printed(t, out); got != sb.String() || stderr.Len() != 0 {
+		if got := jsonOut(t, out); got != sb.String() || stderr.Len() != 0 {
 			t.Errorf("%s:\n got %s\nwant %s\nstderr %s", r.ID, got, sb.String(), stderr.String())
 			return
 		}
@@ -153,7 +141,7 @@ func TestEventsErrors(t *testing.T) {
 	var stderr bytes.Buffer
 	raw := []byte{0x92, 0x00, 0x91, 0x91, 0xa3, 'F', 'o', 'o'} // [0, [["Foo"]]]
 	out, err := eventsCmd([]string{"--model", blocksModelDir, "--encoding", "sglang", "--block-size", "16"}, bytes.NewReader(raw), &stderr)
-	if err != nil || printed(t, out) != `{"stored":[],"removed":[],"cleared":false}`+"\n" || !strings.Contains(stderr.String(), "skipped 1 events of unknown type") {
+	if err != nil || jsonOut(t, out) != `{"stored":[],"removed":[],"cleared":false}`+"\n" || !strings.Contains(stderr.String(), "skipped 1 events of unknown type") {
 		t.Errorf("unknown type: %v %v %q", out, err, stderr.String())
 	}
 }
@@ -172,7 +160,7 @@ func TestBlocksErrors(t *testing.T) {
 		}
 	}
 	out, err := blocksCmd(nil, strings.NewReader(`{"block_size":4,"tokens":[1,2],"image_pad":5,"video_pad":6,"spans":[],"lora_name":null,"cache_salt":null}`))
-	if err != nil || printed(t, out) != `{"blocks":[],"routing_tokens":[]}`+"\n" {
+	if err != nil || jsonOut(t, out) != `{"blocks":[],"routing_tokens":[]}`+"\n" {
 		t.Errorf("partial block: %v %v", out, err)
 	}
 }

@@ -103,7 +103,7 @@ func TestLayoutCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := printed(t, out)
+	s := jsonOut(t, out)
 	wantKeys := []string{"indices", "resized_height", "resized_width", "grid_thw", "tokens_per_group", "timestamp_texts", "replacement_token_ids"}
 	if got := topKeys(t, s); !slices.Equal(got, wantKeys) {
 		t.Errorf("video keys %v, want %v", got, wantKeys)
@@ -116,7 +116,7 @@ func TestLayoutCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := printed(t, out); s != `{"resized_height":1088,"resized_width":1920,"grid_thw":[1,68,120],"tokens":2040}`+"\n" {
+	if s := jsonOut(t, out); s != `{"resized_height":1088,"resized_width":1920,"grid_thw":[1,68,120],"tokens":2040}`+"\n" {
 		t.Errorf("image output %s", s)
 	}
 	for _, args := range [][]string{
