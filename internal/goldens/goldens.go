@@ -64,6 +64,19 @@ func Records[T any](tb testing.TB, path string) []T {
 	return out
 }
 
+// QwenChatCase is one record of chat_cases_qwen3.jsonl: a template input rendered by the Qwen3
+// text template ("qwen3") or the Qwen3-VL one ("qwen3vl"), and the ids of the rendered prompt.
+type QwenChatCase struct {
+	ID                  int             `json:"id"`
+	Template            string          `json:"template"`
+	Messages            json.RawMessage `json:"messages"`
+	Tools               json.RawMessage `json:"tools"`
+	AddGenerationPrompt bool            `json:"add_generation_prompt"`
+	Kwargs              json.RawMessage `json:"kwargs"`
+	Rendered            string          `json:"rendered"`
+	IDs                 []uint32        `json:"ids"`
+}
+
 // TokenIDs returns the `ids` of the record with the given id in the tokens.jsonl file at
 // path (testdata/golden/tokens.jsonl), failing the test when there is none. It stops reading at
 // the first match.

@@ -74,17 +74,6 @@ func kwargsOf(t *testing.T, req json.RawMessage) []byte {
 	return r.Kwargs
 }
 
-type qwenCase struct {
-	ID                  int             `json:"id"`
-	Template            string          `json:"template"`
-	Messages            json.RawMessage `json:"messages"`
-	Tools               json.RawMessage `json:"tools"`
-	AddGenerationPrompt bool            `json:"add_generation_prompt"`
-	Kwargs              json.RawMessage `json:"kwargs"`
-	Rendered            string          `json:"rendered"`
-	IDs                 []uint32        `json:"ids"`
-}
-
 func TestGoldenChatCasesQwen3(t *testing.T) {
 	vl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
 	if err != nil {
@@ -100,16 +89,12 @@ func TestGoldenChatCasesQwen3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := goldens.Lines(t, goldenDir+"chat_cases_qwen3.jsonl")
-	if len(lines) != 35 {
-		t.Fatalf("got %d cases, want 35", len(lines))
+	cases := goldens.Records[goldens.QwenChatCase](t, goldenDir+"chat_cases_qwen3.jsonl")
+	if len(cases) != 35 {
+		t.Fatalf("got %d cases, want 35", len(cases))
 	}
 	matched := 0
-	for _, line := range lines {
-		var c qwenCase
-		if err := json.Unmarshal(line, &c); err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range cases {
 		tmpl := text
 		if c.Template == "qwen3vl" {
 			tmpl = vl
@@ -126,5 +111,5 @@ func TestGoldenChatCasesQwen3(t *testing.T) {
 		}
 		matched++
 	}
-	t.Logf("chat_cases_qwen3.jsonl: %d/%d rendered byte-identical", matched, len(lines))
+	t.Logf("chat_cases_qwen3.jsonl: %d/%d rendered byte-identical", matched, len(cases))
 }

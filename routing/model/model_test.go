@@ -121,22 +121,9 @@ func TestGoldenChatCasesQwen3Tokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := goldens.Lines(t, goldenDir+"chat_cases_qwen3.jsonl")
+	cases := goldens.Records[goldens.QwenChatCase](t, goldenDir+"chat_cases_qwen3.jsonl")
 	matched := 0
-	for _, line := range lines {
-		var c struct {
-			ID                  int             `json:"id"`
-			Template            string          `json:"template"`
-			Messages            json.RawMessage `json:"messages"`
-			Tools               json.RawMessage `json:"tools"`
-			AddGenerationPrompt bool            `json:"add_generation_prompt"`
-			Kwargs              json.RawMessage `json:"kwargs"`
-			Rendered            string          `json:"rendered"`
-			IDs                 []uint32        `json:"ids"`
-		}
-		if err := json.Unmarshal(line, &c); err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range cases {
 		tmpl := text
 		if c.Template == "qwen3vl" {
 			tmpl = m.Template
@@ -152,7 +139,7 @@ func TestGoldenChatCasesQwen3Tokens(t *testing.T) {
 		}
 		matched++
 	}
-	t.Logf("chat_cases_qwen3.jsonl: %d/%d token ids identical", matched, len(lines))
+	t.Logf("chat_cases_qwen3.jsonl: %d/%d token ids identical", matched, len(cases))
 }
 
 func TestPromptTokensCompletionsAndErrors(t *testing.T) {
