@@ -39,6 +39,23 @@ func goldenEvents(t testing.TB) []eventsRecord {
 	return goldens.Records[eventsRecord](t, "../../testdata/golden/vllm_events.jsonl")
 }
 
+// goldenPayloads returns the raw block-size-16 batches of vllm_events.jsonl in one encoding
+// ("array" or "map"), in file order.
+func goldenPayloads(tb testing.TB, encoding string) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	for _, r := range goldenEvents(tb) {
+		if r.Encoding == encoding && r.BlockSize == 16 {
+			p, err := hex.DecodeString(r.PayloadHex)
+			if err != nil {
+				tb.Fatalf("%s: decoding payload_hex: %v", r.ID, err)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // flat is the §10a view of a normalized batch.
 type flat struct {
 	Stored  []storedWant
@@ -272,13 +289,7 @@ func zeros(n int) string {
 func BenchmarkDecodeNormalize(b *testing.B) {
 	for _, form := range []string{"array", "map"} {
 		b.Run(form, func(b *testing.B) {
-			var payloads [][]byte
-			for _, r := range goldenEvents(b) {
-				if r.Encoding == form && r.BlockSize == 16 {
-					p, _ := hex.DecodeString(r.PayloadHex)
-					payloads = append(payloads, p)
-				}
-			}
+			payloads := goldenPayloads(b, form)
 			dc := codec.NewDecoder()
 			n, _ := New(Config{Blocks: qwen, Encoding: codec.VLLM})
 			stored, size := 0, 0

@@ -2,7 +2,6 @@ package normalize
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"testing"
 
@@ -23,14 +22,7 @@ import (
 func BenchmarkApplyPipeline(b *testing.B) {
 	for _, form := range []string{"array", "map"} {
 		b.Run("golden-"+form, func(b *testing.B) {
-			var payloads [][]byte
-			for _, r := range goldenEvents(b) {
-				if r.Encoding == form && r.BlockSize == 16 {
-					p, _ := hex.DecodeString(r.PayloadHex)
-					payloads = append(payloads, p)
-				}
-			}
-			runPipeline(b, payloads)
+			runPipeline(b, goldenPayloads(b, form))
 		})
 	}
 	b.Run("chain16", func(b *testing.B) { runPipeline(b, chainPayloads(b, 1024, 16, false)) })
