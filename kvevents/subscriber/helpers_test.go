@@ -133,6 +133,16 @@ func (e *env) waitState(id, state string) {
 	waitFor(e.t, id+" "+state, func() bool { r, _ := e.rank0(id); return r.State == state })
 }
 
+// waitRegistrationReplayFailed waits until worker id's registration replay failed once (no bridge
+// answered) and its rank 0 is unsynced.
+func (e *env) waitRegistrationReplayFailed(id string) {
+	e.t.Helper()
+	waitFor(e.t, "registration replay failure", func() bool {
+		r, _ := e.rank0(id)
+		return r.State == subscriber.StateUnsynced && e.events(id)[subscriber.ResultReplayFailed] == 1
+	})
+}
+
 func (e *env) events(id string) map[string]uint64 {
 	_, ws := e.rank0(id)
 	return ws.Events

@@ -161,10 +161,7 @@ func TestGapReplay(t *testing.T) {
 func TestUnknownParentReplay(t *testing.T) {
 	e := newEnv(t, nil)
 	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
-	waitFor(t, "registration replay failure", func() bool {
-		r, _ := e.rank0("w")
-		return r.State == subscriber.StateUnsynced && e.events("w")[subscriber.ResultReplayFailed] == 1
-	})
+	e.waitRegistrationReplayFailed("w")
 	b := newBridge(t, e.pub, "w")
 	b.listen()
 	var g chainGen
@@ -189,10 +186,7 @@ func TestUnknownParentReplay(t *testing.T) {
 func TestUnknownParentReplayShort(t *testing.T) {
 	e := newEnv(t, nil)
 	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
-	waitFor(t, "registration replay failure", func() bool {
-		r, _ := e.rank0("w")
-		return r.State == subscriber.StateUnsynced && e.events("w")[subscriber.ResultReplayFailed] == 1
-	})
+	e.waitRegistrationReplayFailed("w")
 	b := newBridge(t, e.pub, "w")
 	b.limit = 4
 	b.listen()
