@@ -2,7 +2,6 @@ package media_test
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 
@@ -58,10 +57,7 @@ func TestIdentifyCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("../testdata/video/field/qB_320x240_4fps_10f.webm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readClip(t, "field/qB_320x240_4fps_10f.webm")
 	r1, err := d.Identify(context.Background(), b, hfFPS, "hf_fps:2:4:768")
 	if err != nil || r1.Cached || r1.IdentityHex() != "631cced86d70ca4f" {
 		t.Fatalf("first: %v %+v", err, r1)
@@ -82,10 +78,7 @@ func TestIdentifyShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("../testdata/video/field/qB_320x240_4fps_10f.webm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readClip(t, "field/qB_320x240_4fps_10f.webm")
 	const n = 8
 	ids := make([]string, n)
 	errs := make([]error, n)
@@ -117,10 +110,7 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("../testdata/video/vp9_640x360_30fps_10s.mp4")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readClip(t, "vp9_640x360_30fps_10s.mp4")
 	s, err := d.Probe(context.Background(), b)
 	want := media.Stats{Codec: "vp9", Width: 640, Height: 360, AvgFrameRate: media.Rational{Num: 30, Den: 1},
 		RealFrameRate: media.Rational{Num: 30, Den: 1}, FPS: 30, Duration: 10, HeaderFrames: 300}
@@ -130,10 +120,7 @@ func TestProbe(t *testing.T) {
 	if s.ContainerFrames() != 300 {
 		t.Fatalf("container frames %d", s.ContainerFrames())
 	}
-	b, err = os.ReadFile("../testdata/video/field/framebomb.webm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b = readClip(t, "field/framebomb.webm")
 	s, err = d.Probe(context.Background(), b)
 	if err != nil || s.FPS != 1000 || s.AvgFrameRate != (media.Rational{}) || s.Duration != 30 {
 		t.Fatalf("framebomb probe %+v, %v", s, err)

@@ -2,7 +2,6 @@ package media_test
 
 import (
 	"context"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -13,10 +12,7 @@ import (
 // BenchmarkDecode: vp9_640x360_30fps_10s.webm (300 frames), hf_fps selects 20 frames: one full
 // decode pass plus 20 rgb24 conversions and the identity.
 func BenchmarkDecode(b *testing.B) {
-	data, err := os.ReadFile("../testdata/video/vp9_640x360_30fps_10s.webm")
-	if err != nil {
-		b.Fatal(err)
-	}
+	data := readClip(b, "vp9_640x360_30fps_10s.webm")
 	for _, bc := range []struct {
 		name    string
 		sampler media.Sampler
@@ -51,10 +47,7 @@ func cpuSeconds() float64 {
 // BenchmarkIdentifyCacheHit: the same bytes and sampler again: XXH3-128 of the 10 s clip plus an LRU
 // lookup, no decode.
 func BenchmarkIdentifyCacheHit(b *testing.B) {
-	data, err := os.ReadFile("../testdata/video/vp9_640x360_30fps_10s.webm")
-	if err != nil {
-		b.Fatal(err)
-	}
+	data := readClip(b, "vp9_640x360_30fps_10s.webm")
 	d, err := media.NewDecoder(nil)
 	if err != nil {
 		b.Fatal(err)

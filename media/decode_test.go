@@ -172,10 +172,7 @@ func TestTypedErrors(t *testing.T) {
 // TestDefinedResults: damaged and unusual inputs that still decode give a defined, repeatable result.
 func TestDefinedResults(t *testing.T) {
 	d := newDecoder(t, nil)
-	altref, err := os.ReadFile("../testdata/video/field/altref_vp9.webm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	altref := readClip(t, "field/altref_vp9.webm")
 	corrupt := append([]byte(nil), altref...)
 	rand.New(rand.NewSource(2)).Read(corrupt[30000:30200])
 	cover, err := os.ReadFile("testdata/with_cover.mkv")
@@ -208,10 +205,7 @@ func TestDefinedResults(t *testing.T) {
 
 // TestFrameBombCaps: framebomb.webm (30000 frames) under lowered caps falls back instead of decoding on.
 func TestFrameBombCaps(t *testing.T) {
-	data, err := os.ReadFile("../testdata/video/field/framebomb.webm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readClip(t, "field/framebomb.webm")
 	d := newDecoder(t, &media.DecoderConfig{MaxDecodedFrames: 1000})
 	if _, err := d.Decode(context.Background(), data, dynamoMaxFrames, media.DecodeOptions{}); reason.CodeOf(err) != reason.FrameLimit {
 		t.Fatalf("frame cap: err %v, want frame_limit", err)
@@ -257,13 +251,10 @@ func TestSamplerErrors(t *testing.T) {
 // code: the client went away), a passed deadline with decode_timeout.
 func TestCanceled(t *testing.T) {
 	d := newDecoder(t, nil)
-	b, err := os.ReadFile("../testdata/video/field/qB_320x240_4fps_10f.webm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readClip(t, "field/qB_320x240_4fps_10f.webm")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = d.Decode(ctx, b, dynamoMaxFrames, media.DecodeOptions{})
+	_, err := d.Decode(ctx, b, dynamoMaxFrames, media.DecodeOptions{})
 	if !errors.Is(err, context.Canceled) || reason.CodeOf(err) != "" {
 		t.Fatalf("cancelled: err %v", err)
 	}
