@@ -13,8 +13,6 @@ import (
 	"github.com/kvroute/kvroute/internal/goldens"
 )
 
-const blocksModelDir = "../../testdata/golden/qwen3vl-test-model"
-
 // TestBlocksGolden runs `kvroute blocks` on every normalize.jsonl prompt (identities passed as hex) and
 // compares its exact output with the vectors.
 func TestBlocksGolden(t *testing.T) {
@@ -90,7 +88,7 @@ func TestEventsGolden(t *testing.T) {
 		}
 		raw, _ := hex.DecodeString(r.PayloadHex)
 		var stderr bytes.Buffer
-		out, err := eventsCmd([]string{"--model", blocksModelDir, "--encoding", "vllm", "--block-size", strconv.Itoa(r.BlockSize)}, bytes.NewReader(raw), &stderr)
+		out, err := eventsCmd([]string{"--model", testModelDir, "--encoding", "vllm", "--block-size", strconv.Itoa(r.BlockSize)}, bytes.NewReader(raw), &stderr)
 		if err != nil {
 			t.Fatalf("%s: %v", r.ID, err)
 		}
@@ -124,13 +122,13 @@ func TestEventsErrors(t *testing.T) {
 		stdin string
 	}{
 		"no model":        {[]string{"--encoding", "vllm", "--block-size", "16"}, ""},
-		"bad encoding":    {[]string{"--model", blocksModelDir, "--encoding", "json", "--block-size", "16"}, ""},
-		"no block size":   {[]string{"--model", blocksModelDir, "--encoding", "vllm"}, ""},
-		"random bytes":    {[]string{"--model", blocksModelDir, "--encoding", "vllm", "--block-size", "16"}, "\x93\xc1\x00garbage"},
+		"bad encoding":    {[]string{"--model", testModelDir, "--encoding", "json", "--block-size", "16"}, ""},
+		"no block size":   {[]string{"--model", testModelDir, "--encoding", "vllm"}, ""},
+		"random bytes":    {[]string{"--model", testModelDir, "--encoding", "vllm", "--block-size", "16"}, "\x93\xc1\x00garbage"},
 		"missing model":   {[]string{"--model", "/nonexistent", "--encoding", "vllm", "--block-size", "16"}, ""},
-		"dynamo bad json": {[]string{"--model", blocksModelDir, "--encoding", "dynamo-json", "--block-size", "16"}, "{"},
+		"dynamo bad json": {[]string{"--model", testModelDir, "--encoding", "dynamo-json", "--block-size", "16"}, "{"},
 		// [0.0, [["BlockStored", 5, 6]]]: a stored event whose fields do not fit (a wrong --encoding).
-		"only malformed events": {[]string{"--model", blocksModelDir, "--encoding", "vllm", "--block-size", "16"},
+		"only malformed events": {[]string{"--model", testModelDir, "--encoding", "vllm", "--block-size", "16"},
 			"\x92\x00\x91\x93\xabBlockStored\x05\x06"},
 	} {
 		if _, err := eventsCmd(tc.args, strings.NewReader(tc.stdin), io.Discard); err == nil {
@@ -140,7 +138,7 @@ func TestEventsErrors(t *testing.T) {
 	// An unknown event type is skipped and reported on stderr, not fatal.
 	var stderr bytes.Buffer
 	raw := []byte{0x92, 0x00, 0x91, 0x91, 0xa3, 'F', 'o', 'o'} // [0, [["Foo"]]]
-	out, err := eventsCmd([]string{"--model", blocksModelDir, "--encoding", "sglang", "--block-size", "16"}, bytes.NewReader(raw), &stderr)
+	out, err := eventsCmd([]string{"--model", testModelDir, "--encoding", "sglang", "--block-size", "16"}, bytes.NewReader(raw), &stderr)
 	if err != nil || jsonOut(t, out) != `{"stored":[],"removed":[],"cleared":false}`+"\n" || !strings.Contains(stderr.String(), "skipped 1 events of unknown type") {
 		t.Errorf("unknown type: %v %v %q", out, err, stderr.String())
 	}

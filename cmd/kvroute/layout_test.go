@@ -14,8 +14,6 @@ import (
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
-const layoutModelDir = "../../testdata/golden/qwen3vl-test-model"
-
 // layoutContractDoc is the contract of DESIGN.md §2.3 with the sampler and resize mode left open.
 const layoutContractDoc = `{"schema": "kvroute.video_contract/v1", "adapter": "qwen3_vl", "engine": "%ENGINE%",
  "sampler": %SAMPLER%, "frame_count_source": "decoded",
@@ -98,7 +96,7 @@ func TestLayoutCommand(t *testing.T) {
 	if err := os.WriteFile(path, []byte(contractDoc(lines[0].Inputs)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runLayout([]string{"--model", layoutModelDir, "--contract", path,
+	out, err := runLayout([]string{"--model", testModelDir, "--contract", path,
 		"--total-frames", "300", "--source-fps", "30", "--width", "640", "--height", "360"})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +110,7 @@ func TestLayoutCommand(t *testing.T) {
 		!strings.Contains(s, `"replacement_token_ids":[27,15,13,18,6486,29,151652,151656,`) {
 		t.Errorf("video output %.400s", s)
 	}
-	out, err = runLayout([]string{"--model", layoutModelDir, "--contract", path, "--image", "--width", "1920", "--height", "1080"})
+	out, err = runLayout([]string{"--model", testModelDir, "--contract", path, "--image", "--width", "1920", "--height", "1080"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +118,10 @@ func TestLayoutCommand(t *testing.T) {
 		t.Errorf("image output %s", s)
 	}
 	for _, args := range [][]string{
-		{"--model", layoutModelDir, "--contract", path, "--total-frames", "1", "--source-fps", "30", "--width", "640", "--height", "360"},
-		{"--model", layoutModelDir, "--contract", path, "--width", "640", "--height", "360"},
-		{"--model", layoutModelDir, "--contract", path, "--image", "--total-frames", "3", "--width", "640", "--height", "360"},
-		{"--model", layoutModelDir, "--contract", filepath.Join(t.TempDir(), "none.json"), "--image", "--width", "64", "--height", "64"},
+		{"--model", testModelDir, "--contract", path, "--total-frames", "1", "--source-fps", "30", "--width", "640", "--height", "360"},
+		{"--model", testModelDir, "--contract", path, "--width", "640", "--height", "360"},
+		{"--model", testModelDir, "--contract", path, "--image", "--total-frames", "3", "--width", "640", "--height", "360"},
+		{"--model", testModelDir, "--contract", filepath.Join(t.TempDir(), "none.json"), "--image", "--width", "64", "--height", "64"},
 		{"--model", t.TempDir(), "--contract", path, "--image", "--width", "64", "--height", "64"},
 		{"--bogus"},
 	} {
@@ -133,11 +131,11 @@ func TestLayoutCommand(t *testing.T) {
 	}
 
 	// Every golden case through the same contract parsing and output code, with one tokenizer.
-	tok, err := tokenizer.Load(filepath.Join(layoutModelDir, "tokenizer.json"))
+	tok, err := tokenizer.Load(filepath.Join(testModelDir, "tokenizer.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := layout.LoadModel(layoutModelDir)
+	m, err := layout.LoadModel(testModelDir)
 	if err != nil {
 		t.Fatal(err)
 	}
