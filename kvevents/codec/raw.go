@@ -246,12 +246,7 @@ func rawStr(b []byte, off int) (s []byte, next int, ok bool) {
 	default:
 		return nil, 0, false
 	}
-	start := off + hdr
-	if n > uint64(len(b)-start) {
-		return nil, 0, false
-	}
-	end := start + int(n)
-	return b[start:end], end, true
+	return sizedPayload(b, off+hdr, n)
 }
 
 // rawBytes returns the payload of the msgpack string or bin at b[off] (aliasing b) and the offset
@@ -266,12 +261,17 @@ func rawBytes(b []byte, off int) (s []byte, next int, ok bool) {
 		if !ok {
 			return nil, 0, false
 		}
-		start := off + hdr
-		if n > uint64(len(b)-start) {
-			return nil, 0, false
-		}
-		end := start + int(n)
-		return b[start:end], end, true
+		return sizedPayload(b, off+hdr, n)
 	}
 	return rawStr(b, off)
+}
+
+// sizedPayload returns the n bytes of b from start (aliasing b) and the offset after them; ok is false
+// when b holds fewer.
+func sizedPayload(b []byte, start int, n uint64) (s []byte, next int, ok bool) {
+	if n > uint64(len(b)-start) {
+		return nil, 0, false
+	}
+	end := start + int(n)
+	return b[start:end], end, true
 }
