@@ -9,6 +9,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 )
@@ -78,7 +79,7 @@ func BenchmarkForward(b *testing.B) {
 	for i := range b.N {
 		eng.publish(payloads[i%len(payloads)], false)
 	}
-	waitFor(b, "all batches delivered", func() bool { return got.Load() >= int64(b.N) })
+	wait.For(b, "all batches delivered", func() bool { return got.Load() >= int64(b.N) })
 	b.StopTimer()
 	s := br.Stats()[0]
 	b.ReportMetric(float64(s.Filled), "filled")

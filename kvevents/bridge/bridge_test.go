@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
@@ -219,7 +220,7 @@ func TestForwardFillAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "registration", func() bool { return b.Registered("w1") })
+	wait.For(t, "registration", func() bool { return b.Registered("w1") })
 	entry, err := kv.Get(context.Background(), "w1")
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +251,7 @@ func settleGoroutines(t *testing.T, n int) {
 			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		}
 	}
-	waitFor(t, fmt.Sprintf("goroutines back to %d", n), func() bool { return runtime.NumGoroutine() <= n })
+	wait.For(t, fmt.Sprintf("goroutines back to %d", n), func() bool { return runtime.NumGoroutine() <= n })
 }
 
 var dbgGoroutines = os.Getenv("DBG_G") != ""

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
@@ -297,29 +298,17 @@ func (c *consumer) onReset(m *nats.Msg) {
 func (c *consumer) waitNext(dp int, want uint64) {
 	c.t.Helper()
 	k := index.WorkerKey{ID: c.workerID, DPRank: dp}
-	waitFor(c.t, fmt.Sprintf("rank %d caught up to seq %d", dp, want), func() bool {
+	wait.For(c.t, fmt.Sprintf("rank %d caught up to seq %d", dp, want), func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.next[k] == want && len(c.pending[k]) == 0
 	})
 }
 
-// waitFor polls cond; the deadline only keeps a broken run from hanging (no timing is asserted).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitReplies waits until every replay request the consumer sent was answered.
 func (c *consumer) waitReplies() {
 	c.t.Helper()
-	waitFor(c.t, "replay replies", func() bool {
+	wait.For(c.t, "replay replies", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.replies == c.replays

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
@@ -20,7 +21,7 @@ import (
 // connection's reply subscription started by its first request.
 func warmUp(t *testing.T, env *testEnv, b *bridge.Bridge) {
 	t.Helper()
-	waitFor(t, "registration", func() bool { return b.Registered("w1") })
+	wait.For(t, "registration", func() bool { return b.Registered("w1") })
 	if _, err := env.rc.Request(bridge.ReplaySubject("w1"), []byte(`{"dp_rank":0,"from_seq":1000}`), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestPublisherRestart(t *testing.T) {
 	for i := 2; i < 6; i++ {
 		send(i, false)
 	}
-	waitFor(t, "reset announced", func() bool { cons.mu.Lock(); defer cons.mu.Unlock(); return len(cons.resets) == 1 })
+	wait.For(t, "reset announced", func() bool { cons.mu.Lock(); defer cons.mu.Unlock(); return len(cons.resets) == 1 })
 	cons.waitNext(0, 6)
 	cons.mu.Lock()
 	sameIndex(t, direct, cons.ap)
@@ -123,7 +124,7 @@ func TestPublisherRestart(t *testing.T) {
 	for i := 1; i < 4; i++ {
 		send(i, false)
 	}
-	waitFor(t, "second reset announced", func() bool { cons.mu.Lock(); defer cons.mu.Unlock(); return len(cons.resets) == 2 })
+	wait.For(t, "second reset announced", func() bool { cons.mu.Lock(); defer cons.mu.Unlock(); return len(cons.resets) == 2 })
 	cons.waitNext(0, epoch+4)
 	cons.mu.Lock()
 	sameIndex(t, direct, cons.ap)
@@ -143,7 +144,7 @@ func TestNATSRestart(t *testing.T) {
 	defer cons.close()
 	b := env.startBridge(oneWorker(pubPort, replayPort))
 	eng.waitSubscribed()
-	waitFor(t, "registration", func() bool { return b.Registered("w1") })
+	wait.For(t, "registration", func() bool { return b.Registered("w1") })
 	k := index.WorkerKey{ID: "w1"}
 	direct := newApplier(t)
 	gen := newEventGen(5, 16)
@@ -160,13 +161,13 @@ func TestNATSRestart(t *testing.T) {
 	before := runtime.NumGoroutine()
 
 	env.srv.Shutdown()
-	waitFor(t, "clients disconnected", func() bool { return !env.nc.IsConnected() && !env.rc.IsConnected() })
+	wait.For(t, "clients disconnected", func() bool { return !env.nc.IsConnected() && !env.rc.IsConnected() })
 	for i := 10; i < 15; i++ {
 		send(i)
 	}
-	waitFor(t, "bridge received the batches", func() bool { return rankStats(b, 0).Received == 15 })
+	wait.For(t, "bridge received the batches", func() bool { return rankStats(b, 0).Received == 15 })
 	env.startNATS()
-	waitFor(t, "clients reconnected", func() bool { return env.nc.IsConnected() && env.rc.IsConnected() })
+	wait.For(t, "clients reconnected", func() bool { return env.nc.IsConnected() && env.rc.IsConnected() })
 	if err := env.rc.Flush(); err != nil { // the router's subscriptions are back on the server
 		t.Fatal(err)
 	}
@@ -186,9 +187,9 @@ func TestNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var kv jetstream.KeyValue
-	waitFor(t, "bucket after restart", func() bool { kv, err = registry.OpenBucket(context.Background(), js); return err == nil })
+	wait.For(t, "bucket after restart", func() bool { kv, err = registry.OpenBucket(context.Background(), js); return err == nil })
 	rev := uint64(0)
-	waitFor(t, "heartbeat after restart", func() bool {
+	wait.For(t, "heartbeat after restart", func() bool {
 		e, err := kv.Get(context.Background(), "w1")
 		if err != nil {
 			return false
@@ -204,17 +205,17 @@ func TestNATSRestart(t *testing.T) {
 	// The embedded server of a restarted Caddy comes back with an empty store: the router creates the
 	// bucket again and the bridge's heartbeat writes the record again; events flow on.
 	env.srv.Shutdown()
-	waitFor(t, "clients disconnected", func() bool { return !env.nc.IsConnected() && !env.rc.IsConnected() })
+	wait.For(t, "clients disconnected", func() bool { return !env.nc.IsConnected() && !env.rc.IsConnected() })
 	env.store = t.TempDir()
 	env.startNATS()
-	waitFor(t, "clients reconnected", func() bool { return env.nc.IsConnected() && env.rc.IsConnected() })
+	wait.For(t, "clients reconnected", func() bool { return env.nc.IsConnected() && env.rc.IsConnected() })
 	if err := env.rc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	if kv, err = registry.OpenBucket(context.Background(), js); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "record written again", func() bool { _, err := kv.Get(context.Background(), "w1"); return err == nil })
+	wait.For(t, "record written again", func() bool { _, err := kv.Get(context.Background(), "w1"); return err == nil })
 	send(16)
 	cons.waitNext(0, 17)
 	cons.mu.Lock()

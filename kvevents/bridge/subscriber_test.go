@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
 	"github.com/kvroute/kvroute/routing/index"
@@ -31,7 +32,7 @@ func TestWithRouterSubscriber(t *testing.T) {
 	for _, e := range engines {
 		e.waitSubscribed()
 	}
-	waitFor(t, "registration", func() bool { return b.Registered("w1") })
+	wait.For(t, "registration", func() bool { return b.Registered("w1") })
 
 	js, err := jetstream.New(env.rc)
 	if err != nil {
@@ -63,7 +64,7 @@ func TestWithRouterSubscriber(t *testing.T) {
 	}
 	defer sub.Stop()
 	// The registration replay requests (one per rank) are answered before any batch is published.
-	waitFor(t, "registration replays answered", func() bool { return rankStats(b, 0).ReplayRequests == 1 && rankStats(b, 1).ReplayRequests == 1 })
+	wait.For(t, "registration replays answered", func() bool { return rankStats(b, 0).ReplayRequests == 1 && rankStats(b, 1).ReplayRequests == 1 })
 
 	direct := newApplier(t)
 	gens := []*eventGen{newEventGen(11, 16), newEventGen(12, 16)}
@@ -74,7 +75,7 @@ func TestWithRouterSubscriber(t *testing.T) {
 	}
 	waitApplied := func(dp int, last uint64) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("subscriber applied rank %d up to seq %d", dp, last), func() bool {
+		wait.For(t, fmt.Sprintf("subscriber applied rank %d up to seq %d", dp, last), func() bool {
 			ws, ok := sub.Worker("w1")
 			if !ok || len(ws.Ranks) != 2 {
 				return false

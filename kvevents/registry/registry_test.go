@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
@@ -50,18 +51,6 @@ func startBucket(t *testing.T) jetstream.KeyValue {
 	return kv
 }
 
-// waitFor polls cond until it holds or 5 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestPublisherWatcher(t *testing.T) {
 	kv := startBucket(t)
 	ctx := context.Background()
@@ -82,19 +71,19 @@ func TestPublisherWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-changes
-	waitFor(t, "w1 registered", func() bool { s := w.Snapshot(); return len(s) == 1 && s[0].Endpoint == "127.0.0.1:9001" })
+	wait.For(t, "w1 registered", func() bool { s := w.Snapshot(); return len(s) == 1 && s[0].Endpoint == "127.0.0.1:9001" })
 	// heartbeats rewrite the record: the revision grows
 	e1, err := kv.Get(ctx, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "heartbeat", func() bool { e2, err := kv.Get(ctx, "w1"); return err == nil && e2.Revision() > e1.Revision() })
+	wait.For(t, "heartbeat", func() bool { e2, err := kv.Get(ctx, "w1"); return err == nil && e2.Revision() > e1.Revision() })
 
 	// an invalid record is dropped and counted
 	if _, err := kv.Put(ctx, "bad", []byte(`{"worker_id":"bad"}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "invalid record counted", func() bool { return w.Invalid() == 1 })
+	wait.For(t, "invalid record counted", func() bool { return w.Invalid() == 1 })
 	if len(w.Snapshot()) != 1 {
 		t.Fatalf("snapshot = %+v", w.Snapshot())
 	}
@@ -102,7 +91,7 @@ func TestPublisherWatcher(t *testing.T) {
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "w1 deregistered", func() bool { return len(w.Snapshot()) == 0 })
+	wait.For(t, "w1 deregistered", func() bool { return len(w.Snapshot()) == 0 })
 	if err := p.Stop(ctx); err != nil { // idempotent
 		t.Fatal(err)
 	}
@@ -124,7 +113,7 @@ func TestWatcherExpiresSilentRecords(t *testing.T) {
 	if _, err := kv.Put(ctx, "w2", b); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "w2 registered", func() bool { return len(w.Snapshot()) == 1 })
+	wait.For(t, "w2 registered", func() bool { return len(w.Snapshot()) == 1 })
 	mu.Lock()
 	now = now.Add(registry.TTL - time.Second)
 	mu.Unlock()
@@ -135,5 +124,5 @@ func TestWatcherExpiresSilentRecords(t *testing.T) {
 	mu.Lock()
 	now = now.Add(2 * time.Second)
 	mu.Unlock()
-	waitFor(t, "w2 expired", func() bool { return len(w.Snapshot()) == 0 })
+	wait.For(t, "w2 expired", func() bool { return len(w.Snapshot()) == 0 })
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
@@ -34,7 +35,7 @@ func BenchmarkApply(b *testing.B) {
 			for i, data := range batches {
 				e.publish("w", uint64(i), 0, "vllm", data)
 				if i%window == window-1 {
-					waitFor(b, "window", func() bool {
+					wait.For(b, "window", func() bool {
 						r, _ := e.rank0("w")
 						return r.LastSeq != nil && *r.LastSeq+window/2 >= uint64(i)
 					})

@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/normalize"
@@ -97,18 +97,6 @@ func publishOn(t testing.TB, nc *nats.Conn, id string, seq uint64, rank int, enc
 	}
 }
 
-// waitFor polls cond until it holds (at most 30 s; no timing is asserted).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // rank0 returns worker id's rank-0 stats (zero value when not registered).
 func (e *env) rank0(id string) (subscriber.RankStats, subscriber.WorkerStats) {
 	ws, ok := e.sub.Worker(id)
@@ -121,7 +109,7 @@ func (e *env) rank0(id string) (subscriber.RankStats, subscriber.WorkerStats) {
 // waitSeq waits until worker id's rank 0 applied seq and has no replay outstanding.
 func (e *env) waitSeq(id string, seq uint64) {
 	e.t.Helper()
-	waitFor(e.t, id+" at seq "+strconv.FormatUint(seq, 10), func() bool {
+	wait.For(e.t, id+" at seq "+strconv.FormatUint(seq, 10), func() bool {
 		r, _ := e.rank0(id)
 		return r.LastSeq != nil && *r.LastSeq == seq && r.State == subscriber.StateLive
 	})
@@ -130,14 +118,14 @@ func (e *env) waitSeq(id string, seq uint64) {
 // waitState waits until worker id's rank 0 is in state.
 func (e *env) waitState(id, state string) {
 	e.t.Helper()
-	waitFor(e.t, id+" "+state, func() bool { r, _ := e.rank0(id); return r.State == state })
+	wait.For(e.t, id+" "+state, func() bool { r, _ := e.rank0(id); return r.State == state })
 }
 
 // waitRegistrationReplayFailed waits until worker id's registration replay failed once (no bridge
 // answered) and its rank 0 is unsynced.
 func (e *env) waitRegistrationReplayFailed(id string) {
 	e.t.Helper()
-	waitFor(e.t, "registration replay failure", func() bool {
+	wait.For(e.t, "registration replay failure", func() bool {
 		r, _ := e.rank0(id)
 		return r.State == subscriber.StateUnsynced && e.events(id)[subscriber.ResultReplayFailed] == 1
 	})

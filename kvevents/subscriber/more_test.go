@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
@@ -34,7 +35,7 @@ func TestBufferBounded(t *testing.T) {
 	for i, data := range batches {
 		b.forward(uint64(i), data, i == 1)
 		if i == 4 { // 2, 3, 4 are buffered behind the gap at 1
-			waitFor(t, "3 buffered", func() bool { return e.events("w")[subscriber.ResultBuffered] == 3 })
+			wait.For(t, "3 buffered", func() bool { return e.events("w")[subscriber.ResultBuffered] == 3 })
 			if r, _ := e.rank0("w"); r.State != subscriber.StateReplaying {
 				t.Fatalf("state %s, want replaying", r.State)
 			}
@@ -77,7 +78,7 @@ func TestResetToZeroRebuilds(t *testing.T) {
 	for i, data := range fresh {
 		e.publish("w", uint64(i), 0, "vllm", data)
 	}
-	waitFor(t, "reset", func() bool { return e.events("w")[subscriber.ResultReset] == 1 })
+	wait.For(t, "reset", func() bool { return e.events("w")[subscriber.ResultReset] == 1 })
 	e.waitSeq("w", 1)
 	ref, queries := reference(t, "w", fresh)
 	sameIndex(t, e.ix, "w", ref, "w", queries)
@@ -88,7 +89,7 @@ func TestResetToZeroRebuilds(t *testing.T) {
 	if err := e.pub.Publish("kvroute.ctl.w.reset", []byte(`{"dp_rank":`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "bad reset", func() bool { return e.events("w")[subscriber.ResultBadHeader] == 1 })
+	wait.For(t, "bad reset", func() bool { return e.events("w")[subscriber.ResultBadHeader] == 1 })
 	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 0 {
 		t.Errorf("w holds %d blocks after a reset without a body", n)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
@@ -131,7 +132,7 @@ func TestGapReplay(t *testing.T) {
 	b := newBridge(t, e.pub, "w")
 	b.listen()
 	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
-	waitFor(t, "registration replay", func() bool { return len(b.requestLog()) == 1 })
+	wait.For(t, "registration replay", func() bool { return len(b.requestLog()) == 1 })
 	e.waitState("w", subscriber.StateLive)
 
 	var g chainGen
@@ -170,7 +171,7 @@ func TestUnknownParentReplay(t *testing.T) {
 		b.forward(uint64(i), data, i < 3) // 0..2 went out before the router subscribed
 	}
 	e.waitSeq("w", 5)
-	waitFor(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 12 })
+	wait.For(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 12 })
 	if got := b.requestLog(); !slices.Equal(got, []uint64{0}) {
 		t.Errorf("replay requests from %v, want [0]", got)
 	}
@@ -196,7 +197,7 @@ func TestUnknownParentReplayShort(t *testing.T) {
 		b.forward(uint64(i), data, i < 3)
 	}
 	e.waitSeq("w", 7)
-	waitFor(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 16 })
+	wait.For(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 16 })
 	ref, queries := reference(t, "w", batches)
 	sameIndex(t, e.ix, "w", ref, "w", queries)
 	if got := b.requestLog(); !slices.Equal(got, []uint64{0}) {
@@ -230,7 +231,7 @@ func TestUnansweredReplayClears(t *testing.T) {
 	b.forward(4, g.stored(t, 1, true, codec.ArrayForm), true) // lost
 	fresh := g.stored(t, 3, false, codec.MapForm)             // a new chain
 	b.forward(5, fresh, false)
-	waitFor(t, "replay failure", func() bool { return e.events("w")[subscriber.ResultReplayFailed] == 1 })
+	wait.For(t, "replay failure", func() bool { return e.events("w")[subscriber.ResultReplayFailed] == 1 })
 	e.waitSeq("w", 5)
 
 	ref, queries := reference(t, "w", [][]byte{fresh})
@@ -316,13 +317,13 @@ func TestDeregistrationPurges(t *testing.T) {
 	e.publish("b", 0, 0, "vllm", xb)
 	e.waitSeq("a", 0)
 	e.waitSeq("b", 0)
-	waitFor(t, "rank 1", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "a", DPRank: 1}) == 2 })
+	wait.For(t, "rank 1", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "a", DPRank: 1}) == 2 })
 	if _, ws := e.rank0("a"); ws.Blocks != 5 || len(ws.Ranks) != 2 {
 		t.Errorf("a stats %+v, want 5 blocks over 2 ranks", ws)
 	}
 
 	e.sub.SetWorkers([]registry.Worker{worker("b", 1)})
-	waitFor(t, "a removed", func() bool { _, ok := e.sub.Worker("a"); return !ok })
+	wait.For(t, "a removed", func() bool { _, ok := e.sub.Worker("a"); return !ok })
 	for r := 0; r < 2; r++ {
 		if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "a", DPRank: r}); n != 0 {
 			t.Errorf("a rank %d holds %d blocks after deregistration", r, n)
@@ -331,12 +332,12 @@ func TestDeregistrationPurges(t *testing.T) {
 	refB, qb := reference(t, "b", [][]byte{xb})
 	sameIndex(t, e.ix, "b", refB, "b", qb)
 	e.publish("a", 1, 0, "vllm", ga.stored(t, 1, false, codec.ArrayForm))
-	waitFor(t, "dropped", func() bool { return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == 1 })
+	wait.For(t, "dropped", func() bool { return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == 1 })
 
 	ba := newBridge(t, e.pub, "a")
 	ba.listen()
 	e.sub.SetWorkers([]registry.Worker{worker("a", 2), worker("b", 1)})
-	waitFor(t, "re-registration replays", func() bool { return len(ba.requestLog()) == 2 })
+	wait.For(t, "re-registration replays", func() bool { return len(ba.requestLog()) == 2 })
 	if got := ba.requestLog(); !slices.Equal(got, []uint64{0, 0}) {
 		t.Errorf("re-registration replays from %v, want [0 0] (one per rank)", got)
 	}
@@ -442,7 +443,7 @@ func TestReplayAnswerOrder(t *testing.T) {
 	b.forward(6, g.stored(t, 1, true, codec.ArrayForm), true)
 	fresh := g.stored(t, 2, false, codec.MapForm)
 	b.forward(7, fresh, false)
-	waitFor(t, "replay given up", func() bool { return e.events("w")[subscriber.ResultReplayFailed] == 1 })
+	wait.For(t, "replay given up", func() bool { return e.events("w")[subscriber.ResultReplayFailed] == 1 })
 	e.waitSeq("w", 7)
 	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 2 {
 		t.Errorf("w holds %d blocks, want the 2 after the failed replay; counters %v; requests %v", n, e.events("w"), b.requestLog())
