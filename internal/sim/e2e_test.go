@@ -84,14 +84,7 @@ func routeAndSimulate(t *testing.T, form codec.Form, style codec.ExtraKeysStyle)
 		`{"type":"text","text":"What happens in this clip, and how does it relate to the picture?"},` +
 		`{"type":"image_url","image_url":{"url":"` + base + `/pic.png"}}]}],"cache_salt":"e2e"}`)
 
-	m, err := testModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lm, err := testLayoutModel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, lm := testkit.Models(t, modelDir)
 	ix, err := index.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -201,8 +194,7 @@ func routeAndSimulate(t *testing.T, form codec.Form, style codec.ExtraKeysStyle)
 // then routing/blocks.
 func independentHashes(t *testing.T, ctx context.Context, body []byte) []uint64 {
 	t.Helper()
-	m, _ := testModel()
-	lm, _ := testLayoutModel()
+	m, lm := testkit.Models(t, modelDir)
 	c, err := layout.ParseContract([]byte(sim.HubContract))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
@@ -79,7 +80,7 @@ func TestRepeatHitsAndEvents(t *testing.T) {
 	defer ts.Close()
 	defer http.DefaultClient.CloseIdleConnections()
 
-	m, _ := testModel()
+	m, _ := testkit.Models(t, modelDir)
 	req, err := chat.ParseRequest([]byte(textBody))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestRepeatHitsAndEvents(t *testing.T) {
 func TestEvictionEvents(t *testing.T) {
 	bodyA := `{"messages":[{"role":"user","content":"` + strings.Repeat("alpha beta gamma delta ", 12) + `"}]}`
 	bodyB := `{"messages":[{"role":"user","content":"` + strings.Repeat("one two three four ", 10) + `"}]}`
-	m, _ := testModel()
+	m, _ := testkit.Models(t, modelDir)
 	blocksOf := func(body string) int {
 		req, err := chat.ParseRequest([]byte(body))
 		if err != nil {
@@ -200,7 +201,7 @@ func TestCompletionsPrompt(t *testing.T) {
 	s := sim.New(&sim.Config{Model: "qwen", Frontend: newFrontend(t, &fakeMedia{}, nil)})
 	url := newRecorderServer(t, s)
 	body := `{"model":"qwen","prompt":"` + strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4) + `","max_tokens":2}`
-	m, _ := testModel()
+	m, _ := testkit.Models(t, modelDir)
 	n := len(m.Tokenizer.Encode(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4)))
 	for i, want := range []int{0, (n - 1) / 16} {
 		res, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))

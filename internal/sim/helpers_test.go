@@ -8,19 +8,14 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/router"
 )
 
 const modelDir = "../../testdata/golden/qwen3vl-test-model"
-
-var (
-	testModel       = sync.OnceValues(func() (*model.Model, error) { return model.Load(modelDir) })
-	testLayoutModel = sync.OnceValues(func() (*layout.Model, error) { return layout.LoadModel(modelDir) })
-)
 
 // fakeMedia answers every video URL with the facts of the 10 s 640×360 30 fps fixture and every
 // image URL with a 640×480 image, under the identities given per URL.
@@ -52,14 +47,7 @@ func newFrontend(t *testing.T, media router.Media, oracle []uint32) *sim.Fronten
 // newFrontendContract is newFrontend with another contract.
 func newFrontendContract(t *testing.T, media router.Media, oracle []uint32, contract string) *sim.Frontend {
 	t.Helper()
-	m, err := testModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lm, err := testLayoutModel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, lm := testkit.Models(t, modelDir)
 	f, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: modelDir, Model: m, LayoutModel: lm, Media: media, OracleTokens: oracle, Contract: []byte(contract)})
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,16 @@
 // Package testkit holds helpers that several packages' tests share: a media resolver for loopback
-// test servers. Only tests import it.
+// test servers and the loaded test model. Only tests import it.
 package testkit
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/model"
 )
 
 // LoopbackResolver returns a media resolver whose fetcher may reach loopback test servers, with
@@ -26,4 +29,35 @@ func LoopbackResolver(tb testing.TB) *resolver.Resolver {
 		tb.Fatal(err)
 	}
 	return resolver.New(f, d)
+}
+
+// models caches Models per model folder: dir → func() (*loadedModels, error).
+var models sync.Map
+
+type loadedModels struct {
+	model  *model.Model
+	layout *layout.Model
+}
+
+// Models returns the model folder dir loaded as routing/model (tokenizer, template, token ids)
+// and as routing/layout (processor configs), each folder loaded once per test binary; a load
+// error fails the test.
+func Models(tb testing.TB, dir string) (*model.Model, *layout.Model) {
+	tb.Helper()
+	load, _ := models.LoadOrStore(dir, sync.OnceValues(func() (*loadedModels, error) {
+		m, err := model.Load(dir)
+		if err != nil {
+			return nil, err
+		}
+		lm, err := layout.LoadModel(dir)
+		if err != nil {
+			return nil, err
+		}
+		return &loadedModels{model: m, layout: lm}, nil
+	}))
+	l, err := load.(func() (*loadedModels, error))()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l.model, l.layout
 }

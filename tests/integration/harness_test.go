@@ -29,8 +29,6 @@ import (
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/chat"
-	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/model"
 )
 
 const (
@@ -39,12 +37,6 @@ const (
 	blockSize = 16
 	// visionStart is <|vision_start|> of the test model's config.json.
 	visionStart = 151652
-)
-
-// The simulators share one loaded model.
-var (
-	testModel       = sync.OnceValues(func() (*model.Model, error) { return model.Load(modelDir) })
-	testLayoutModel = sync.OnceValues(func() (*layout.Model, error) { return layout.LoadModel(modelDir) })
 )
 
 // newSimResolver returns the media resolver the simulators of one harness share (its decode cache
@@ -166,14 +158,7 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 // every simulator. Everything stops at the test's end.
 func startHarness(t *testing.T, specs []simSpec) *harness {
 	t.Helper()
-	m, err := testModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lm, err := testLayoutModel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, lm := testkit.Models(t, modelDir)
 	res := newSimResolver(t)
 
 	// clip server: the same folder under two prefixes, two generated images and random bytes
@@ -484,10 +469,7 @@ func (h *harness) totalRequests() int64 {
 // request's rendered prompt (the test model's own template and tokenizer).
 func promptTextPrefixBlocks(t *testing.T, body []byte) int {
 	t.Helper()
-	m, err := testModel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := testkit.Models(t, modelDir)
 	req, err := chat.ParseRequest(body)
 	if err != nil {
 		t.Fatal(err)
