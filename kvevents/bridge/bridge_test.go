@@ -75,6 +75,20 @@ func (e *testEnv) startNATS() {
 	e.srv = srv
 }
 
+// registryBucket opens the worker registry bucket over the router's connection.
+func (e *testEnv) registryBucket() jetstream.KeyValue {
+	e.t.Helper()
+	js, err := jetstream.New(e.rc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kv, err := registry.OpenBucket(context.Background(), js)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return kv
+}
+
 func (e *testEnv) startBridge(cfg *bridge.Config) *bridge.Bridge {
 	e.t.Helper()
 	if cfg.Logger == nil {
@@ -212,14 +226,7 @@ func TestForwardFillAndReplay(t *testing.T) {
 	}
 
 	// Registration: the record carries the probed block size, and Stop deletes it.
-	js, err := jetstream.New(env.rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := registry.OpenBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := env.registryBucket()
 	wait.For(t, "registration", func() bool { return b.Registered("w1") })
 	entry, err := kv.Get(context.Background(), "w1")
 	if err != nil {

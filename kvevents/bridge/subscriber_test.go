@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
@@ -34,14 +32,7 @@ func TestWithRouterSubscriber(t *testing.T) {
 	}
 	wait.For(t, "registration", func() bool { return b.Registered("w1") })
 
-	js, err := jetstream.New(env.rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := registry.OpenBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := env.registryBucket()
 	entry, err := kv.Get(context.Background(), "w1")
 	if err != nil {
 		t.Fatal(err)
