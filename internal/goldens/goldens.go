@@ -64,6 +64,40 @@ func Records[T any](tb testing.TB, path string) []T {
 	return out
 }
 
+// NormalizeRecord is one record of normalize.jsonl: a worker-visible token sequence with its media
+// spans (identities as decimal u64 strings), and the request-side block hashes and routing tokens
+// (DESIGN.md §5).
+type NormalizeRecord struct {
+	ID     string `json:"id"`
+	Inputs struct {
+		BlockSize int      `json:"block_size"`
+		Tokens    []uint32 `json:"tokens"`
+		Spans     []struct {
+			Start    int    `json:"start"`
+			End      int    `json:"end"`
+			Identity string `json:"identity"`
+			Kind     string `json:"kind"`
+		} `json:"spans"`
+		ImagePad  uint32  `json:"image_pad"`
+		VideoPad  uint32  `json:"video_pad"`
+		LoRAName  *string `json:"lora_name"`
+		CacheSalt *string `json:"cache_salt"`
+	} `json:"inputs"`
+	Outputs struct {
+		Seed   string `json:"seed"`
+		Blocks []struct {
+			Index     int    `json:"index"`
+			Kind      string `json:"kind"`
+			LocalHash string `json:"local_hash"`
+			NRuns     int    `json:"n_runs"`
+			NObjects  int    `json:"n_objects"`
+			Spans     []int  `json:"spans"`
+			SeqHash   string `json:"seq_hash"`
+		} `json:"blocks"`
+		RoutingTokens []uint32 `json:"routing_tokens"`
+	} `json:"outputs"`
+}
+
 // QwenChatCase is one record of chat_cases_qwen3.jsonl: a template input rendered by the Qwen3
 // text template ("qwen3") or the Qwen3-VL one ("qwen3vl"), and the ids of the rendered prompt.
 type QwenChatCase struct {

@@ -1,12 +1,10 @@
 package normalize
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"strconv"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
@@ -16,39 +14,8 @@ import (
 // over two events so the salt must be carried), then checks that normalization gives the request side's
 // golden hashes block for block.
 func TestRequestSideEqualsEventSide(t *testing.T) {
-	f, err := os.Open("../../testdata/golden/normalize.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	prompts := 0
-	for sc.Scan() {
-		var r struct {
-			ID     string `json:"id"`
-			Inputs struct {
-				BlockSize int      `json:"block_size"`
-				Tokens    []uint32 `json:"tokens"`
-				Spans     []struct {
-					Start, End int
-					Identity   string
-				} `json:"spans"`
-				ImagePad  uint32  `json:"image_pad"`
-				VideoPad  uint32  `json:"video_pad"`
-				LoRAName  *string `json:"lora_name"`
-				CacheSalt *string `json:"cache_salt"`
-			} `json:"inputs"`
-			Outputs struct {
-				Blocks []struct {
-					Kind      string `json:"kind"`
-					LocalHash string `json:"local_hash"`
-				} `json:"blocks"`
-			} `json:"outputs"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range goldens.Records[goldens.NormalizeRecord](t, "../../testdata/golden/normalize.jsonl") {
 		in := r.Inputs
 		spans := make([]blocks.Span, len(in.Spans))
 		for i, s := range in.Spans {

@@ -141,39 +141,8 @@ func checkTerm(t *testing.T, name string, got uint64, want *string) {
 	}
 }
 
-type normalizeRecord struct {
-	ID     string `json:"id"`
-	Inputs struct {
-		BlockSize int      `json:"block_size"`
-		Tokens    []uint32 `json:"tokens"`
-		Spans     []struct {
-			Start    int    `json:"start"`
-			End      int    `json:"end"`
-			Identity string `json:"identity"`
-			Kind     string `json:"kind"`
-		} `json:"spans"`
-		ImagePad  uint32  `json:"image_pad"`
-		VideoPad  uint32  `json:"video_pad"`
-		LoRAName  *string `json:"lora_name"`
-		CacheSalt *string `json:"cache_salt"`
-	} `json:"inputs"`
-	Outputs struct {
-		Seed   string `json:"seed"`
-		Blocks []struct {
-			Index     int    `json:"index"`
-			Kind      string `json:"kind"`
-			LocalHash string `json:"local_hash"`
-			NRuns     int    `json:"n_runs"`
-			NObjects  int    `json:"n_objects"`
-			Spans     []int  `json:"spans"`
-			SeqHash   string `json:"seq_hash"`
-		} `json:"blocks"`
-		RoutingTokens []uint32 `json:"routing_tokens"`
-	} `json:"outputs"`
-}
-
 func TestGoldenNormalize(t *testing.T) {
-	recs := goldens.Records[normalizeRecord](t, "../../testdata/golden/normalize.jsonl")
+	recs := goldens.Records[goldens.NormalizeRecord](t, "../../testdata/golden/normalize.jsonl")
 	matched, blocksMatched, blocksTotal := 0, 0, 0
 	for _, r := range recs {
 		ok := t.Run(r.ID, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 // of every plain and normalized block (boundary blocks are where the two engines differ), and routing
 // tokens equal the golden ones outside boundary blocks.
 func TestPromptPaddedGolden(t *testing.T) {
-	recs := goldens.Records[normalizeRecord](t, "../../testdata/golden/normalize.jsonl")
+	recs := goldens.Records[goldens.NormalizeRecord](t, "../../testdata/golden/normalize.jsonl")
 	checked := 0
 	for _, r := range recs {
 		in := r.Inputs
