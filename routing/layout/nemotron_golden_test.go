@@ -20,27 +20,27 @@ type nemotronVideoCase struct {
 type NemotronVideoIn = layout.NemotronVideoInputs
 
 type nemotronVideoWant struct {
-	Duration               *float64          `json:"duration"`
-	NumFramesToSample      *int              `json:"num_frames_to_sample"`
-	FramesIndices          []int             `json:"frames_indices"`
-	TargetWidth            int               `json:"target_width"`
-	TargetHeight           int               `json:"target_height"`
-	PatchGridWH            [2]int            `json:"patch_grid_wh"`
-	TokensPerTubelet       int               `json:"tokens_per_tubelet"`
-	TargetNumPatches       *int              `json:"target_num_patches"`
-	FrameDurationMS        int               `json:"frame_duration_ms"`
-	Timestamps             []float64         `json:"timestamps"`
-	TimestampTexts         []string          `json:"timestamp_texts"`
-	NumFrames              int               `json:"num_frames"`
-	NumTubelets            int               `json:"num_tubelets"`
-	EVSRetainedTokens      *int              `json:"evs_retained_tokens"`
-	PlaceholderCounts      []int             `json:"placeholder_counts"`
-	Separators             []string          `json:"separators"`
-	TotalPlaceholderTokens int               `json:"total_placeholder_tokens"`
-	SpecialTokens          int               `json:"special_tokens"`
-	Replacement            []layout.Segment  `json:"replacement"`
-	Error                  string            `json:"error"`
-	ErrorStage             string            `json:"error_stage"`
+	Duration               *float64         `json:"duration"`
+	NumFramesToSample      *int             `json:"num_frames_to_sample"`
+	FramesIndices          []int            `json:"frames_indices"`
+	TargetWidth            int              `json:"target_width"`
+	TargetHeight           int              `json:"target_height"`
+	PatchGridWH            [2]int           `json:"patch_grid_wh"`
+	TokensPerTubelet       int              `json:"tokens_per_tubelet"`
+	TargetNumPatches       *int             `json:"target_num_patches"`
+	FrameDurationMS        int              `json:"frame_duration_ms"`
+	Timestamps             []float64        `json:"timestamps"`
+	TimestampTexts         []string         `json:"timestamp_texts"`
+	NumFrames              int              `json:"num_frames"`
+	NumTubelets            int              `json:"num_tubelets"`
+	EVSRetainedTokens      *int             `json:"evs_retained_tokens"`
+	PlaceholderCounts      []int            `json:"placeholder_counts"`
+	Separators             []string         `json:"separators"`
+	TotalPlaceholderTokens int              `json:"total_placeholder_tokens"`
+	SpecialTokens          int              `json:"special_tokens"`
+	Replacement            []layout.Segment `json:"replacement"`
+	Error                  string           `json:"error"`
+	ErrorStage             string           `json:"error_stage"`
 }
 
 const nemotronDir = goldenDir + "nemotron/"
@@ -139,15 +139,15 @@ type nemotronImageCase struct {
 			TotalPatches int   `json:"total_patches"`
 		} `json:"iterations"`
 		Images []struct {
-			ClosestPatchGridWH [2]int            `json:"closest_patch_grid_wh"`
-			PatchBudget        int               `json:"patch_budget"`
-			UpscaledToMin      bool              `json:"upscaled_to_min"`
-			PatchGridWH        [2]int            `json:"patch_grid_wh"`
-			ResizedWidth       int               `json:"resized_width"`
-			ResizedHeight      int               `json:"resized_height"`
-			NumPatches         int               `json:"num_patches"`
-			NumTokens          int               `json:"num_tokens"`
-			Replacement        []layout.Segment  `json:"replacement"`
+			ClosestPatchGridWH [2]int           `json:"closest_patch_grid_wh"`
+			PatchBudget        int              `json:"patch_budget"`
+			UpscaledToMin      bool             `json:"upscaled_to_min"`
+			PatchGridWH        [2]int           `json:"patch_grid_wh"`
+			ResizedWidth       int              `json:"resized_width"`
+			ResizedHeight      int              `json:"resized_height"`
+			NumPatches         int              `json:"num_patches"`
+			NumTokens          int              `json:"num_tokens"`
+			Replacement        []layout.Segment `json:"replacement"`
 		} `json:"images"`
 		TotalPlaceholderTokens int    `json:"total_placeholder_tokens"`
 		Error                  string `json:"error"`
