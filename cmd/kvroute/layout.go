@@ -13,7 +13,8 @@ import (
 const maxContractFile = 1 << 16
 
 func init() {
-	register("layout", "layout --model DIR --contract FILE (--total-frames N --source-fps F | --image) --width W --height H", runLayout)
+	register("layout", "layout --model DIR --contract FILE (--total-frames N --source-fps F | --image) --width W --height H\n"+
+		"       layout --adapter nemotron_omni --input FILE [--image]", runLayout)
 }
 
 // videoLayoutOutput is the output of `kvroute layout` for a video, keys in DESIGN.md §10a order.
@@ -49,10 +50,22 @@ func runLayout(args []string) (any, error) {
 	fps := fs.Float64("source-fps", 0, "source frame rate of the video")
 	width := fs.Int("width", 0, "frame or image width in pixels")
 	height := fs.Int("height", 0, "frame or image height in pixels")
+	adapter := fs.String("adapter", layout.AdapterQwen3VL, "model adapter: qwen3_vl or nemotron_omni")
+	input := fs.String("input", "", "nemotron_omni: a golden layout record (or its inputs object) as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	set := flagsSet(fs)
+	switch *adapter {
+	case layout.AdapterNemotronOmni:
+		return runNemotronLayout(set, *input, *image)
+	case layout.AdapterQwen3VL:
+		if set["input"] {
+			return nil, errors.New("layout: --input is for --adapter nemotron_omni")
+		}
+	default:
+		return nil, fmt.Errorf("layout: --adapter %q is not qwen3_vl or nemotron_omni", *adapter)
+	}
 	need := []string{"model", "contract", "width", "height"}
 	if !*image {
 		need = append(need, "total-frames", "source-fps")

@@ -15,7 +15,8 @@ const Schema = "kvroute.video_contract/v1"
 
 // Contract field values (DESIGN.md §2.3).
 const (
-	AdapterQwen3VL = "qwen3_vl"
+	AdapterQwen3VL      = "qwen3_vl"
+	AdapterNemotronOmni = "nemotron_omni"
 
 	EngineVLLM   = "vllm"
 	EngineSGLang = "sglang"
