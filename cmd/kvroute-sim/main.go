@@ -66,7 +66,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.workerID, "worker-id", "sim-1", "worker id ([A-Za-z0-9_-]{1,64})")
 	fs.StringVar(&f.model, "model", sim.DefaultModelDir, "model folder (tokenizer.json, chat template, config.json); a value that is not a directory is taken as -served-model-name")
 	fs.StringVar(&f.served, "served-model-name", "kvroute-sim", "served model name (the request's model field)")
-	fs.StringVar(&f.contract, "contract", "", "video contract JSON file (default: the hub hf_fps contract of DESIGN.md §2.3)")
+	fs.StringVar(&f.contract, "contract", "", "video contract JSON file (default: the hub hf_fps contract of DESIGN.md §2.3; for a Nemotron 3 Nano Omni model folder, layout.NemotronContractJSON)")
 	fs.StringVar(&f.oracle, "oracle-tokens", "", "JSON array file of the worker-visible prompt token ids used for every request (oracle mode)")
 	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens")
 	fs.IntVar(&f.cacheBlocks, "cache-blocks", 8192, "prefix cache capacity in blocks (LRU beyond it)")

@@ -160,3 +160,17 @@ func LayoutNemotronVideoFor(c *Contract, in VideoInput) (*NemotronVideoLayout, e
 	}
 	return LayoutNemotronVideo(c.Nemotron.Geometry(), c.NemotronSampler(), c.PruningRate(), in)
 }
+
+// NemotronContractJSON is the contract of a vLLM worker serving Nemotron 3 Nano Omni with the
+// checkpoint's values (golden/nemotron/README.md §3), the default opencv loader (32 frames, no
+// fps cap) and EVS off, with the token ids of the test model folder (testdata/nemotron-test-model:
+// <img> 19, </img> 20, <image> 18). kvroute-sim publishes it for a Nemotron model folder when no
+// -contract is given; an operator's real tokenizer may give other ids (docs/contracts.md §7).
+const NemotronContractJSON = `{"schema": "kvroute.video_contract/v1", "adapter": "nemotron_omni", "engine": "vllm",
+ "sampler": {"kind": "vllm_uniform", "fps": null, "min_frames": null, "max_frames": null, "num_frames": 32},
+ "frame_count_source": "decoded",
+ "token_ids": {"vision_start": 19, "vision_end": 20, "image_pad": 18, "video_pad": 18},
+ "video_pruning_rate": 0.0,
+ "nemotron": {"patch_size": 16, "downsample_ratio": 0.5, "force_image_size": 512, "video_temporal_patch_size": 2,
+  "video_target_num_patches": 1024, "video_target_img_size": null, "video_maintain_aspect_ratio": true,
+  "min_num_patches": 1024, "max_num_patches": 13312}}`

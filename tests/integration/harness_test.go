@@ -91,6 +91,7 @@ func (w *simWorker) lastBody() []byte {
 // embedded NATS on a random port) in front of simulators that register and publish their KV
 // events through that NATS server, plus a loopback file server for the clips.
 type harness struct {
+	modelDir    string             // the model folder of Caddy and of the simulators
 	base, admin string             // http://127.0.0.1:port of the site and of the admin endpoint
 	media       string             // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
 	res         *resolver.Resolver // the simulators' media resolver
@@ -135,7 +136,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, modelDir, httpPort)
+`, adminPort, h.modelDir, httpPort)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -158,6 +159,12 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 // every simulator. Everything stops at the test's end.
 func startHarness(t *testing.T, specs []simSpec) *harness {
 	t.Helper()
+	return startHarnessModel(t, modelDir, specs)
+}
+
+// startHarnessModel is startHarness with another model folder for Caddy and the simulators.
+func startHarnessModel(t *testing.T, modelDir string, specs []simSpec) *harness {
+	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	res := newSimResolver(t)
 
@@ -177,7 +184,7 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
-	h := &harness{media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
+	h := &harness{modelDir: modelDir, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
 	httpPort, adminPort := freePort(t), freePort(t)
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
