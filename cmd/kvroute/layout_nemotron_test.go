@@ -131,3 +131,10 @@ func TestLayoutCommandNemotronArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestEventsPadIDsNemotron(t *testing.T) {
+	img, vid, err := padIDs("../../testdata/nemotron-test-model/config.json")
+	if err != nil || img != 18 || vid != 18 {
+		t.Errorf("pad ids %d %d, %v; want the shared <image> id 18", img, vid, err)
+	}
+}

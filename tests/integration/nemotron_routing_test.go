@@ -1,9 +1,14 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/routing/chat"
@@ -119,4 +124,34 @@ func TestNemotronVideoRouting(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestNemotronModelFolderRefusedAtStart checks that Caddy does not start with a Nemotron model
+// folder lacking a field the adapter needs, and says which.
+func TestNemotronModelFolderRefusedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"tokenizer.json", "chat_template.jinja", "config.json"} {
+		b, err := os.ReadFile(filepath.Join(nemotronModelDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "config.json" {
+			b = []byte(strings.Replace(string(b), `"downsample_ratio": 0.5,`, "", 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte((&harness{modelDir: dir}).caddyfile(freePort(t), freePort(t))), nil)
+	if err != nil {
+		t.Fatalf("adapting: %v", err)
+	}
+	err = caddy.Load(cfgJSON, true)
+	if err == nil {
+		_ = caddy.Stop()
+		t.Fatal("caddy started with a model folder lacking downsample_ratio")
+	}
+	if !strings.Contains(err.Error(), "downsample_ratio is missing") {
+		t.Errorf("error %v does not name downsample_ratio", err)
+	}
 }
