@@ -39,8 +39,10 @@ func checkNemotronClip(total int, srcFPS float64) error {
 	if total <= 0 || total > MaxTotalFrames {
 		return stageErr(StageSampling, fmt.Sprintf("total frames %d out of range [1, %d]", total, MaxTotalFrames))
 	}
-	if srcFPS < 0 || math.IsNaN(srcFPS) || math.IsInf(srcFPS, 0) {
-		return stageErr(StageSampling, fmt.Sprintf("source fps %v must be finite and not negative", srcFPS))
+	// 0 is OpenCV's "unknown" (vLLM then fails later, at frame_duration); a rate below 1/1000 fps
+	// would overflow int(1000/fps).
+	if math.IsNaN(srcFPS) || math.IsInf(srcFPS, 0) || srcFPS < 0 || srcFPS > 0 && srcFPS < 1e-3 {
+		return stageErr(StageSampling, fmt.Sprintf("source fps %v must be 0 or in [0.001, +inf)", srcFPS))
 	}
 	return nil
 }
@@ -63,8 +65,8 @@ func SampleVLLMUniform(total int, srcFPS float64, numFrames int, fps float64) (i
 	if numFrames > 0 {
 		n = min(numFrames, total)
 	}
-	if fps > 0 {
-		n = min(n, int(math.Floor(duration*fps)))
+	if x := math.Floor(duration * fps); fps > 0 && x < float64(n) {
+		n = int(x) // compared as floats first: a huge product must not overflow int
 	}
 	n = max(1, n)
 	if err := checkCount(n); err != nil {
