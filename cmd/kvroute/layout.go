@@ -41,6 +41,9 @@ type imageLayoutOutput struct {
 // size, grid, timestamp texts and the replacement token ids, each timestamp tokenized alone), or
 // with --image for an image (the contract's image_resize, else the model's preprocessor_config.json
 // budget). The model folder is checked as at startup (layout.LoadModel) and must fit the contract.
+// A nemotron_omni contract prints the Nemotron fields and replacement_token_ids instead
+// (nemotronContractLayout); --adapter nemotron_omni --input FILE lays out a golden record's inputs
+// without a model folder (runNemotronLayout).
 func runLayout(args []string) (any, error) {
 	fs := newFlags("layout")
 	dir := fs.String("model", "", "model directory (config.json, processor configs, tokenizer.json)")
@@ -77,7 +80,17 @@ func runLayout(args []string) (any, error) {
 			return nil, fmt.Errorf("layout: --%s is required", n)
 		}
 	}
-	a, err := loadAdapter(*dir, *contractPath)
+	c, m, tok, err := loadContractModel(*dir, *contractPath)
+	if err != nil {
+		return nil, err
+	}
+	if c.Adapter == layout.AdapterNemotronOmni {
+		if *image {
+			return nil, errors.New("layout: a nemotron_omni image layout depends on the request (max_model_len, text_prompt_len): use --adapter nemotron_omni --input FILE --image")
+		}
+		return nemotronContractLayout(c, m, tok, layout.VideoInput{TotalFrames: *total, SourceFPS: *fps, Width: *width, Height: *height})
+	}
+	a, err := layout.NewQwen3VL(c, m, tok)
 	if err != nil {
 		return nil, err
 	}
@@ -87,22 +100,22 @@ func runLayout(args []string) (any, error) {
 	return videoLayout(a, layout.VideoInput{TotalFrames: *total, SourceFPS: *fps, Width: *width, Height: *height})
 }
 
-// loadAdapter reads and validates the contract, loads and checks the model folder, and returns
-// the Qwen3-VL adapter over the model's tokenizer.
-func loadAdapter(dir, contractPath string) (*layout.Qwen3VL, error) {
+// loadContractModel reads and validates the contract, loads and checks the model folder as at
+// startup, and loads the model's tokenizer.
+func loadContractModel(dir, contractPath string) (*layout.Contract, *layout.Model, *tokenizer.Tokenizer, error) {
 	c, err := readContract(contractPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	m, err := layout.LoadModel(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
-		return nil, fmt.Errorf("loading tokenizer: %w", err)
+		return nil, nil, nil, fmt.Errorf("loading tokenizer: %w", err)
 	}
-	return layout.NewQwen3VL(c, m, tok)
+	return c, m, tok, nil
 }
 
 func videoLayout(a *layout.Qwen3VL, in layout.VideoInput) (*videoLayoutOutput, error) {

@@ -93,3 +93,34 @@ func runNemotronLayout(set map[string]bool, path string, image bool) (any, error
 	return &nemotronVideoOutput{FramesIndices: l.Indices, TimestampTexts: l.TimestampTexts, PlaceholderCounts: l.PlaceholderCounts,
 		Separators: l.Separators, TotalPlaceholderTokens: l.TotalPlaceholderTokens(), Replacement: l.Segments()}, nil
 }
+
+// nemotronContractOutput is the output of `kvroute layout --model DIR --contract FILE …` for a
+// nemotron_omni contract: the layout fields and the replacement as token ids of the model's
+// tokenizer (each text piece encoded alone).
+type nemotronContractOutput struct {
+	FramesIndices          []int    `json:"frames_indices"`
+	TimestampTexts         []string `json:"timestamp_texts"`
+	PlaceholderCounts      []int    `json:"placeholder_counts"`
+	Separators             []string `json:"separators"`
+	TotalPlaceholderTokens int      `json:"total_placeholder_tokens"`
+	ReplacementTokenIDs    []uint32 `json:"replacement_token_ids"`
+}
+
+// nemotronContractLayout lays a clip out under a nemotron_omni contract with the model folder's
+// tokenizer (the adapter the router builds at start).
+func nemotronContractLayout(c *layout.Contract, m *layout.Model, tok layout.Tokenizer, in layout.VideoInput) (*nemotronContractOutput, error) {
+	a, err := layout.NewNemotronOmni(c, m, tok)
+	if err != nil {
+		return nil, err
+	}
+	l, err := a.VideoLayout(in)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := a.Replacement(l.Segments())
+	if err != nil {
+		return nil, err
+	}
+	return &nemotronContractOutput{FramesIndices: l.Indices, TimestampTexts: l.TimestampTexts, PlaceholderCounts: l.PlaceholderCounts,
+		Separators: l.Separators, TotalPlaceholderTokens: l.TotalPlaceholderTokens(), ReplacementTokenIDs: ids}, nil
+}

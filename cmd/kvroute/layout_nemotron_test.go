@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/goldens"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
 // checkNemotronCommand runs `kvroute layout --adapter nemotron_omni --input FILE [extra]` on every
@@ -136,5 +138,46 @@ func TestEventsPadIDsNemotron(t *testing.T) {
 	img, vid, err := padIDs("../../testdata/nemotron-test-model/config.json")
 	if err != nil || img != 18 || vid != 18 {
 		t.Errorf("pad ids %d %d, %v; want the shared <image> id 18", img, vid, err)
+	}
+}
+
+// TestLayoutCommandNemotronContract runs the contract form on the Nemotron test model: Dynamo's
+// 3-frame 512² example with EVS 0.5 gives 256 <image> ids in the first tubelet and none in the
+// second, each separator tokenized alone.
+func TestLayoutCommandNemotronContract(t *testing.T) {
+	dir := "../../testdata/nemotron-test-model"
+	path := filepath.Join(t.TempDir(), "contract.json")
+	doc := strings.Replace(layout.NemotronContractJSON, `"video_pruning_rate": 0.0`, `"video_pruning_rate": 0.5`, 1)
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runLayout([]string{"--model", dir, "--contract", path, "--total-frames", "3", "--source-fps", "30", "--width", "512", "--height", "512"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*nemotronContractOutput)
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []uint32
+	want = append(want, tok.Encode("Frame 1 sampled at 0.00 seconds and frame 2 sampled at 0.03 seconds: ")...)
+	want = append(want, 19)
+	for range 256 {
+		want = append(want, 18)
+	}
+	want = append(want, 20)
+	want = append(want, tok.Encode("\nFrame 3 sampled at 0.07 seconds: ")...)
+	want = append(want, 19, 20)
+	if !slices.Equal(got.ReplacementTokenIDs, want) || !slices.Equal(got.PlaceholderCounts, []int{256, 0}) || got.TotalPlaceholderTokens != 256 {
+		t.Errorf("output %+v\nwant ids %v", got, want)
+	}
+	if _, err := runLayout([]string{"--model", dir, "--contract", path, "--image", "--width", "64", "--height", "64"}); err == nil ||
+		!strings.Contains(err.Error(), "--adapter nemotron_omni --input FILE --image") {
+		t.Errorf("--image with a nemotron contract: %v", err)
+	}
+	// The Qwen model folder does not fit a nemotron contract.
+	if _, err := runLayout([]string{"--model", testModelDir, "--contract", path, "--total-frames", "3", "--source-fps", "30", "--width", "512", "--height", "512"}); err == nil {
+		t.Error("nemotron contract on the Qwen model folder: no error")
 	}
 }
