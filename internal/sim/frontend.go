@@ -99,10 +99,12 @@ func NewFrontend(cfg *FrontendConfig) (*Frontend, error) {
 			return nil, fmt.Errorf("creating simulator frontend: %w", err)
 		}
 	}
+	// A Nemotron folder: one placeholder id for images and video.
+	nemotronFolder := f.model.Vision && f.model.TokenIDs.ImagePad == f.model.TokenIDs.VideoPad
 	if len(c.Contract) == 0 {
 		c.Contract = []byte(HubContract)
-		if f.model.Vision && f.model.TokenIDs.ImagePad == f.model.TokenIDs.VideoPad {
-			c.Contract = []byte(layout.NemotronContractJSON) // a Nemotron folder (one placeholder id)
+		if nemotronFolder {
+			c.Contract = []byte(layout.NemotronContractJSON)
 		}
 	}
 	if f.contract, err = layout.ParseContract(c.Contract); err != nil {
@@ -115,8 +117,9 @@ func NewFrontend(cfg *FrontendConfig) (*Frontend, error) {
 	lm := c.LayoutModel
 	nemotron := f.contract.Adapter == layout.AdapterNemotronOmni
 	if lm == nil && f.model.Vision {
-		// A Nemotron folder has no processor configs: its config.json says everything.
-		if _, err := os.Stat(filepath.Join(c.ModelDir, "preprocessor_config.json")); err == nil || nemotron {
+		// A Nemotron folder has no processor configs: its config.json says everything (and a
+		// contract of another adapter is then refused by the adapter's model check).
+		if _, err := os.Stat(filepath.Join(c.ModelDir, "preprocessor_config.json")); err == nil || nemotron || nemotronFolder {
 			if lm, err = layout.LoadModel(c.ModelDir); err != nil {
 				return nil, fmt.Errorf("creating simulator frontend: %w", err)
 			}
