@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -179,5 +180,33 @@ func TestLayoutCommandNemotronContract(t *testing.T) {
 	// The Qwen model folder does not fit a nemotron contract.
 	if _, err := runLayout([]string{"--model", testModelDir, "--contract", path, "--total-frames", "3", "--source-fps", "30", "--width", "512", "--height", "512"}); err == nil {
 		t.Error("nemotron contract on the Qwen model folder: no error")
+	}
+}
+
+// TestIdentityNemotronContract: --contract with a nemotron_omni contract samples as vLLM's opencv
+// loader (32 frames of 300: numpy.linspace(0, 299, 32) truncated), the identity of those indices.
+func TestIdentityNemotronContract(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "contract.json")
+	if err := os.WriteFile(path, []byte(layout.NemotronContractJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clip := clipDir + "vp9_640x360_30fps_10s.webm"
+	out, err := runIdentity([]string{clip, "--contract", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*identityOutput)
+	idx := make([]string, 32)
+	step := 299.0 / 31.0
+	for i := range idx {
+		idx[i] = strconv.Itoa(int(float64(i) * step))
+	}
+	idx[31] = "299"
+	ref, err := runIdentity([]string{clip, "--indices", strings.Join(idx, ",")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Identity != ref.(*identityOutput).Identity || len(got.FramesIndices) != 32 {
+		t.Errorf("identity %s with %d frames, want %s (indices %s)", got.Identity, len(got.FramesIndices), ref.(*identityOutput).Identity, strings.Join(idx, ","))
 	}
 }
