@@ -13,8 +13,8 @@ import (
 const maxContractFile = 1 << 16
 
 func init() {
-	register("layout", "layout --model DIR --contract FILE (--total-frames N --source-fps F | --image) --width W --height H\n"+
-		"       layout --adapter nemotron_omni --input FILE [--image]", runLayout)
+	register("layout", "layout --model DIR --contract FILE (--total-frames N --source-fps F | --image) --width W --height H"+
+		" | layout --adapter nemotron_omni --input FILE [--image]", runLayout)
 }
 
 // videoLayoutOutput is the output of `kvroute layout` for a video, keys in DESIGN.md §10a order.
