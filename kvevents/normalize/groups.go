@@ -69,12 +69,15 @@ type learnedGroup struct {
 	admitted bool
 }
 
-// groups keeps the learned kinds of one worker and data-parallel rank's KV cache groups.
-type groups struct {
+// GroupFilter keeps the learned kinds of one worker and data-parallel rank's KV cache groups and
+// applies the group rule to its events, in stream order. The zero value is ready; it is not safe for
+// concurrent use. A Normalizer has one; kvevents/bridge uses one to find the main-attention group's
+// block size.
+type GroupFilter struct {
 	learned []learnedGroup
 }
 
-// admit applies the group rule to ev (BlockStored or BlockRemoved) and returns 0 when its blocks may
+// Admit applies the group rule to ev (BlockStored or BlockRemoved) and returns 0 when its blocks may
 // be indexed. A BlockStored that carries both group_idx and a kind teaches its group that kind first,
 // whether or not the event is then used; BlockRemoved never teaches (vLLM's has no kind), and a kind
 // without group_idx teaches nothing.
@@ -82,7 +85,7 @@ type groups struct {
 // Rule (DESIGN.md §2; golden/README.md, vllm_hybrid_events.jsonl): an event with a kind is used iff the
 // kind is admitted; with group_idx and no kind, iff its group learned an admitted kind, or learned
 // none and group_idx is 0; with neither field (older vLLM, SGLang, Dynamo), always.
-func (g *groups) admit(ev *codec.Event) SkipReason {
+func (g *GroupFilter) Admit(ev *codec.Event) SkipReason {
 	if ev.HasSpecKind {
 		ok := AdmittedKind(ev.SpecKind)
 		if ev.HasGroupIdx && ev.Type == codec.BlockStored {
@@ -110,7 +113,7 @@ func (g *groups) admit(ev *codec.Event) SkipReason {
 	return 0
 }
 
-func (g *groups) learn(idx int64, admitted bool) {
+func (g *GroupFilter) learn(idx int64, admitted bool) {
 	for i := range g.learned {
 		if g.learned[i].idx == idx {
 			g.learned[i].admitted = admitted
@@ -122,9 +125,9 @@ func (g *groups) learn(idx int64, admitted bool) {
 	}
 }
 
-// dense reports whether a BlockStored's token_ids are exactly block_size tokens per block hash, the
-// event's own block_size.
-func dense(ev *codec.Event) bool {
+// Dense reports whether a BlockStored's token_ids are exactly block_size tokens per block hash, the
+// event's own block_size (block_size > 0).
+func Dense(ev *codec.Event) bool {
 	bs := ev.BlockSize
 	return bs > 0 && len(ev.TokenIDs)%bs == 0 && len(ev.TokenIDs)/bs == len(ev.BlockHashes)
 }

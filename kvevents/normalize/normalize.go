@@ -95,7 +95,7 @@ type Filtered struct {
 type Normalizer struct {
 	cfg    Config
 	h      *blocks.Hasher
-	groups groups            // learned kinds of the stream's KV cache groups
+	groups GroupFilter       // learned kinds of the stream's KV cache groups
 	salts  map[uint64]uint64 // engine hash → salt term of its chain (salted chains only)
 	ring   []uint64          // insertion order of salts keys, for the bound
 	next   int               // next ring slot to overwrite
@@ -155,7 +155,7 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 				continue
 			}
 			if ev.LocalHashes == nil {
-				if !dense(ev) {
+				if !Dense(ev) {
 					res.Filtered = append(res.Filtered, Filtered{Event: i, Reason: NonDenseBlockSpan})
 					continue
 				}
@@ -195,7 +195,7 @@ func (n *Normalizer) filter(ev *codec.Event) SkipReason {
 	if ev.Type == codec.AllBlocksCleared {
 		return 0
 	}
-	return n.groups.admit(ev)
+	return n.groups.Admit(ev)
 }
 
 // stored fills out (len(ev.BlockHashes) zero entries) with the event's index entries.
