@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -118,5 +119,39 @@ func TestEventsHybridBlockSize(t *testing.T) {
 		if _, err := eventsCmd([]string{"--batches", "--model", testModelDir, "--encoding", "vllm"}, strings.NewReader(in), &bytes.Buffer{}); err == nil {
 			t.Errorf("%q: no error", in)
 		}
+	}
+}
+
+// TestEventsSingleHybridBatch is the issue's symptom on one raw batch without --batches: the Mamba
+// group's BlockStored (group_idx 1, kv_cache_spec_kind "mamba") is listed under skipped, not stored.
+func TestEventsSingleHybridBatch(t *testing.T) {
+	var c hybridCase
+	goldens.EachLine(t, "../../testdata/golden/vllm_hybrid_events.jsonl", func(line []byte) {
+		if bytes.Contains(line, []byte(`"id":"hyb_qwen35_B528_store"`)) {
+			if err := json.Unmarshal(line, &c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if len(c.Batches) != 1 {
+		t.Fatalf("case hyb_qwen35_B528_store: %d batches", len(c.Batches))
+	}
+	raw, err := base64.StdEncoding.DecodeString(c.Batches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	out, err := eventsCmd([]string{"--model", testModelDir, "--encoding", "vllm", "--block-size", "528"}, bytes.NewReader(raw), &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(eventsOutput)
+	var hashes []string
+	for _, s := range got.Stored {
+		hashes = append(hashes, s.EngineHash)
+	}
+	if !slices.Equal(hashes, c.Expected.Admitted) || len(got.Skipped) != 1 ||
+		got.Skipped[0] != (skippedOut{EngineHash: "13864723106402458930", Reason: "kind_not_admitted"}) || stderr.Len() != 0 {
+		t.Errorf("stored %v skipped %+v stderr %q", hashes, got.Skipped, stderr.String())
 	}
 }
