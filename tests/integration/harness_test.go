@@ -63,12 +63,13 @@ type simWorker struct {
 	pub  *sim.Publisher
 	ep   string
 
-	count atomic.Int64 // chat requests received
+	count  atomic.Int64 // chat requests received
+	mu     sync.Mutex   // guards bodies
+	bodies [][]byte     // every received body, in arrival order
+
 	// nonAttention counts the published events of KV cache groups other than the attention group
 	// (the hybrid simulator's Mamba group), decoded from every batch as published.
 	nonAttention atomic.Int64
-	mu           sync.Mutex // guards bodies
-	bodies       [][]byte   // every received body, in arrival order
 }
 
 func (w *simWorker) serveHTTP(rw http.ResponseWriter, r *http.Request) {
