@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
@@ -33,9 +35,9 @@ func hybridBatch(t *testing.T, bs, mambaBS int) []byte {
 	return raw
 }
 
-func recordBlockSize(t *testing.T, env *testEnv, id string) int {
+func recordBlockSize(t *testing.T, kv jetstream.KeyValue, id string) int {
 	t.Helper()
-	entry, err := env.registryBucket().Get(context.Background(), id)
+	entry, err := kv.Get(context.Background(), id)
 	if err != nil {
 		return 0
 	}
@@ -77,18 +79,19 @@ func TestHybridBlockSizeFromEvents(t *testing.T) {
 	for _, e := range engines {
 		e.waitSubscribed()
 	}
-	wait.For(t, "metrics16 registered with the metrics' 16", func() bool { return recordBlockSize(t, env, "metrics16") == 16 })
-	wait.For(t, "configured registered", func() bool { return recordBlockSize(t, env, "configured") == 528 })
+	kv := env.registryBucket()
+	wait.For(t, "metrics16 registered with the metrics' 16", func() bool { return recordBlockSize(t, kv, "metrics16") == 16 })
+	wait.For(t, "configured registered", func() bool { return recordBlockSize(t, kv, "configured") == 528 })
 	if b.Registered("nometrics") {
 		t.Fatal("nometrics registered before any block size was known")
 	}
 	engines[0].publish(hybridBatch(t, 1056, 2112), false)
 	engines[1].publish(hybridBatch(t, 2096, 4192), false)
 	engines[2].publish(hybridBatch(t, 1056, 2112), false)
-	wait.For(t, "metrics16 re-registered with 1056", func() bool { return recordBlockSize(t, env, "metrics16") == 1056 })
-	wait.For(t, "nometrics registered with 2096", func() bool { return recordBlockSize(t, env, "nometrics") == 2096 })
+	wait.For(t, "metrics16 re-registered with 1056", func() bool { return recordBlockSize(t, kv, "metrics16") == 1056 })
+	wait.For(t, "nometrics registered with 2096", func() bool { return recordBlockSize(t, kv, "nometrics") == 2096 })
 	time.Sleep(100 * time.Millisecond) // two heartbeats: the configured record stays
-	if n := recordBlockSize(t, env, "configured"); n != 528 {
+	if n := recordBlockSize(t, kv, "configured"); n != 528 {
 		t.Errorf("configured worker's record block size %d, want 528", n)
 	}
 }
