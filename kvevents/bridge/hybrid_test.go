@@ -16,8 +16,9 @@ import (
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
 
-// hybridBatch is a Qwen3.5-style vLLM batch: a Mamba group 0 (listed first, non-dense: only its last
-// block resident) and the full-attention group 1 with blocks of bs tokens.
+// hybridBatch is a hybrid vLLM batch with the group order reversed: a Mamba group 0, listed first,
+// whose store is dense at its own block size mambaBS (one hash for 2·bs tokens, so only its kind
+// keeps it out), then the full-attention group 1 with two blocks of bs tokens.
 func hybridBatch(t *testing.T, bs, mambaBS int) []byte {
 	t.Helper()
 	toks := make([]uint32, 2*bs)
