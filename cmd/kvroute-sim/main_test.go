@@ -111,3 +111,28 @@ func TestNemotronWorkerFromFlags(t *testing.T) {
 		t.Fatal("a qwen3_vl contract on the Nemotron folder started")
 	}
 }
+
+// TestHybridFlag: -hybrid makes the attention group's block size 1056 unless -block-size is given.
+func TestHybridFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-hybrid"}, 1056},
+		{[]string{"-hybrid", "-block-size", "528"}, 528},
+		{nil, 16},
+	} {
+		f, err := parseFlags(append([]string{"-model", "../../testdata/golden/qwen3vl-test-model"}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, pub, err := worker(f, nil, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = pub.Close()
+		if cfg.BlockSize != tc.want || cfg.Blocks.Config().BlockSize != tc.want || f.hybrid != (len(tc.args) > 0) {
+			t.Errorf("%v: block size %d/%d, want %d", tc.args, cfg.BlockSize, cfg.Blocks.Config().BlockSize, tc.want)
+		}
+	}
+}
