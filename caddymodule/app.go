@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/media"
 )
 
 func init() {
@@ -61,6 +62,10 @@ type App struct {
 	done    chan struct{}
 	events  *eventCore   // shared with other configs through the NATS state
 	routing *routingCore // this config's router; nil without model_dir
+
+	// model is the model folder loaded by Validate (nil without model_dir); Start builds the
+	// router on it.
+	model *loadedModel
 
 	// workers is the merged (static + live) worker list, sorted by id; replaced, never mutated.
 	// Read lock-free on the request path.
@@ -113,6 +118,8 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	// FFmpeg's log (process-wide) goes through zap at debug level, never raw to stderr.
+	media.SetLogger(caddy.Log().Named("kvroute.ffmpeg"))
 	repl := caddy.NewReplacer()
 	a.NATSURL = repl.ReplaceAll(a.NATSURL, "")
 	a.NATSCredentials = repl.ReplaceAll(a.NATSCredentials, "")
@@ -219,7 +226,13 @@ func (a *App) Validate() error {
 			}
 		}
 	}
-	return a.RoutingConfig.validateRouting()
+	if err := a.RoutingConfig.validateRouting(); err != nil {
+		return err
+	}
+	// `caddy validate` provisions and validates without starting: the model folder is loaded
+	// here, so a missing or broken model_dir fails validation as it fails `caddy run`.
+	_, err := a.loadModel()
+	return err
 }
 
 // Start connects to NATS (starting the embedded server if needed) through the usage pool, so a

@@ -72,7 +72,11 @@ func (a *App) startRouting(st *natsState) error {
 	if err != nil {
 		return err
 	}
-	ec, err := st.core(a.Index.indexConfig(), m, caddy.Log().Named("kvroute.events"))
+	var mm *model.Model
+	if m != nil {
+		mm = m.model
+	}
+	ec, err := st.core(a.Index.indexConfig(), mm, caddy.Log().Named("kvroute.events"))
 	if err != nil {
 		return err
 	}

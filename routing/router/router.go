@@ -192,6 +192,13 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 	r.verify.setWorkers(in.Workers)
 	workers, matched := workersFor(in.Workers, req.Model)
+	if kind == pathOther {
+		if len(workers) == 0 {
+			res.Fallback, res.Detail = reason.NotRouted, "path is not routed by KV overlap"
+			return res, nil
+		}
+		return r.loadOnly(res, workers, in, reason.NotRouted, "path is not routed by KV overlap")
+	}
 	if len(workers) == 0 {
 		res.Fallback, res.Detail = reason.IndexUnavailable, "no registered workers"
 		return res, nil
@@ -200,9 +207,6 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		// No record declares the model: nothing says these workers' caches or contracts are for
 		// it, so route on load alone (the workers answer as they do for an unknown model).
 		return r.loadOnly(res, workers, in, reason.IndexUnavailable, "no registered worker serves model "+strconv.Quote(req.Model))
-	}
-	if kind == pathOther {
-		return r.loadOnly(res, workers, in, "", "path is not routed by KV overlap")
 	}
 	if req.SchemaErr != nil {
 		return r.loadOnly(res, workers, in, reason.TemplateError, req.SchemaErr.Error())
