@@ -281,6 +281,7 @@ func (a *App) Start() error {
 			}
 		}
 	}()
+	a.metrics.state.setApp(a)
 	a.logger.Info("kvroute app started", zap.String("nats", st.url), zap.Bool("embedded", st.embedded != nil), zap.Int("static_workers", len(a.static)))
 	return nil
 }
@@ -289,6 +290,9 @@ func (a *App) Start() error {
 // last config to release it closes the connection and the embedded server.
 func (a *App) Stop() error {
 	defer a.markStarted()
+	if a.metrics != nil {
+		a.metrics.state.clearApp(a)
+	}
 	a.mu.Lock()
 	stop, done := a.stop, a.done
 	a.stop, a.done, a.state = nil, nil, nil

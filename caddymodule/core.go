@@ -22,6 +22,8 @@ type eventCore struct {
 	// tracker is the active-load accounting; shared by every config's scheduler so requests in
 	// flight across a reload stay counted.
 	tracker *scheduler.Tracker
+	// lastEvent records when each worker's last KV event message arrived (state.go).
+	lastEvent *eventClock
 }
 
 // core returns the state's event core, creating and starting it on first use.
@@ -37,8 +39,10 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	}
 	scfg := subscriber.DefaultConfig()
 	scfg.Logger = logger
+	clock := newEventClock()
 	scfg.OnCount = func(worker, result string, n uint64) {
 		kvMetrics.events.WithLabelValues(worker, result).Add(float64(n))
+		clock.observe(worker, result)
 	}
 	if m != nil && m.Vision {
 		scfg.ImagePad, scfg.VideoPad = m.TokenIDs.ImagePad, m.TokenIDs.VideoPad
@@ -51,7 +55,7 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	if err := sub.Start(context.Background()); err != nil {
 		return nil, fmt.Errorf("starting KV event subscriber: %w", err)
 	}
-	st.events = &eventCore{index: ix, sub: sub, tracker: scheduler.NewTracker()}
+	st.events = &eventCore{index: ix, sub: sub, tracker: scheduler.NewTracker(), lastEvent: clock}
 	return st.events, nil
 }
 

@@ -18,6 +18,8 @@ type metrics struct {
 	indexBlocks       *prometheus.GaugeVec
 	contractAgreement *prometheus.GaugeVec
 	layoutVerified    *prometheus.CounterVec
+	// state reports the running app's per-worker and router operating state (state_metrics.go).
+	state *stateCollector
 }
 
 // hitRatioBuckets are the upper bounds of caddy_kvroute_predicted_hit_ratio: exact decimals from
@@ -32,6 +34,7 @@ var kvMetrics = newMetrics()
 func newMetrics() *metrics {
 	const ns, sub = "caddy", "kvroute"
 	return &metrics{
+		state: newStateCollector(ns, sub),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "decisions_total",
 			Help: "Routing decisions by model (a model some worker declares, else other), chosen worker and fallback reason (empty when exact, not_routed when not routed by KV overlap).",
@@ -77,7 +80,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.errors, m.hitRatio, m.routingSeconds, m.decodeCache,
-		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified}
+		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, m.state}
 }
 
 // registerMetrics registers the process-wide collectors with reg (one config's registry; nil is

@@ -216,6 +216,7 @@ type routingCore struct {
 	router  *router.Router
 	fetcher *fetch.Fetcher
 	sync    *loadsync.Sync // replica load sharing (DESIGN.md §9); nil without NATS
+	decoder *media.Decoder // for the decode-slot gauges (state.go)
 }
 
 func (c *routingCore) close() {
@@ -301,7 +302,7 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 		f.Close()
 		return nil, err
 	}
-	core := &routingCore{router: r, fetcher: f}
+	core := &routingCore{router: r, fetcher: f, decoder: dec}
 	if st := a.NATS(); st != nil {
 		ls, err := loadsync.New(loadsync.Config{Replica: replicaID, Logger: a.logger.Named("loadsync")}, st.Conn(), sched.Tracker(), a.workerIDs)
 		if err == nil {

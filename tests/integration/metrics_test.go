@@ -1,11 +1,18 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/routing/chat"
 )
 
 // scrape returns the admin endpoint's /metrics text.
@@ -102,4 +109,109 @@ func TestDecisionMetricsTruthful(t *testing.T) {
 			t.Errorf("explain of /v1/models: %d %s", resp.StatusCode, b)
 		}
 	})
+}
+
+// adminJSON decodes GET admin+path into v.
+func (h *harness) adminJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	res, err := h.client.Get(h.admin + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// workerState is the operating-state part of a GET /kvroute/workers element.
+type workerState struct {
+	WorkerID            string   `json:"worker_id"`
+	Blocks              int64    `json:"blocks"`
+	Healthy             bool     `json:"healthy"`
+	ActivePrefillTokens int64    `json:"active_prefill_tokens"`
+	ActiveDecodeBlocks  int64    `json:"active_decode_blocks"`
+	RequestsInFlight    int64    `json:"requests_in_flight"`
+	LastEventAgeSeconds *float64 `json:"last_event_age_seconds"`
+}
+
+// TestOperatingState checks the per-worker and router operating state in /metrics,
+// /kvroute/workers and /kvroute/stats through Caddy (issue 15): while a request waits for its first
+// byte on a slow worker, that worker shows exactly the request's uncached prompt tokens, its
+// prompt blocks and one request in flight; all return to 0 when it ends; the event age and index
+// blocks follow the worker's events; NATS, registry and decode-slot gauges describe the router.
+func TestOperatingState(t *testing.T) {
+	h := startHarness(t, []simSpec{{ID: "state-slow", Model: "qwen", PrefillDelay: 1500 * time.Millisecond}})
+	const w = `worker="state-slow"`
+	if v := h.metric(t, "caddy_kvroute_worker_healthy", w); v != 1 {
+		t.Fatalf("worker_healthy %v", v)
+	}
+	if v := h.metric(t, "caddy_kvroute_worker_last_event_age_seconds", w); v != 0 {
+		t.Fatalf("event age %v before any event", v)
+	}
+
+	body := textBody(t, "qwen", longText("Operating state.", 400))
+	m, _ := testkit.Models(t, modelDir)
+	req, err := chat.ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ids, err := m.PromptTokens(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, blocks := int64(len(ids)), int64((len(ids)+blockSize-1)/blockSize)
+
+	done := make(chan answer, 1)
+	go func() { done <- h.chat(t, body) }()
+	wait.For(t, "request in flight", func() bool { return h.metric(t, "caddy_kvroute_worker_requests_in_flight", w) == 1 })
+	if p, d := h.metric(t, "caddy_kvroute_worker_active_prefill_tokens", w), h.metric(t, "caddy_kvroute_worker_active_decode_blocks", w); p != float64(tokens) || d != float64(blocks) {
+		t.Fatalf("in flight: prefill %v decode %v; want %d tokens, %d blocks", p, d, tokens, blocks)
+	}
+	var ws []workerState
+	h.adminJSON(t, "/kvroute/workers", &ws)
+	if len(ws) != 1 || ws[0].ActivePrefillTokens != tokens || ws[0].ActiveDecodeBlocks != blocks || ws[0].RequestsInFlight != 1 || !ws[0].Healthy {
+		t.Fatalf("/kvroute/workers in flight: %+v", ws)
+	}
+	if a := <-done; a.status != 200 || a.worker != "state-slow" {
+		t.Fatalf("status %d worker %q", a.status, a.worker)
+	}
+	wait.For(t, "load released", func() bool {
+		return h.metric(t, "caddy_kvroute_worker_requests_in_flight", w) == 0 && h.metric(t, "caddy_kvroute_worker_active_prefill_tokens", w) == 0 &&
+			h.metric(t, "caddy_kvroute_worker_active_decode_blocks", w) == 0
+	})
+
+	h.waitEvents(t)
+	if !strings.Contains(h.scrape(t), "caddy_kvroute_worker_last_event_age_seconds{"+w+"}") {
+		t.Fatal("no event age after the worker's events")
+	}
+	if age := h.metric(t, "caddy_kvroute_worker_last_event_age_seconds", w); age < 0 || age > 30 {
+		t.Fatalf("event age %v s right after the events", age)
+	}
+	h.adminJSON(t, "/kvroute/workers", &ws)
+	if len(ws) != 1 || ws[0].LastEventAgeSeconds == nil || *ws[0].LastEventAgeSeconds > 30 || ws[0].Blocks < blocks-1 || ws[0].RequestsInFlight != 0 {
+		t.Fatalf("/kvroute/workers after the events: %+v", ws)
+	}
+
+	if v := h.metric(t, "caddy_kvroute_nats_connected"); v != 1 {
+		t.Errorf("nats_connected %v", v)
+	}
+	if v := h.metric(t, "caddy_kvroute_registry_workers"); v != 1 {
+		t.Errorf("registry_workers %v", v)
+	}
+	if busy, slots := h.metric(t, "caddy_kvroute_decode_slots_busy"), h.metric(t, "caddy_kvroute_decode_slots"); busy != 0 || slots != float64(runtime.NumCPU()) {
+		t.Errorf("decode slots %v busy of %v, want 0 of %d", busy, slots, runtime.NumCPU())
+	}
+	var st struct {
+		Router struct {
+			NATSConnected      bool   `json:"nats_connected"`
+			RegistryWorkers    int    `json:"registry_workers"`
+			DecodeSlots        int    `json:"decode_slots"`
+			MediaInflightBytes *int64 `json:"media_inflight_bytes"`
+		} `json:"router"`
+	}
+	h.adminJSON(t, "/kvroute/stats", &st)
+	if r := st.Router; !r.NATSConnected || r.RegistryWorkers != 1 || r.DecodeSlots != runtime.NumCPU() || r.MediaInflightBytes != nil {
+		t.Errorf("/kvroute/stats router %+v", r)
+	}
 }
