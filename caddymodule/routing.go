@@ -349,8 +349,11 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 		// not a chat or completions POST: the handler did not read the body
 		return &Decision{Fallback: reason.NotRouted}, nil
 	}
+	parent := ctx
 	ctx = media.WithRequestID(ctx, in.RequestID) // FFmpeg log lines of this request's decodes
+	ctx, spans := traceStages(ctx)               // stage spans when Caddy's tracing is on
 	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: routerWorkers(in.Workers)})
+	spans.end(parent, res, err)
 	if err != nil {
 		return nil, err
 	}

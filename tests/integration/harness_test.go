@@ -98,6 +98,13 @@ type harness struct {
 	sims        map[string]*simWorker
 	byEndpoint  map[string]*simWorker
 	order       []*simWorker
+	opts        harnessOpts
+}
+
+// harnessOpts varies the harness's Caddyfile.
+type harnessOpts struct {
+	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block).
+	siteDirectives string
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
@@ -127,6 +134,7 @@ http://127.0.0.1:%d {
 		X-Kvroute-Total-Blocks {http.vars.kvroute.total_blocks}
 		X-Kvroute-Fallback {http.vars.kvroute.fallback}
 	}
+%s
 	kvroute
 	reverse_proxy {
 		dynamic kvroute
@@ -135,7 +143,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, modelDir, httpPort)
+`, adminPort, modelDir, httpPort, h.opts.siteDirectives)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -158,6 +166,12 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 // every simulator. Everything stops at the test's end.
 func startHarness(t *testing.T, specs []simSpec) *harness {
 	t.Helper()
+	return startHarnessOpts(t, specs, harnessOpts{})
+}
+
+// startHarnessOpts is startHarness with Caddyfile options.
+func startHarnessOpts(t *testing.T, specs []simSpec, opts harnessOpts) *harness {
+	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	res := newSimResolver(t)
 
@@ -177,7 +191,7 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
-	h := &harness{media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
+	h := &harness{opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
 	httpPort, adminPort := freePort(t), freePort(t)
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
