@@ -55,13 +55,15 @@ type App struct {
 	static  []registry.Worker
 	metrics *metrics
 
-	// mu guards state, stop, done, events and routing (the app's running lifetime).
+	// mu guards state, stop, done, events, routing and indexSeries (the app's running lifetime).
 	mu      sync.Mutex
 	state   *natsState
 	stop    context.CancelFunc
 	done    chan struct{}
 	events  *eventCore   // shared with other configs through the NATS state
 	routing *routingCore // this config's router; nil without model_dir
+	// indexSeries are the workers with a caddy_kvroute_index_blocks series set by this app.
+	indexSeries map[string]bool
 
 	// model is the model folder loaded by Validate (nil without model_dir); Start builds the
 	// router on it.

@@ -114,13 +114,26 @@ func (a *App) routingCore() *routingCore {
 	return a.routing
 }
 
-// updateIndexGauges sets caddy_kvroute_index_blocks{worker} from the subscriber's view.
+// updateIndexGauges sets caddy_kvroute_index_blocks{worker} from the subscriber's view and drops
+// the series of workers the subscriber no longer tracks, so worker churn does not grow the label
+// set.
 func (a *App) updateIndexGauges() {
 	ec := a.eventCore()
 	if ec == nil {
 		return
 	}
+	live := map[string]bool{}
 	for _, w := range ec.sub.Stats().Workers {
+		live[w.WorkerID] = true
 		kvMetrics.indexBlocks.WithLabelValues(w.WorkerID).Set(float64(w.Blocks))
+	}
+	a.mu.Lock()
+	gone := a.indexSeries
+	a.indexSeries = live
+	a.mu.Unlock()
+	for id := range gone {
+		if !live[id] {
+			kvMetrics.indexBlocks.DeleteLabelValues(id)
+		}
 	}
 }
