@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -192,9 +193,8 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 	return nil
 }
 
-// validateRouting checks what can be checked without touching the file system or the network:
-// the media allow-lists parse. (model_dir and file_root are read at start: `caddy validate` of a
-// config meant for another machine should not fail on its paths.)
+// validateRouting checks what can be checked without the network: the media allow-lists parse.
+// (The model folder is checked by App.Validate through loadModel.)
 func (rc *RoutingConfig) validateRouting() error {
 	if m := rc.Media; m != nil {
 		for _, c := range m.AllowCIDRs {
@@ -216,6 +216,7 @@ type routingCore struct {
 	router  *router.Router
 	fetcher *fetch.Fetcher
 	sync    *loadsync.Sync // replica load sharing (DESIGN.md §9); nil without NATS
+	decoder *media.Decoder // for the decode-slot gauges (state.go)
 }
 
 func (c *routingCore) close() {
@@ -233,28 +234,41 @@ func (c *routingCore) close() {
 // replicaID names this process among the routers sharing load on kvroute.sync.load.
 var replicaID = newRequestID()[:16]
 
-// loadModel loads the configured model folder; nil without model_dir.
-func (a *App) loadModel() (*model.Model, error) {
+// loadedModel is the model folder read by Validate, kept for Start.
+type loadedModel struct {
+	model  *model.Model
+	layout *layout.Model // nil for a text-only model
+}
+
+// loadModel loads and checks the configured model folder (tokenizer, chat template, config.json
+// and, for a vision model, the processor configs); nil without model_dir. Validate calls it, so
+// `caddy validate` rejects a model_dir that Start would reject; the result is kept and Start does
+// not read the folder again.
+func (a *App) loadModel() (*loadedModel, error) {
 	if a.ModelDir == "" {
 		return nil, nil
+	}
+	if a.model != nil {
+		return a.model, nil
 	}
 	m, err := model.Load(a.ModelDir)
 	if err != nil {
 		return nil, fmt.Errorf("loading model: %w", err)
 	}
-	return m, nil
-}
-
-// newRoutingCore builds the router for model m over the shared index and load tracker.
-func (a *App) newRoutingCore(m *model.Model, ec *eventCore) (*routingCore, error) {
-	rc := &a.RoutingConfig
-	var lm *layout.Model
-	var err error
+	lm := &loadedModel{model: m}
 	if m.Vision {
-		if lm, err = layout.LoadModel(rc.ModelDir); err != nil {
+		if lm.layout, err = layout.LoadModel(a.ModelDir); err != nil {
 			return nil, fmt.Errorf("loading model processor config: %w", err)
 		}
 	}
+	a.model = lm
+	return lm, nil
+}
+
+// newRoutingCore builds the router for model m over the shared index and load tracker.
+func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, error) {
+	rc := &a.RoutingConfig
+	m, lm := loaded.model, loaded.layout
 	sched, err := scheduler.NewWithTracker(rc.Scheduler, nil, ec.tracker)
 	if err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
@@ -288,7 +302,7 @@ func (a *App) newRoutingCore(m *model.Model, ec *eventCore) (*routingCore, error
 		f.Close()
 		return nil, err
 	}
-	core := &routingCore{router: r, fetcher: f}
+	core := &routingCore{router: r, fetcher: f, decoder: dec}
 	if st := a.NATS(); st != nil {
 		ls, err := loadsync.New(loadsync.Config{Replica: replicaID, Logger: a.logger.Named("loadsync")}, st.Conn(), sched.Tracker(), a.workerIDs)
 		if err == nil {
@@ -332,9 +346,14 @@ type routerDecider struct {
 // Decide routes one request with the routing core.
 func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, error) {
 	if in.Body == nil {
-		return &Decision{}, nil
+		// not a chat or completions POST: the handler did not read the body
+		return &Decision{Fallback: reason.NotRouted}, nil
 	}
+	parent := ctx
+	ctx = media.WithRequestID(ctx, in.RequestID) // FFmpeg log lines of this request's decodes
+	ctx, spans := traceStages(ctx)               // stage spans when Caddy's tracing is on
 	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: routerWorkers(in.Workers)})
+	spans.end(parent, res, err)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"unsafe"
 
 	"github.com/asticode/go-astiav"
 
@@ -120,6 +121,7 @@ type input struct {
 	cc     *astiav.CodecContext
 	stream *astiav.Stream
 	stats  Stats
+	logs   *logTags // FFmpeg log lines of fc and cc carry the request id (avlog.go)
 }
 
 // openInput demuxes data from memory, selects the video stream and checks it (DESIGN.md §3, §6):
@@ -147,6 +149,8 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 		return nil, errors.New("allocating format context failed")
 	}
 	in.fc.SetPb(in.ioc)
+	in.logs = newLogTags(ctx)
+	in.logs.tag(unsafe.Pointer(formatContextPtr(in.fc)))
 	in.intr = installInterrupt(ctx, in.fc)
 	if err := in.fc.OpenInput("", nil, nil); err != nil {
 		// avformat_open_input frees the context on failure. go-astiav keeps a stale entry for its
@@ -221,6 +225,9 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if in.cc == nil {
 		return nil, errors.New("allocating codec context failed")
 	}
+	// go-astiav keeps the AVCodecContext as CodecContext's first field; the pointer is only a
+	// log-owner key, never dereferenced.
+	in.logs.tag(*(*unsafe.Pointer)(unsafe.Pointer(in.cc)))
 	if err := cp.ToCodecContext(in.cc); err != nil {
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "copying codec parameters")
 	}
@@ -255,6 +262,7 @@ func (in *input) close() {
 	}
 	in.closed = true
 	liveInputs.Add(-1)
+	defer in.logs.untag() // after the contexts are freed: their last lines still carry the id
 	if in.cc != nil {
 		in.cc.Free()
 		in.cc = nil

@@ -46,6 +46,10 @@ const (
 const (
 	TemplateError    Code = "template_error"
 	IndexUnavailable Code = "index_unavailable"
+	// NotRouted marks a request kvroute does not route by KV overlap at all: a path other than
+	// chat or completions (GET /v1/models, …), or no model_dir configured. It keeps such requests
+	// apart from exact decisions (Fallback "") in metrics, logs and explain (issue 15).
+	NotRouted Code = "not_routed"
 )
 
 // Errors: answered with a 4xx and the JSON body of DESIGN.md §8, never forwarded.
@@ -83,7 +87,7 @@ func (c Code) IsClientError() bool { _, ok := status[c]; return ok }
 func (c Code) HTTPStatus() int { return status[c] }
 
 // LoadOnly reports whether c routes on load alone (no prefix to score).
-func (c Code) LoadOnly() bool { return c == TemplateError || c == IndexUnavailable }
+func (c Code) LoadOnly() bool { return c == TemplateError || c == IndexUnavailable || c == NotRouted }
 
 // Error carries a reason code and a human message. It wraps the underlying cause, if any.
 type Error struct {

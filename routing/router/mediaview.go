@@ -73,7 +73,7 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 	}
 	t := time.Now()
 	exp, err := cs.adapter.Expand(prompt, items)
-	r.stage("layout", t)
+	r.stage(ctx, "layout", t)
 	if err != nil {
 		code := reason.CodeOf(err)
 		if code == "" {

@@ -119,6 +119,13 @@ type harness struct {
 	sims        map[string]*simWorker
 	byEndpoint  map[string]*simWorker
 	order       []*simWorker
+	opts        harnessOpts
+}
+
+// harnessOpts varies the harness's Caddyfile.
+type harnessOpts struct {
+	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block).
+	siteDirectives string
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
@@ -148,6 +155,7 @@ http://127.0.0.1:%d {
 		X-Kvroute-Total-Blocks {http.vars.kvroute.total_blocks}
 		X-Kvroute-Fallback {http.vars.kvroute.fallback}
 	}
+%s
 	kvroute
 	reverse_proxy {
 		dynamic kvroute
@@ -156,7 +164,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, h.modelDir, httpPort)
+`, adminPort, h.modelDir, httpPort, h.opts.siteDirectives)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -179,11 +187,23 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 // every simulator. Everything stops at the test's end.
 func startHarness(t *testing.T, specs []simSpec) *harness {
 	t.Helper()
-	return startHarnessModel(t, modelDir, specs)
+	return startHarnessOpts(t, specs, harnessOpts{})
 }
 
 // startHarnessModel is startHarness with another model folder for Caddy and the simulators.
 func startHarnessModel(t *testing.T, modelDir string, specs []simSpec) *harness {
+	t.Helper()
+	return startHarnessFull(t, modelDir, specs, harnessOpts{})
+}
+
+// startHarnessOpts is startHarness with Caddyfile options.
+func startHarnessOpts(t *testing.T, specs []simSpec, opts harnessOpts) *harness {
+	t.Helper()
+	return startHarnessFull(t, modelDir, specs, opts)
+}
+
+// startHarnessFull is startHarness with a model folder and Caddyfile options.
+func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harnessOpts) *harness {
 	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	res := newSimResolver(t)
@@ -204,7 +224,7 @@ func startHarnessModel(t *testing.T, modelDir string, specs []simSpec) *harness 
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
-	h := &harness{modelDir: modelDir, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
+	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
 	httpPort, adminPort := freePort(t), freePort(t)
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
