@@ -31,6 +31,7 @@ import (
 //	    decode_timeout  <duration>
 //	    decode_slots    <n>
 //	    slot_wait       <duration>
+//	    max_inflight_bytes <size>
 //	}
 //	scheduler {
 //	    prefill_load_scale        <float>
@@ -148,6 +149,8 @@ func (m *MediaConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneArg(d, intInto(d, &m.DecodeSlots))
 		case "slot_wait":
 			err = oneArg(d, durationInto(d, &m.SlotWait))
+		case "max_inflight_bytes":
+			err = oneArg(d, sizeInto(d, &m.MaxInflightBytes))
 		default:
 			err = d.Errf("unrecognized media option '%s'", d.Val())
 		}

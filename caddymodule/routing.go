@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -103,8 +104,14 @@ type MediaConfig struct {
 	// DecodeSlots is how many videos decode at once. Default: the CPU count.
 	DecodeSlots int `json:"decode_slots,omitempty"`
 
-	// SlotWait is how long a decode waits for a slot (fallback `decode_timeout`). Default: 5s.
+	// SlotWait is how long a decode waits for a slot (fallback `decode_timeout`), and how long a
+	// request waits in total for room in the in-flight budget (fallback `media_busy`). Default: 5s.
 	SlotWait caddy.Duration `json:"slot_wait,omitempty"`
+
+	// MaxInflightBytes is the process-wide budget of media bytes in flight, in bytes: the
+	// buffers of running fetches and decoded data: URLs, held until their decode ends. A request
+	// that cannot reserve its media within slot_wait falls back (`media_busy`). Default: 1 GiB.
+	MaxInflightBytes int64 `json:"max_inflight_bytes,omitempty"`
 }
 
 // IndexConfig bounds the KV block index (LRU eviction of the oldest leaves beyond the caps).
@@ -130,6 +137,7 @@ func (c *IndexConfig) indexConfig() *index.Config {
 
 func (m *MediaConfig) fetchConfig() *fetch.Config {
 	cfg := fetch.DefaultConfig()
+	cfg.Budget = m.budget()
 	if m == nil {
 		return cfg
 	}
@@ -144,6 +152,38 @@ func (m *MediaConfig) fetchConfig() *fetch.Config {
 	}
 	return cfg
 }
+
+// budget returns the process-wide media budget for this config: one per (size, slot_wait), shared
+// by every config load of the process, so a reload does not add a second budget beside the one
+// that in-flight requests still hold.
+func (m *MediaConfig) budget() *fetch.Budget {
+	size, wait := fetch.DefaultBudgetBytes, media.DefaultDecoderConfig().SlotWait
+	if m != nil && m.MaxInflightBytes > 0 {
+		size = m.MaxInflightBytes
+	}
+	if m != nil && m.SlotWait > 0 {
+		wait = time.Duration(m.SlotWait)
+	}
+	budgetsMu.Lock()
+	defer budgetsMu.Unlock()
+	k := budgetKey{size, wait}
+	b := budgets[k]
+	if b == nil {
+		b = fetch.NewBudget(size, wait)
+		budgets[k] = b
+	}
+	return b
+}
+
+type budgetKey struct {
+	size int64
+	wait time.Duration
+}
+
+var (
+	budgetsMu sync.Mutex // guards budgets
+	budgets   = map[budgetKey]*fetch.Budget{}
+)
 
 func (m *MediaConfig) decoderConfig() *media.DecoderConfig {
 	cfg := media.DefaultDecoderConfig()
@@ -188,6 +228,9 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 	}
 	if rc.MaxMedia < 0 {
 		return errors.New("max_media must not be negative")
+	}
+	if m := rc.Media; m != nil && m.MaxInflightBytes < 0 {
+		return errors.New("media max_inflight_bytes must not be negative")
 	}
 	return nil
 }
@@ -357,3 +400,7 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 	}
 	return dec, nil
 }
+
+// MediaInflightBytes is the number of bytes reserved now in the process-wide media budget this
+// app's config uses (`media { max_inflight_bytes }`): fetch buffers and media held for decoding.
+func (a *App) MediaInflightBytes() int64 { return a.RoutingConfig.Media.budget().Held() }

@@ -37,6 +37,9 @@ const (
 	FrameLimit          Code = "frame_limit"
 	DecodeTimeout       Code = "decode_timeout"
 	EngineNoMMHashes    Code = "engine_no_mm_hashes"
+	// MediaBusy: the process-wide budget of media bytes in flight (media max_inflight_bytes) had
+	// no room for this request's media within slot_wait.
+	MediaBusy Code = "media_busy"
 )
 
 // Fallbacks to load-only routing: forwarded, no prefix to score.

@@ -98,6 +98,7 @@ type harness struct {
 	sims        map[string]*simWorker
 	byEndpoint  map[string]*simWorker
 	order       []*simWorker
+	mediaOpts   string // extra lines of the kvroute media block
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
@@ -115,6 +116,7 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 		model_dir %s
 		media {
 			allow_loopback
+			%s
 		}
 	}
 }
@@ -135,7 +137,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, modelDir, httpPort)
+`, adminPort, modelDir, h.mediaOpts, httpPort)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -158,6 +160,13 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 // every simulator. Everything stops at the test's end.
 func startHarness(t *testing.T, specs []simSpec) *harness {
 	t.Helper()
+	return startHarnessMedia(t, specs, "")
+}
+
+// startHarnessMedia is startHarness with extra kvroute media options (Caddyfile lines), and the
+// clip server's /stall/<n> sending n bytes and then nothing until the client goes away.
+func startHarnessMedia(t *testing.T, specs []simSpec, mediaOpts string) *harness {
+	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	res := newSimResolver(t)
 
@@ -174,11 +183,17 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 	mux.HandleFunc("/random.webm", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(rnd) })
 	mux.HandleFunc("/img1.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img1) })
 	mux.HandleFunc("/img2.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img2) })
+	mux.HandleFunc("/stall/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/stall/"))
+		_, _ = w.Write(make([]byte, n))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
 	h := &harness{media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
-		client: &http.Client{Timeout: 60 * time.Second}}
+		client: &http.Client{Timeout: 60 * time.Second}, mediaOpts: mediaOpts}
 	httpPort, adminPort := freePort(t), freePort(t)
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
