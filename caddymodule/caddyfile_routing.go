@@ -16,6 +16,8 @@ import (
 //	model_dir         <dir>
 //	frontend_decoding on|off
 //	max_media         <n>
+//	max_messages      <n>
+//	max_parts         <n>
 //	media {
 //	    allow_loopback
 //	    allow_private
@@ -70,6 +72,10 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 		})
 	case "max_media":
 		return true, oneArg(d, intInto(d, &rc.MaxMedia))
+	case "max_messages":
+		return true, oneArg(d, intInto(d, &rc.MaxMessages))
+	case "max_parts":
+		return true, oneArg(d, intInto(d, &rc.MaxParts))
 	case "media":
 		if rc.Media != nil {
 			return true, d.Err("media already specified")

@@ -40,6 +40,12 @@ type RoutingConfig struct {
 	// Default: 32.
 	MaxMedia int `json:"max_media,omitempty"`
 
+	// MaxMessages caps the messages of one request and MaxParts the content parts of all its
+	// messages together, checked while the body is decoded; more, or more than 16 JSON values per
+	// allowed message and part, is answered with 400 `too_many_parts`. Default: 4096 and 8192.
+	MaxMessages int `json:"max_messages,omitempty"`
+	MaxParts    int `json:"max_parts,omitempty"`
+
 	// Media configures fetching and decoding of media URLs (DESIGN.md §6). Default: the
 	// DESIGN.md limits, public addresses only.
 	Media *MediaConfig `json:"media,omitempty"`
@@ -229,6 +235,9 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 	if rc.MaxMedia < 0 {
 		return errors.New("max_media must not be negative")
 	}
+	if rc.MaxMessages < 0 || rc.MaxParts < 0 {
+		return errors.New("max_messages and max_parts must not be negative")
+	}
 	if m := rc.Media; m != nil && m.MaxInflightBytes < 0 {
 		return errors.New("media max_inflight_bytes must not be negative")
 	}
@@ -321,6 +330,12 @@ func (a *App) newRoutingCore(m *model.Model, ec *eventCore) (*routingCore, error
 	}
 	if rc.MaxMedia > 0 {
 		cfg.MaxMedia = rc.MaxMedia
+	}
+	if rc.MaxMessages > 0 {
+		cfg.MaxMessages = rc.MaxMessages
+	}
+	if rc.MaxParts > 0 {
+		cfg.MaxParts = rc.MaxParts
 	}
 	hooks := router.Hooks{
 		Stage:    stage,

@@ -3,6 +3,7 @@ package chat_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -22,6 +23,19 @@ func FuzzParseRequest(f *testing.F) {
 		isObject := json.Valid(body) && len(trimmed) > 0 && trimmed[0] == '{'
 		if (err == nil) != isObject {
 			t.Fatalf("err %v but json.Valid-object %v for %q", err, isObject, body)
+		}
+		// Under limits, the same body is accepted or refused alike (skipped top-level members
+		// are checked as strictly), and the parts the router reads are the same.
+		lr, lerr := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: 4, MaxParts: 4})
+		if errors.Is(lerr, chat.ErrTooManyParts) {
+			if err != nil {
+				t.Fatalf("too_many_parts for a body ParseRequest refuses: %v", err)
+			}
+		} else if (lerr == nil) != (err == nil) {
+			t.Fatalf("ParseRequestLimited err %v, ParseRequest err %v for %q", lerr, err, body)
+		} else if err == nil && (len(lr.Media) != len(r.Media) || lr.Model != r.Model || (lr.SchemaErr == nil) != (r.SchemaErr == nil)) {
+			t.Fatalf("ParseRequestLimited read %d media, model %q, schema %v; ParseRequest %d, %q, %v for %q",
+				len(lr.Media), lr.Model, lr.SchemaErr, len(r.Media), r.Model, r.SchemaErr, body)
 		}
 		if err != nil {
 			return

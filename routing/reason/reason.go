@@ -60,6 +60,9 @@ const (
 	MediaUndecodable  Code = "media_undecodable"
 	FrameTooLarge     Code = "frame_too_large"
 	TooManyMedia      Code = "too_many_media"
+	// TooManyParts: more messages, content parts or JSON values than the request limits
+	// (max_messages, max_parts).
+	TooManyParts Code = "too_many_parts"
 )
 
 // status maps each client error code to its HTTP status (DESIGN.md §6).
@@ -74,6 +77,7 @@ var status = map[Code]int{
 	MediaUndecodable:  http.StatusBadRequest,
 	FrameTooLarge:     http.StatusBadRequest,
 	TooManyMedia:      http.StatusBadRequest,
+	TooManyParts:      http.StatusBadRequest,
 }
 
 // IsClientError reports whether c is answered with a 4xx instead of being forwarded.

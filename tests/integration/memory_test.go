@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"net/http"
 	"os"
 	"runtime"
@@ -104,5 +105,29 @@ func TestMediaHeapThroughCaddy(t *testing.T) {
 	// The simulator decodes each clip too, so a retained clip costs 2×(pad + its base64 text).
 	if grow := h4 - h1; grow > 2*pad {
 		t.Fatalf("live heap grew %d KiB from %d to %d clips: clip bytes are retained", grow>>10, n, 4*n)
+	}
+}
+
+// TestTooManyPartsThroughCaddy: a body with more content parts than max_parts (default 8192) is
+// answered 400 too_many_parts with the JSON error body, and never reaches a worker.
+func TestTooManyPartsThroughCaddy(t *testing.T) {
+	h := startHarness(t, []simSpec{{ID: "parts-a", Model: "qwen"}})
+	parts := make([]map[string]any, 8193)
+	for i := range parts {
+		parts[i] = textPart("x")
+	}
+	a := h.chat(t, mediaBody(t, "qwen", parts...))
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal(a.body, &e); err != nil || a.status != http.StatusBadRequest || e.Error.Code != "too_many_parts" {
+		t.Fatalf("status %d body %.200s, want 400 too_many_parts", a.status, a.body)
+	}
+	if n := h.sims["parts-a"].count.Load(); n != 0 {
+		t.Fatalf("the worker received %d requests", n)
+	}
+	parts = parts[:8192]
+	if ok := h.chat(t, mediaBody(t, "qwen", parts...)).mustOK(t); ok.fallback != "" {
+		t.Fatalf("8192 parts: fallback %q", ok.fallback)
 	}
 }
