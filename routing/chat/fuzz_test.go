@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -26,7 +27,15 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		// Under limits, the same body is accepted or refused alike (skipped top-level members
 		// are checked as strictly), and the parts the router reads are the same.
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		lr, lerr := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: 4, MaxParts: 4})
+		runtime.ReadMemStats(&after)
+		// At most 128 values are built (16 per allowed message and part); their strings are
+		// copies of body bytes (escaped ones decoded by encoding/json).
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<10+8*uint64(len(body)) {
+			t.Fatalf("ParseRequestLimited of %d bytes allocated %d bytes", len(body), alloc)
+		}
 		if errors.Is(lerr, chat.ErrTooManyParts) {
 			if err != nil {
 				t.Fatalf("too_many_parts for a body ParseRequest refuses: %v", err)
