@@ -58,3 +58,36 @@ func TestDecodeHeapIndependentOfN(t *testing.T) {
 		t.Fatalf("live heap grew %d KiB over the first %d decodes: clip bytes are retained", grow>>10, n)
 	}
 }
+
+// TestFailedOpenHeapIndependentOfN: clips FFmpeg cannot open (a failed avformat_open_input frees
+// the format context, and go-astiav keeps a stale classer entry for its address) must not keep
+// their bytes either: N and 4N undecodable 256 KiB inputs leave the same live heap.
+func TestFailedOpenHeapIndependentOfN(t *testing.T) {
+	d, err := NewDecoder(&DecoderConfig{CacheEntries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 256 << 10
+	serial := uint64(0)
+	decodeN := func(n int) {
+		for range n {
+			junk := make([]byte, size)
+			serial++
+			for i := 0; i+8 <= size; i += 8 {
+				binary.LittleEndian.PutUint64(junk[i:], serial*0x9e3779b97f4a7c15+uint64(i))
+			}
+			if _, err := d.Decode(context.Background(), junk, IndexSampler([]int{0}), DecodeOptions{}); err == nil {
+				t.Fatal("junk decoded")
+			}
+		}
+	}
+	const n = 16
+	decodeN(2)
+	h1 := func() int64 { decodeN(n); return liveHeap() }()
+	decodeN(3 * n)
+	h4 := liveHeap()
+	t.Logf("live heap after %d failed opens %d KiB, after %d %d KiB", n+2, h1>>10, 4*n+2, h4>>10)
+	if grow := h4 - h1; grow > size {
+		t.Fatalf("live heap grew %d KiB over %d failed opens: inputs are retained", grow>>10, 3*n)
+	}
+}
