@@ -67,6 +67,9 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-tick.C:
+			if ctx.Err() != nil {
+				break loop // clients are stopping: not a steady-state sample
+			}
 			samples = append(samples, s.sample(time.Since(start)))
 			last := samples[len(samples)-1]
 			t.Logf("t=%4.0fs rss %.1f MB live heap %.1f MB goroutines %d requests %d", last.At.Seconds(), last.RSSMB, last.HeapMB, last.Goroutines, s.requests.Load())
