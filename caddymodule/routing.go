@@ -238,8 +238,16 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 	if rc.MaxMessages < 0 || rc.MaxParts < 0 {
 		return errors.New("max_messages and max_parts must not be negative")
 	}
-	if m := rc.Media; m != nil && m.MaxInflightBytes < 0 {
-		return errors.New("media max_inflight_bytes must not be negative")
+	if m := rc.Media; m != nil {
+		if m.MaxInflightBytes < 0 {
+			return errors.New("media max_inflight_bytes must not be negative")
+		}
+		// A fetch of max_bytes holds its chunks (at most max_bytes+1) and then the assembled
+		// copy for a moment: a smaller budget would answer media_busy to every media that large.
+		maxBytes := m.fetchConfig().MaxBytes
+		if b := m.budget().Size(); b <= 2*maxBytes {
+			return fmt.Errorf("media max_inflight_bytes (%d) must be more than twice max_bytes (%d)", b, maxBytes)
+		}
 	}
 	return nil
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -22,29 +24,34 @@ func liveHeap() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// TestMediaBusyThroughCaddy: with `media { max_inflight_bytes 600KiB; slot_wait 300ms }`, a
-// video_url that stalls after 300 KiB holds 512 KiB of the budget; a request for a 195 KB clip then
-// cannot reserve it and is forwarded with fallback media_busy (text-prefix routing, status 200);
-// once the stalled request is gone the same request is routed exactly (issue 12 defect 2).
+// TestMediaBusyThroughCaddy: with `media { max_bytes 512KiB; max_inflight_bytes 1025KiB;
+// slot_wait 300ms }`, two video_urls that stall after 500 KiB hold 512 KiB of the budget each
+// (their read chunks); a request for a 195 KB clip then cannot reserve it and is forwarded with
+// fallback media_busy (text-prefix routing, status 200); once the stalled requests are gone the
+// same request is routed exactly (issue 12 defect 2).
 func TestMediaBusyThroughCaddy(t *testing.T) {
-	h := startHarnessMedia(t, []simSpec{{ID: "busy-a", Model: "qwen"}}, "max_inflight_bytes 600KiB\n\t\t\tslot_wait 300ms")
+	h := startHarnessMedia(t, []simSpec{{ID: "busy-a", Model: "qwen"}},
+		"max_bytes 512KiB\n\t\t\tmax_inflight_bytes 1025KiB\n\t\t\tslot_wait 300ms")
 	clip := mediaBody(t, "qwen", videoPart(h.media+"/a/vp9_640x360_30fps_10s.webm"), textPart("Describe this video."))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	stalledDone := make(chan struct{})
-	go func() {
-		defer close(stalledDone)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/v1/chat/completions",
-			bytes.NewReader(mediaBody(t, "qwen", videoPart(h.media+"/stall/307200"))))
-		req.Header.Set("Content-Type", "application/json")
-		if res, err := h.client.Do(req); err == nil {
-			res.Body.Close()
-		}
-	}()
+	var stalled sync.WaitGroup
+	for i := range 2 {
+		stalled.Add(1)
+		go func() {
+			defer stalled.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/v1/chat/completions",
+				bytes.NewReader(mediaBody(t, "qwen", videoPart(fmt.Sprintf("%s/stall/512000?n=%d", h.media, i)))))
+			req.Header.Set("Content-Type", "application/json")
+			if res, err := h.client.Do(req); err == nil {
+				res.Body.Close()
+			}
+		}()
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for runningApp(t).MediaInflightBytes() < 300<<10 {
+	for runningApp(t).MediaInflightBytes() < 1<<20 {
 		if time.Now().After(deadline) {
-			t.Fatal("the stalled video_url never held 300 KiB of the budget")
+			t.Fatalf("the stalled video_urls hold %d bytes of the budget, want 1 MiB", runningApp(t).MediaInflightBytes())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -53,10 +60,10 @@ func TestMediaBusyThroughCaddy(t *testing.T) {
 		t.Fatalf("while the budget is held: fallback %q, want media_busy", busy.fallback)
 	}
 	cancel()
-	<-stalledDone
+	stalled.Wait()
 	for runningApp(t).MediaInflightBytes() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the budget was not given back after the stalled request ended")
+			t.Fatal("the budget was not given back after the stalled requests ended")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
