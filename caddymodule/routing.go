@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -39,6 +40,12 @@ type RoutingConfig struct {
 	// MaxMedia caps the media items of one request; more is answered with 400 `too_many_media`.
 	// Default: 32.
 	MaxMedia int `json:"max_media,omitempty"`
+
+	// MaxMessages caps the messages of one request and MaxParts the content parts of all its
+	// messages together, checked while the body is decoded; more, or more than 16 JSON values per
+	// allowed message and part, is answered with 400 `too_many_parts`. Default: 4096 and 8192.
+	MaxMessages int `json:"max_messages,omitempty"`
+	MaxParts    int `json:"max_parts,omitempty"`
 
 	// Media configures fetching and decoding of media URLs (DESIGN.md §6). Default: the
 	// DESIGN.md limits, public addresses only.
@@ -104,8 +111,14 @@ type MediaConfig struct {
 	// DecodeSlots is how many videos decode at once. Default: the CPU count.
 	DecodeSlots int `json:"decode_slots,omitempty"`
 
-	// SlotWait is how long a decode waits for a slot (fallback `decode_timeout`). Default: 5s.
+	// SlotWait is how long a decode waits for a slot (fallback `decode_timeout`), and how long a
+	// request waits in total for room in the in-flight budget (fallback `media_busy`). Default: 5s.
 	SlotWait caddy.Duration `json:"slot_wait,omitempty"`
+
+	// MaxInflightBytes is the process-wide budget of media bytes in flight, in bytes: the
+	// buffers of running fetches and decoded data: URLs, held until their decode ends. A request
+	// that cannot reserve its media within slot_wait falls back (`media_busy`). Default: 1 GiB.
+	MaxInflightBytes int64 `json:"max_inflight_bytes,omitempty"`
 }
 
 // IndexConfig bounds the KV block index (LRU eviction of the oldest leaves beyond the caps).
@@ -131,6 +144,7 @@ func (c *IndexConfig) indexConfig() *index.Config {
 
 func (m *MediaConfig) fetchConfig() *fetch.Config {
 	cfg := fetch.DefaultConfig()
+	cfg.Budget = m.budget()
 	if m == nil {
 		return cfg
 	}
@@ -145,6 +159,38 @@ func (m *MediaConfig) fetchConfig() *fetch.Config {
 	}
 	return cfg
 }
+
+// budget returns the process-wide media budget for this config: one per (size, slot_wait), shared
+// by every config load of the process, so a reload does not add a second budget beside the one
+// that in-flight requests still hold.
+func (m *MediaConfig) budget() *fetch.Budget {
+	size, wait := fetch.DefaultBudgetBytes, media.DefaultDecoderConfig().SlotWait
+	if m != nil && m.MaxInflightBytes > 0 {
+		size = m.MaxInflightBytes
+	}
+	if m != nil && m.SlotWait > 0 {
+		wait = time.Duration(m.SlotWait)
+	}
+	budgetsMu.Lock()
+	defer budgetsMu.Unlock()
+	k := budgetKey{size, wait}
+	b := budgets[k]
+	if b == nil {
+		b = fetch.NewBudget(size, wait)
+		budgets[k] = b
+	}
+	return b
+}
+
+type budgetKey struct {
+	size int64
+	wait time.Duration
+}
+
+var (
+	budgetsMu sync.Mutex // guards budgets
+	budgets   = map[budgetKey]*fetch.Budget{}
+)
 
 func (m *MediaConfig) decoderConfig() *media.DecoderConfig {
 	cfg := media.DefaultDecoderConfig()
@@ -189,6 +235,20 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 	}
 	if rc.MaxMedia < 0 {
 		return errors.New("max_media must not be negative")
+	}
+	if rc.MaxMessages < 0 || rc.MaxParts < 0 {
+		return errors.New("max_messages and max_parts must not be negative")
+	}
+	if m := rc.Media; m != nil {
+		if m.MaxInflightBytes < 0 {
+			return errors.New("media max_inflight_bytes must not be negative")
+		}
+		// A fetch of max_bytes holds its chunks (at most max_bytes+1) and then the assembled
+		// copy for a moment: a smaller budget would answer media_busy to every media that large.
+		maxBytes := m.fetchConfig().MaxBytes
+		if b := m.budget().Size(); b <= 2*maxBytes {
+			return fmt.Errorf("media max_inflight_bytes (%d) must be more than twice max_bytes (%d)", b, maxBytes)
+		}
 	}
 	return nil
 }
@@ -293,6 +353,12 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 	if rc.MaxMedia > 0 {
 		cfg.MaxMedia = rc.MaxMedia
 	}
+	if rc.MaxMessages > 0 {
+		cfg.MaxMessages = rc.MaxMessages
+	}
+	if rc.MaxParts > 0 {
+		cfg.MaxParts = rc.MaxParts
+	}
 	hooks := router.Hooks{
 		Stage:    stage,
 		Verified: func(result string) { a.metrics.layoutVerified.WithLabelValues(result).Inc() },
@@ -376,3 +442,7 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 	}
 	return dec, nil
 }
+
+// MediaInflightBytes is the number of bytes reserved now in the process-wide media budget this
+// app's config uses (`media { max_inflight_bytes }`): fetch buffers and media held for decoding.
+func (a *App) MediaInflightBytes() int64 { return a.RoutingConfig.Media.budget().Held() }

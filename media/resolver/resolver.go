@@ -59,9 +59,11 @@ func (r *Resolver) stage(ctx context.Context, name string, t time.Time) {
 
 // Video fetches url and decodes it with the frames contract c samples; the result's identity
 // comes from the decode cache when the same bytes were decoded under the same contract before.
+// The fetched bytes stay reserved in the fetcher's budget until the decode ends.
 func (r *Resolver) Video(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
 	t := time.Now()
-	data, err := r.fetcher.Fetch(ctx, url)
+	data, release, err := r.fetcher.FetchHeld(ctx, url)
+	defer release()
 	r.stage(ctx, "fetch", t)
 	if err != nil {
 		return nil, err
@@ -110,10 +112,12 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 // CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
 func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
-// Image fetches url and decodes it (PNG, JPEG, GIF).
+// Image fetches url and decodes it (PNG, JPEG, GIF), the bytes reserved in the fetcher's budget
+// until then.
 func (r *Resolver) Image(ctx context.Context, url string) (*router.ImageInfo, error) {
 	t := time.Now()
-	data, err := r.fetcher.Fetch(ctx, url)
+	data, release, err := r.fetcher.FetchHeld(ctx, url)
+	defer release()
 	r.stage(ctx, "fetch", t)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,9 @@ const (
 	// MediaMixUnsupported: the model's adapter routes exactly only some media combinations
 	// (nemotron_omni: one video and no other media, as Dynamo's nemotron.rs).
 	MediaMixUnsupported Code = "media_mix_unsupported"
+	// MediaBusy: the process-wide budget of media bytes in flight (media max_inflight_bytes) had
+	// no room for this request's media within slot_wait.
+	MediaBusy Code = "media_busy"
 )
 
 // Fallbacks to load-only routing: forwarded, no prefix to score.
@@ -64,6 +67,9 @@ const (
 	MediaUndecodable  Code = "media_undecodable"
 	FrameTooLarge     Code = "frame_too_large"
 	TooManyMedia      Code = "too_many_media"
+	// TooManyParts: more messages, content parts or JSON values than the request limits
+	// (max_messages, max_parts).
+	TooManyParts Code = "too_many_parts"
 )
 
 // status maps each client error code to its HTTP status (DESIGN.md §6).
@@ -78,6 +84,7 @@ var status = map[Code]int{
 	MediaUndecodable:  http.StatusBadRequest,
 	FrameTooLarge:     http.StatusBadRequest,
 	TooManyMedia:      http.StatusBadRequest,
+	TooManyParts:      http.StatusBadRequest,
 }
 
 // IsClientError reports whether c is answered with a 4xx instead of being forwarded.

@@ -35,10 +35,17 @@ type Config struct {
 	FrontendDecoding bool
 	// MaxMedia caps the media items of one request (too_many_media above). Default: 32.
 	MaxMedia int
+	// MaxMessages and MaxParts cap the messages and the content parts (all messages together)
+	// of one request, checked while the body is decoded (too_many_parts above; chat.Limits).
+	// Default: 4096 and 8192.
+	MaxMessages, MaxParts int
 }
 
 // DefaultConfig returns the DESIGN.md defaults.
-func DefaultConfig() Config { return Config{FrontendDecoding: true, MaxMedia: DefaultMaxMedia} }
+func DefaultConfig() Config {
+	return Config{FrontendDecoding: true, MaxMedia: DefaultMaxMedia,
+		MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts}
+}
 
 // Hooks observe the router; every field may be nil.
 type Hooks struct {
@@ -186,8 +193,11 @@ func (r *Router) stage(ctx context.Context, name string, start time.Time) {
 func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	res := &Result{Body: in.Body}
 	t0 := time.Now()
-	req, err := chat.ParseRequest(in.Body)
+	req, err := chat.ParseRequestLimited(in.Body, chat.Limits{MaxMessages: r.cfg.MaxMessages, MaxParts: r.cfg.MaxParts})
 	r.stage(ctx, "parse", t0)
+	if errors.Is(err, chat.ErrTooManyParts) {
+		return nil, reason.Wrap(reason.TooManyParts, err, "the request has too many messages or content parts")
+	}
 	if err != nil {
 		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not a JSON object")
 	}

@@ -126,6 +126,8 @@ type harness struct {
 type harnessOpts struct {
 	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block).
 	siteDirectives string
+	// mediaOpts are extra lines of the kvroute media block.
+	mediaOpts string
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
@@ -143,6 +145,7 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 		model_dir %s
 		media {
 			allow_loopback
+			%s
 		}
 	}
 }
@@ -164,7 +167,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, h.modelDir, httpPort, h.opts.siteDirectives)
+`, adminPort, h.modelDir, h.opts.mediaOpts, httpPort, h.opts.siteDirectives)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -188,6 +191,13 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 func startHarness(t *testing.T, specs []simSpec) *harness {
 	t.Helper()
 	return startHarnessOpts(t, specs, harnessOpts{})
+}
+
+// startHarnessMedia is startHarness with extra kvroute media options (Caddyfile lines), and the
+// clip server's /stall/<n> sending n bytes and then nothing until the client goes away.
+func startHarnessMedia(t *testing.T, specs []simSpec, mediaOpts string) *harness {
+	t.Helper()
+	return startHarnessOpts(t, specs, harnessOpts{mediaOpts: mediaOpts})
 }
 
 // startHarnessModel is startHarness with another model folder for Caddy and the simulators.
@@ -221,6 +231,12 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 	mux.HandleFunc("/random.webm", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(rnd) })
 	mux.HandleFunc("/img1.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img1) })
 	mux.HandleFunc("/img2.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img2) })
+	mux.HandleFunc("/stall/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/stall/"))
+		_, _ = w.Write(make([]byte, n))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
