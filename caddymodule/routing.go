@@ -277,6 +277,7 @@ type routingCore struct {
 	fetcher *fetch.Fetcher
 	sync    *loadsync.Sync // replica load sharing (DESIGN.md §9); nil without NATS
 	decoder *media.Decoder // for the decode-slot gauges (state.go)
+	budget  *fetch.Budget  // the process-wide media bytes in flight, shared across reloads (state.go)
 }
 
 func (c *routingCore) close() {
@@ -368,7 +369,7 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 		f.Close()
 		return nil, err
 	}
-	core := &routingCore{router: r, fetcher: f, decoder: dec}
+	core := &routingCore{router: r, fetcher: f, decoder: dec, budget: a.RoutingConfig.Media.budget()}
 	if st := a.NATS(); st != nil {
 		ls, err := loadsync.New(loadsync.Config{Replica: replicaID, Logger: a.logger.Named("loadsync")}, st.Conn(), sched.Tracker(), a.workerIDs)
 		if err == nil {

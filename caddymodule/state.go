@@ -126,8 +126,12 @@ func (a *App) routerState() RouterState {
 	return st
 }
 
-// mediaInflightBytes is the hook for the process-wide media-in-flight budget (DESIGN.md §6,
-// `media { max_inflight_bytes }`, issue 12): once the media pipeline exposes its reserved bytes,
-// return them with true here and caddy_kvroute_media_inflight_bytes and /kvroute/stats show
-// them. Until then the router has no such budget: false.
-func (c *routingCore) mediaInflightBytes() (int64, bool) { return 0, false }
+// mediaInflightBytes is the bytes reserved now in the process-wide media-in-flight budget
+// (DESIGN.md §6, `media { max_inflight_bytes }`), shown as caddy_kvroute_media_inflight_bytes and
+// in /kvroute/stats; false when the routing core has no budget.
+func (c *routingCore) mediaInflightBytes() (int64, bool) {
+	if c.budget == nil {
+		return 0, false
+	}
+	return c.budget.Held(), true
+}

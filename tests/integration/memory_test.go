@@ -55,6 +55,9 @@ func TestMediaBusyThroughCaddy(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if v := h.metric(t, "caddy_kvroute_media_inflight_bytes"); v < 1<<20 {
+		t.Errorf("caddy_kvroute_media_inflight_bytes %v while the stalled video_urls hold 1 MiB", v)
+	}
 	busy := h.chat(t, clip).mustOK(t)
 	if busy.fallback != "media_busy" {
 		t.Fatalf("while the budget is held: fallback %q, want media_busy", busy.fallback)

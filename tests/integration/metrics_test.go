@@ -199,6 +199,9 @@ func TestOperatingState(t *testing.T) {
 	if v := h.metric(t, "caddy_kvroute_registry_workers"); v != 1 {
 		t.Errorf("registry_workers %v", v)
 	}
+	if v := h.metric(t, "caddy_kvroute_media_inflight_bytes"); v != 0 {
+		t.Errorf("media_inflight_bytes %v with no request in flight, want 0", v)
+	}
 	if busy, slots := h.metric(t, "caddy_kvroute_decode_slots_busy"), h.metric(t, "caddy_kvroute_decode_slots"); busy != 0 || slots != float64(runtime.NumCPU()) {
 		t.Errorf("decode slots %v busy of %v, want 0 of %d", busy, slots, runtime.NumCPU())
 	}
@@ -211,7 +214,7 @@ func TestOperatingState(t *testing.T) {
 		} `json:"router"`
 	}
 	h.adminJSON(t, "/kvroute/stats", &st)
-	if r := st.Router; !r.NATSConnected || r.RegistryWorkers != 1 || r.DecodeSlots != runtime.NumCPU() || r.MediaInflightBytes != nil {
+	if r := st.Router; !r.NATSConnected || r.RegistryWorkers != 1 || r.DecodeSlots != runtime.NumCPU() || r.MediaInflightBytes == nil || *r.MediaInflightBytes != 0 {
 		t.Errorf("/kvroute/stats router %+v", r)
 	}
 }
