@@ -108,6 +108,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		reqID = newRequestID()
 		r.Header.Set("X-Request-Id", reqID)
 	}
+	// Every answer carries the id, also errors written by Caddy itself (issue 11 item 4).
+	w.Header().Set("X-Request-Id", reqID)
 
 	var body []byte
 	if routedBody(r) {
@@ -146,13 +148,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	h.record(r, d)
-	if d.handle == nil {
-		return next.ServeHTTP(w, r.WithContext(WithDecision(r.Context(), d)))
-	}
 	// Load accounting (DESIGN.md §1 step 7): prefill tokens until the first response byte, decode
 	// blocks until the response ends or the client goes away (the proxy then cancels upstream).
-	defer d.handle.Done()
-	return next.ServeHTTP(&firstByteWriter{ResponseWriter: w, handle: d.handle}, r.WithContext(WithDecision(r.Context(), d)))
+	if d.handle != nil {
+		defer d.handle.Done()
+	}
+	rw := &firstByteWriter{ResponseWriter: w, handle: d.handle, requestID: reqID}
+	return next.ServeHTTP(rw, r.WithContext(WithDecision(r.Context(), d)))
 }
 
 // record sets the request vars, counts the decision and logs the [ROUTING] line.
