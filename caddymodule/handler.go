@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -145,7 +144,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if body != nil {
 		d.body = newReplayBody(body)
 		d.body.install(r)
-		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	h.record(r, d)
 	// Load accounting (DESIGN.md §1 step 7): prefill tokens until the first response byte, decode

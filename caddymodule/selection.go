@@ -22,8 +22,8 @@ func init() {
 // next-best candidates; else the fallback policy. Requests without a kvroute decision (the
 // handler did not run) and "no preference" decisions go to the fallback.
 //
-// It also rewinds the request body the handler installed before each attempt, so retries resend
-// the same bytes, and sets {http.vars.kvroute.worker} to the worker that serves the attempt.
+// It also gives each attempt a fresh reader over the request body the handler read (exact
+// Content-Length), so retries and `request_buffers` send the same bytes, and sets {http.vars.kvroute.worker} to the worker that serves the attempt.
 //
 // The decision comes from the handler's own computation, never from client-supplied hints, so a
 // client cannot steer the upstream beyond what its request content earns.
@@ -71,7 +71,9 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		return s.fallback.Select(pool, r, w)
 	}
 	if d.body != nil {
-		d.body.Rewind()
+		// this attempt's request gets its own reader over the exact bytes, replacing whatever
+		// the proxy made of the body before (request_buffers) or an earlier attempt consumed
+		d.body.install(r)
 	}
 	var up *reverseproxy.Upstream
 	ranked := d.ranked()

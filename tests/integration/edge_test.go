@@ -23,7 +23,7 @@ import (
 type edgeEnv struct {
 	https, http string // https://127.0.0.1:port and http://127.0.0.1:port of the sites
 	admin       string
-	accessLog   string   // path of the access log file
+	accessLog   string         // path of the access log file
 	roots       *x509.CertPool // Caddy's local CA root
 }
 
