@@ -83,7 +83,7 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 		var re *reason.Error
 		if errors.As(err, &re) && re.Code.IsClientError() {
 			w.Header().Set("Content-Type", "application/json")
-			writeClientError(w, re)
+			writeError(w, re)
 			return nil
 		}
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}

@@ -152,7 +152,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		defer d.handle.Done()
 	}
 	rw := &firstByteWriter{ResponseWriter: w, handle: d.handle, requestID: reqID}
-	return next.ServeHTTP(rw, r.WithContext(WithDecision(r.Context(), d)))
+	err = next.ServeHTTP(rw, r.WithContext(WithDecision(r.Context(), d)))
+	if err != nil && !rw.wrote {
+		if code := upstreamErrorCode(err); code != "" {
+			h.metrics.errors.WithLabelValues(string(code)).Inc()
+			h.logger.Warn("upstream failed", zap.String("request_id", reqID), zap.String("code", string(code)), zap.Error(err))
+			writeError(w, reason.New(code, "%s", upstreamMessages[code]))
+			return nil
+		}
+	}
+	return err
+}
+
+// upstreamMessages are the messages of the upstream error answers: fixed texts, so no worker
+// address or internal error reaches the client.
+var upstreamMessages = map[reason.Code]string{
+	reason.UpstreamError:       "the worker chosen for this request failed; retry the request",
+	reason.UpstreamUnavailable: "no worker is available for this request; retry later",
+	reason.UpstreamTimeout:     "the worker did not answer in time",
+}
+
+// upstreamErrorCode maps the error reverse_proxy returned before any response byte (a Caddy
+// HandlerError with 502, 503 or 504) to its reason code; "" for any other error, which Caddy
+// answers itself.
+func upstreamErrorCode(err error) reason.Code {
+	var he caddyhttp.HandlerError
+	if !errors.As(err, &he) {
+		return ""
+	}
+	switch he.StatusCode {
+	case http.StatusBadGateway:
+		return reason.UpstreamError
+	case http.StatusServiceUnavailable:
+		return reason.UpstreamUnavailable
+	case http.StatusGatewayTimeout:
+		return reason.UpstreamTimeout
+	}
+	return ""
 }
 
 // record sets the request vars, counts the decision and logs the [ROUTING] line.
@@ -189,7 +225,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, reqID string, err
 			// the rest of the body is unread: close instead of draining it from a slow client
 			w.Header().Set("Connection", "close")
 		}
-		writeClientError(w, re)
+		writeError(w, re)
 		return nil
 	}
 	return caddyhttp.Error(http.StatusInternalServerError, err)

@@ -23,15 +23,23 @@ type firstByteWriter struct {
 	http.ResponseWriter
 	handle    *scheduler.Handle
 	requestID string
+
+	// wrote is set once a final status went to the client: an upstream failure after that
+	// cannot be answered with an error body any more.
+	wrote bool
 }
 
 // WriteHeader sets the request id once and forwards the status.
 func (w *firstByteWriter) WriteHeader(status int) {
 	w.Header().Set("X-Request-Id", w.requestID)
+	if status >= 200 || status == http.StatusSwitchingProtocols {
+		w.wrote = true
+	}
 	w.ResponseWriter.WriteHeader(status)
 }
 
 func (w *firstByteWriter) Write(b []byte) (int, error) {
+	w.wrote = true
 	if w.handle != nil {
 		w.handle.FirstByte()
 	}
@@ -52,6 +60,7 @@ func (w *firstByteWriter) Flush() { _ = w.FlushError() }
 
 // Hijack forwards connection hijacking (websocket upgrades through the proxy).
 func (w *firstByteWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.wrote = true
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 

@@ -24,6 +24,7 @@ type edgeEnv struct {
 	https, http string // https://127.0.0.1:port and http://127.0.0.1:port of the sites
 	admin       string
 	accessLog   string         // path of the access log file
+	caddyLog    string         // path of Caddy's own log (the [ROUTING] lines)
 	roots       *x509.CertPool // Caddy's local CA root
 }
 
@@ -79,7 +80,8 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	storage file_system %[4]s
 	auto_https disable_redirects
 	log {
-		output discard
+		output file %[9]s
+		format json
 	}
 	servers {
 		timeouts {
@@ -101,7 +103,7 @@ https://127.0.0.1:%[3]d {
 	tls internal%[8]s
 
 http://127.0.0.1:%[2]d {%[8]s
-`, adminPort, httpPort, httpsPort, filepath.Join(dir, "storage"), modelDir, workers, c.App, site[1:])
+`, adminPort, httpPort, httpsPort, filepath.Join(dir, "storage"), modelDir, workers, c.App, site[1:], filepath.Join(dir, "caddy.log"))
 }
 
 // startEdge loads cfg into Caddy and waits until the TLS site answers with a certificate of
@@ -123,7 +125,7 @@ func startEdge(t *testing.T, cfg edgeConfig) *edgeEnv {
 		}
 	})
 	e := &edgeEnv{https: fmt.Sprintf("https://127.0.0.1:%d", httpsPort), http: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), accessLog: filepath.Join(dir, "access.log")}
+		admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), accessLog: filepath.Join(dir, "access.log"), caddyLog: filepath.Join(dir, "caddy.log")}
 	// The internal CA and the site certificate are made in the background after Load.
 	rootFile := filepath.Join(dir, "storage", "pki", "authorities", "local", "root.crt")
 	deadline := time.Now().Add(20 * time.Second)
