@@ -118,8 +118,8 @@ func handleWorkers(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, out)
 }
 
-// workerStatuses lists the app's workers with their index state; a listed worker is healthy (its
-// record is live or static).
+// workerStatuses lists the app's workers with their index state; healthy is false while this
+// replica has the worker marked down (HealthChecks).
 func workerStatuses(a *App) []WorkerStatus {
 	ws := a.WorkerList()
 	ec := a.eventCore()
@@ -127,7 +127,7 @@ func workerStatuses(a *App) []WorkerStatus {
 	for _, wk := range ws {
 		st := WorkerStatus{
 			WorkerID: wk.WorkerID, Endpoint: wk.Endpoint, Model: wk.Model, Engine: wk.Engine,
-			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: true,
+			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: !a.health.isDown(wk.WorkerID),
 		}
 		if ec != nil {
 			if s, ok := ec.sub.Worker(wk.WorkerID); ok {

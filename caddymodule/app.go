@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -44,6 +45,10 @@ type App struct {
 	// bucket (a static record wins over a live one with the same id). Default: none.
 	Workers []StaticWorker `json:"workers,omitempty"`
 
+	// HealthChecks configures passive failure detection and the active health probes of every
+	// worker (see HealthChecks). Default: GET /health every 5s, 2s timeout.
+	HealthChecks *HealthChecks `json:"health_checks,omitempty"`
+
 	// RoutingConfig holds the routing core's settings (model_dir, media, scheduler, index);
 	// its fields sit directly in the app's JSON.
 	RoutingConfig
@@ -53,6 +58,7 @@ type App struct {
 	poolKey string
 	static  []registry.Worker
 	metrics *metrics
+	health  *workerHealth // this replica's down-marked workers
 
 	// mu guards state, stop, done, events and routing (the app's running lifetime).
 	mu      sync.Mutex
@@ -170,6 +176,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	if err := registerHealthMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+	if a.HealthChecks == nil {
+		a.HealthChecks = new(HealthChecks)
+	}
+	a.HealthChecks.setDefaults()
+	a.health = newWorkerHealth(a.logger.Named("health"), setWorkerHealthy)
 	a.metrics = m
 	if a.decider.Load() == nil {
 		a.decider.Store(&deciderBox{NoPreference{}})
@@ -246,6 +260,11 @@ func (a *App) Start() error {
 		return fmt.Errorf("starting kvroute routing: %w", err)
 	}
 	a.refreshWorkers()
+	if a.HealthChecks.Interval > 0 {
+		p := &prober{cfg: *a.HealthChecks, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+			health: a.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
+		go p.run(ctx)
+	}
 	changes, unsub := st.watcher.Subscribe()
 	go func() {
 		defer close(done)
@@ -316,6 +335,10 @@ func (a *App) refreshWorkers() {
 	}
 	merged := registry.Merge(a.static, live)
 	a.workers.Store(&merged)
+	a.health.forget(merged)
+	for _, w := range merged {
+		setWorkerHealthy(w.WorkerID, !a.health.isDown(w.WorkerID))
+	}
 	a.mu.Lock()
 	ec, rcore := a.events, a.routing
 	a.mu.Unlock()

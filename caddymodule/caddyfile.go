@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -30,6 +31,11 @@ func init() {
 //	        host      <loopback address>
 //	        port      <port>|random
 //	        store_dir <dir>
+//	    }
+//	    health_checks off | {
+//	        uri      <path>
+//	        interval <duration>
+//	        timeout  <duration>
 //	    }
 //	    worker <id> {
 //	        endpoint       <host:port>
@@ -100,6 +106,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			a.EmbeddedNATS = new(EmbeddedNATS)
 			if err := a.EmbeddedNATS.unmarshalCaddyfile(d); err != nil {
+				return err
+			}
+		case "health_checks":
+			if a.HealthChecks != nil {
+				return d.Err("health_checks already specified")
+			}
+			a.HealthChecks = new(HealthChecks)
+			if err := a.HealthChecks.unmarshalCaddyfile(d); err != nil {
 				return err
 			}
 		case "worker":
@@ -336,3 +350,45 @@ var (
 	_ caddyfile.Unmarshaler = (*Selection)(nil)
 	_ caddyfile.Unmarshaler = (*Upstreams)(nil)
 )
+
+// unmarshalCaddyfile parses `health_checks off` (active probes off; passive detection stays on)
+// or a block of uri, interval and timeout.
+func (h *HealthChecks) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.ArgErr()
+		}
+		h.Interval = -1
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		val := d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		switch opt {
+		case "uri":
+			if !strings.HasPrefix(val, "/") {
+				return d.Errf("health_checks uri %q must start with /", val)
+			}
+			h.URI = val
+		case "interval", "timeout":
+			dur, err := caddy.ParseDuration(val)
+			if err != nil || dur <= 0 {
+				return d.Errf("health_checks %s %q: want a positive duration", opt, val)
+			}
+			if opt == "interval" {
+				h.Interval = caddy.Duration(dur)
+			} else {
+				h.Timeout = caddy.Duration(dur)
+			}
+		default:
+			return d.Errf("unrecognized health_checks option '%s'", opt)
+		}
+	}
+	return nil
+}

@@ -48,6 +48,9 @@ type Decision struct {
 	// (retries are sequential, but the policy must not race with a late attempt).
 	triedMu  sync.Mutex
 	triedEps []string
+	// pending is the endpoint of the latest attempt not yet judged: the policy being asked
+	// again means it failed; the handler judges the last one by the proxy's result.
+	pending string
 
 	// body is the request body the proxy replays on every attempt; nil without a body.
 	body *replayBody
@@ -159,4 +162,20 @@ func (d *Decision) untried(pool reverseproxy.UpstreamPool) reverseproxy.Upstream
 		return pool
 	}
 	return out
+}
+
+// setPending records the endpoint of the attempt about to be made ("" when none is).
+func (d *Decision) setPending(ep string) {
+	d.triedMu.Lock()
+	d.pending = ep
+	d.triedMu.Unlock()
+}
+
+// takePending returns and clears the endpoint of the latest unjudged attempt.
+func (d *Decision) takePending() string {
+	d.triedMu.Lock()
+	defer d.triedMu.Unlock()
+	ep := d.pending
+	d.pending = ""
+	return ep
 }

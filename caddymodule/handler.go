@@ -122,7 +122,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		body = b
 	}
 
-	d, err := h.app.Decider().Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.WorkerList()})
+	d, err := h.app.Decider().Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.routableWorkers()})
 	if err != nil {
 		if code := reason.CodeOf(err); code.IsClientError() {
 			return h.fail(w, r, reqID, err)
@@ -153,8 +153,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	rw := &firstByteWriter{ResponseWriter: w, handle: d.handle, requestID: reqID}
 	err = next.ServeHTTP(rw, r.WithContext(WithDecision(r.Context(), d)))
+	code := upstreamErrorCode(err)
+	if last := d.takePending(); last != "" {
+		// the last attempt's outcome: a transport failure marks its worker down, an answer
+		// marks it alive
+		switch {
+		case err == nil:
+			h.app.markServed(last)
+		case code == reason.UpstreamError || code == reason.UpstreamTimeout:
+			h.app.markFailed(last, err.Error())
+		}
+	}
 	if err != nil && !rw.wrote {
-		if code := upstreamErrorCode(err); code != "" {
+		if code != "" {
 			h.metrics.errors.WithLabelValues(string(code)).Inc()
 			h.logger.Warn("upstream failed", zap.String("request_id", reqID), zap.String("code", string(code)), zap.Error(err))
 			writeError(w, reason.New(code, "%s", upstreamMessages[code]))

@@ -70,6 +70,11 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 	if d == nil {
 		return s.fallback.Select(pool, r, w)
 	}
+	if prev := d.takePending(); prev != "" {
+		// Caddy asks again only after the previous attempt failed (a dial error, a refused or
+		// reset connection, a transport error): this replica stops routing to that worker.
+		s.app.markFailed(prev, "proxy attempt failed")
+	}
 	if d.body != nil {
 		// this attempt's request gets its own reader over the exact bytes, replacing whatever
 		// the proxy made of the body before (request_buffers) or an earlier attempt consumed
@@ -81,15 +86,21 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		if d.tried(ep) {
 			continue
 		}
+		if s.app.endpointDown(ep) {
+			continue
+		}
 		if up = pickEndpoint(pool, ep); up != nil {
 			break
 		}
 	}
 	if up == nil {
-		up = s.fallback.Select(d.untried(pool), r, w)
+		up = s.fallback.Select(s.app.routablePool(d.untried(pool)), r, w)
 	}
 	if up != nil {
 		d.markTried(up.Dial)
+		if ep, err := registry.NormalizeEndpoint(up.Dial); err == nil {
+			d.setPending(ep)
+		}
 	}
 	if up != nil {
 		worker := ""
