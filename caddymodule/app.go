@@ -260,11 +260,9 @@ func (a *App) Start() error {
 		return fmt.Errorf("starting kvroute routing: %w", err)
 	}
 	a.refreshWorkers()
-	if a.HealthChecks.Interval > 0 {
-		p := &prober{cfg: *a.HealthChecks, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
-			health: a.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
-		go p.run(ctx)
-	}
+	p := &prober{cfg: *a.HealthChecks, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		health: a.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
+	go p.run(ctx)
 	changes, unsub := st.watcher.Subscribe()
 	go func() {
 		defer close(done)

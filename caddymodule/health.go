@@ -166,9 +166,14 @@ type prober struct {
 	lastSeen func(id string) (time.Time, bool) // registry heartbeat; nil without a registry
 }
 
-// run probes until ctx ends.
+// run probes until ctx ends. With probes off (a negative interval) it still revives down
+// workers on registry heartbeats, every DefaultHealthInterval.
 func (p *prober) run(ctx context.Context) {
-	t := time.NewTicker(time.Duration(p.cfg.Interval))
+	every := time.Duration(p.cfg.Interval)
+	if every <= 0 {
+		every = DefaultHealthInterval
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -189,6 +194,9 @@ func (p *prober) round(ctx context.Context) {
 			if seen, ok := p.lastSeen(w.WorkerID); ok && seen.After(since) {
 				p.health.ok(w.WorkerID, "registry heartbeat")
 			}
+		}
+		if p.cfg.Interval <= 0 {
+			continue
 		}
 		wg.Add(1)
 		go func(w registry.Worker) {
