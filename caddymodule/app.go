@@ -45,6 +45,12 @@ type App struct {
 	// bucket (a static record wins over a live one with the same id). Default: none.
 	Workers []StaticWorker `json:"workers,omitempty"`
 
+	// UpstreamCIDRs are the address ranges (CIDR or single address) worker endpoints from the
+	// registry must fall in; a record pointing elsewhere (or at a host name resolving elsewhere)
+	// is refused and logged. The static workers' addresses are always allowed. Default:
+	// DefaultUpstreamCIDRs (loopback and private ranges).
+	UpstreamCIDRs []string `json:"upstream_cidrs,omitempty"`
+
 	// HealthChecks configures passive failure detection and the active health probes of every
 	// worker (see HealthChecks). Default: GET /health every 5s, 2s timeout.
 	HealthChecks *HealthChecks `json:"health_checks,omitempty"`
@@ -59,6 +65,8 @@ type App struct {
 	static  []registry.Worker
 	metrics *metrics
 	health  *workerHealth // this replica's down-marked workers
+	allow   *upstreamAllowList
+	refused sync.Map // "worker_id|endpoint" of refused records already logged
 
 	// mu guards state, stop, done, events and routing (the app's running lifetime).
 	mu      sync.Mutex
@@ -161,6 +169,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	merged := registry.Merge(a.static, nil)
 	a.workers.Store(&merged)
+	allow, err := newUpstreamAllowList(a.UpstreamCIDRs, a.static)
+	if err != nil {
+		return err
+	}
+	a.allow = allow
 
 	if a.NATSURL != "" {
 		a.poolKey = "nats_url=" + a.NATSURL + ";creds=" + a.NATSCredentials
@@ -329,7 +342,7 @@ func (a *App) refreshWorkers() {
 	a.mu.Unlock()
 	var live []registry.Worker
 	if st != nil {
-		live = st.watcher.Snapshot()
+		live = a.filterLive(st.watcher.Snapshot())
 	}
 	merged := registry.Merge(a.static, live)
 	a.workers.Store(&merged)

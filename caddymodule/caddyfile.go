@@ -32,6 +32,7 @@ func init() {
 //	        port      <port>|random
 //	        store_dir <dir>
 //	    }
+//	    upstream_cidrs <cidr|address...>
 //	    health_checks off | {
 //	        uri      <path>
 //	        interval <duration>
@@ -108,6 +109,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := a.EmbeddedNATS.unmarshalCaddyfile(d); err != nil {
 				return err
 			}
+		case "upstream_cidrs":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			a.UpstreamCIDRs = append(a.UpstreamCIDRs, args...)
 		case "health_checks":
 			if a.HealthChecks != nil {
 				return d.Err("health_checks already specified")
