@@ -92,8 +92,8 @@ type App struct {
 
 // EmbeddedNATS configures the embedded NATS server.
 type EmbeddedNATS struct {
-	// Host is the listen address; it must be a loopback address, since the embedded server has no
-	// authentication. Default: 127.0.0.1.
+	// Host is the listen address; it must be a loopback address (the token only keeps other
+	// local processes out; the server has no TLS). Default: 127.0.0.1.
 	Host string `json:"host,omitempty"`
 
 	// Port is the client port. -1 picks a free port (tests). Default: 4222, the standard NATS port,
@@ -103,6 +103,17 @@ type EmbeddedNATS struct {
 	// StoreDir is the JetStream store directory. Default: a temporary directory removed when the
 	// server stops.
 	StoreDir string `json:"store_dir,omitempty"`
+
+	// TokenFile is where the server's token is written (mode 0600, a new random token at every
+	// start, removed at stop): the server requires it from every client, so other local
+	// processes cannot inject KV events or worker records. kvroute-bridge and kvroute-sim of the
+	// same user read it from the default place by their NATS URL's port, or from
+	// --nats-token-file / KVROUTE_NATS_TOKEN_FILE. Default:
+	// $XDG_CONFIG_HOME/kvroute/nats-<port>.token (~/.config/kvroute/...).
+	TokenFile string `json:"token_file,omitempty"`
+
+	// NoAuth starts the server without a token (any local process may publish). Default: false.
+	NoAuth bool `json:"no_auth,omitempty"`
 }
 
 // StaticWorker is a worker declared in the configuration instead of the registry bucket.
@@ -140,6 +151,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.EmbeddedNATS.Port = natsutil.DefaultEmbeddedPort
 	}
 	a.EmbeddedNATS.StoreDir = repl.ReplaceAll(a.EmbeddedNATS.StoreDir, "")
+	a.EmbeddedNATS.TokenFile = repl.ReplaceAll(a.EmbeddedNATS.TokenFile, "")
 	if err := a.provisionRouting(repl); err != nil {
 		return err
 	}
@@ -178,7 +190,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.NATSURL != "" {
 		a.poolKey = "nats_url=" + a.NATSURL + ";creds=" + a.NATSCredentials
 	} else {
-		a.poolKey = "embedded=" + a.EmbeddedNATS.Host + ":" + strconv.Itoa(a.EmbeddedNATS.Port) + ";store=" + a.EmbeddedNATS.StoreDir
+		a.poolKey = "embedded=" + a.EmbeddedNATS.Host + ":" + strconv.Itoa(a.EmbeddedNATS.Port) + ";store=" + a.EmbeddedNATS.StoreDir +
+			";token_file=" + a.EmbeddedNATS.TokenFile + ";no_auth=" + strconv.FormatBool(a.EmbeddedNATS.NoAuth)
 		if a.EmbeddedNATS.Port == natsutil.RandomPort {
 			// a random port cannot be shared by key between configs that did not agree on it
 			a.poolKey += ";random"
@@ -328,11 +341,13 @@ func (a *App) Stop() error {
 
 func (a *App) natsConfig() natsConfig {
 	return natsConfig{
-		url:      a.NATSURL,
-		creds:    a.NATSCredentials,
-		host:     a.EmbeddedNATS.Host,
-		port:     a.EmbeddedNATS.Port,
-		storeDir: a.EmbeddedNATS.StoreDir,
+		url:       a.NATSURL,
+		creds:     a.NATSCredentials,
+		host:      a.EmbeddedNATS.Host,
+		port:      a.EmbeddedNATS.Port,
+		storeDir:  a.EmbeddedNATS.StoreDir,
+		tokenFile: a.EmbeddedNATS.TokenFile,
+		noAuth:    a.EmbeddedNATS.NoAuth,
 	}
 }
 

@@ -31,6 +31,8 @@ func init() {
 //	        host      <loopback address>
 //	        port      <port>|random
 //	        store_dir <dir>
+//	        token_file <file>
+//	        no_auth
 //	    }
 //	    upstream_cidrs <cidr|address...>
 //	    health_checks off | {
@@ -150,6 +152,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
+		if opt == "no_auth" {
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			e.NoAuth = true
+			continue
+		}
 		if !d.NextArg() {
 			return d.ArgErr()
 		}
@@ -158,6 +167,8 @@ func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 		switch opt {
+		case "token_file":
+			e.TokenFile = val
 		case "host":
 			if e.Host != "" {
 				return d.Err("host already specified")
