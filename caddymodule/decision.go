@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
@@ -50,7 +51,8 @@ type Decision struct {
 	triedEps []string
 	// pending is the endpoint of the latest attempt not yet judged: the policy being asked
 	// again means it failed; the handler judges the last one by the proxy's result.
-	pending string
+	pending   string
+	pendingAt time.Time // when the pending attempt was selected
 
 	// body is the request body the proxy replays on every attempt; nil without a body.
 	body *replayBody
@@ -167,15 +169,16 @@ func (d *Decision) untried(pool reverseproxy.UpstreamPool) reverseproxy.Upstream
 // setPending records the endpoint of the attempt about to be made ("" when none is).
 func (d *Decision) setPending(ep string) {
 	d.triedMu.Lock()
-	d.pending = ep
+	d.pending, d.pendingAt = ep, time.Now()
 	d.triedMu.Unlock()
 }
 
-// takePending returns and clears the endpoint of the latest unjudged attempt.
-func (d *Decision) takePending() string {
+// takePending returns and clears the endpoint of the latest unjudged attempt and when it was
+// selected.
+func (d *Decision) takePending() (string, time.Time) {
 	d.triedMu.Lock()
 	defer d.triedMu.Unlock()
-	ep := d.pending
+	ep, at := d.pending, d.pendingAt
 	d.pending = ""
-	return ep
+	return ep, at
 }

@@ -154,12 +154,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	rw := &firstByteWriter{ResponseWriter: w, handle: d.handle, requestID: reqID}
 	err = next.ServeHTTP(rw, r.WithContext(WithDecision(r.Context(), d)))
 	code := upstreamErrorCode(err)
-	if last := d.takePending(); last != "" {
+	if last, at := d.takePending(); last != "" {
 		// the last attempt's outcome: a transport failure marks its worker down, an answer
 		// marks it alive
 		switch {
 		case err == nil:
-			h.app.markServed(last)
+			h.app.markServed(last, at)
 		case code == reason.UpstreamError || code == reason.UpstreamTimeout:
 			h.app.markFailed(last, err.Error())
 		}

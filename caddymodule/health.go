@@ -82,13 +82,19 @@ func (h *workerHealth) fail(id string, cause string) {
 	}
 }
 
-// ok marks worker id alive.
-func (h *workerHealth) ok(id string, cause string) {
+// ok marks worker id alive on evidence gathered from time since on (a probe or an attempt that
+// started then): evidence older than the failure that marked it down is ignored, so a slow probe
+// or request that began before a worker died cannot bring it back.
+func (h *workerHealth) ok(id string, cause string, since time.Time) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
-	_, was := h.down[id]
+	failed, was := h.down[id]
+	if was && since.Before(failed) {
+		h.mu.Unlock()
+		return
+	}
 	delete(h.down, id)
 	h.mu.Unlock()
 	if was {
@@ -192,7 +198,7 @@ func (p *prober) round(ctx context.Context) {
 	for _, w := range p.workers() {
 		if since, down := p.health.downSince(w.WorkerID); down && p.lastSeen != nil {
 			if seen, ok := p.lastSeen(w.WorkerID); ok && seen.After(since) {
-				p.health.ok(w.WorkerID, "registry heartbeat")
+				p.health.ok(w.WorkerID, "registry heartbeat", seen)
 			}
 		}
 		if p.cfg.Interval <= 0 {
@@ -201,6 +207,7 @@ func (p *prober) round(ctx context.Context) {
 		wg.Add(1)
 		go func(w registry.Worker) {
 			defer wg.Done()
+			start := time.Now()
 			if err := p.probe(ctx, w.Endpoint); err != nil {
 				if ctx.Err() != nil {
 					return // the app stopped, not the worker
@@ -208,7 +215,7 @@ func (p *prober) round(ctx context.Context) {
 				p.health.fail(w.WorkerID, "health probe: "+err.Error())
 				return
 			}
-			p.health.ok(w.WorkerID, "health probe")
+			p.health.ok(w.WorkerID, "health probe", start)
 		}(w)
 	}
 	wg.Wait()
@@ -239,10 +246,10 @@ func (a *App) markFailed(ep, cause string) {
 	}
 }
 
-// markServed marks the worker at endpoint ep alive after it answered a request.
-func (a *App) markServed(ep string) {
+// markServed marks the worker at endpoint ep alive after it answered an attempt made at time at.
+func (a *App) markServed(ep string, at time.Time) {
 	if w, ok := a.WorkerByEndpoint(ep); ok && a.health.isDown(w.WorkerID) {
-		a.health.ok(w.WorkerID, "request served")
+		a.health.ok(w.WorkerID, "request served", at)
 	}
 }
 

@@ -34,7 +34,11 @@ func TestWorkerHealthRoutable(t *testing.T) {
 	if got := h.routable(ws); len(got) != 2 {
 		t.Fatalf("all down: routable %v, want all", got)
 	}
-	h.ok("a", "test")
+	h.ok("a", "test", time.Now().Add(-time.Minute))
+	if !h.isDown("a") {
+		t.Fatal("evidence older than the failure revived the worker")
+	}
+	h.ok("a", "test", time.Now())
 	if got := h.routable(ws); len(got) != 1 || got[0].WorkerID != "a" || !changes["a"] {
 		t.Fatalf("a alive: routable %v, gauge %v", got, changes)
 	}

@@ -70,7 +70,7 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 	if d == nil {
 		return s.fallback.Select(pool, r, w)
 	}
-	if prev := d.takePending(); prev != "" {
+	if prev, _ := d.takePending(); prev != "" {
 		// Caddy asks again only after the previous attempt failed (a dial error, a refused or
 		// reset connection, a transport error): this replica stops routing to that worker.
 		s.app.markFailed(prev, "proxy attempt failed")
