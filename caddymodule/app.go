@@ -66,7 +66,8 @@ type App struct {
 	metrics *metrics
 	health  *workerHealth // this replica's down-marked workers
 	allow   *upstreamAllowList
-	refused sync.Map // "worker_id|endpoint" of refused records already logged
+	refused sync.Map        // "worker_id|endpoint" of refused records already logged
+	gauged  map[string]bool // worker ids with a worker_healthy series; guarded by mu
 
 	// mu guards state, stop, done, events and routing (the app's running lifetime).
 	mu      sync.Mutex
@@ -362,9 +363,7 @@ func (a *App) refreshWorkers() {
 	merged := registry.Merge(a.static, live)
 	a.workers.Store(&merged)
 	a.health.forget(merged)
-	for _, w := range merged {
-		setWorkerHealthy(w.WorkerID, !a.health.isDown(w.WorkerID))
-	}
+	a.setHealthGauges(merged)
 	a.mu.Lock()
 	ec, rcore := a.events, a.routing
 	a.mu.Unlock()

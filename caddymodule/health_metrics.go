@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/kvevents/registry"
 )
 
 // workerHealthy is `caddy_kvroute_worker_healthy{worker}`: 1 while this replica routes to the
@@ -36,4 +38,22 @@ func setWorkerHealthy(id string, healthy bool) {
 		v = 1
 	}
 	workerHealthy.WithLabelValues(id).Set(v)
+}
+
+// setHealthGauges sets the gauge of every listed worker and deletes the series of workers no
+// longer listed, so the label set follows the registry.
+func (a *App) setHealthGauges(ws []registry.Worker) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := make(map[string]bool, len(ws))
+	for _, w := range ws {
+		now[w.WorkerID] = true
+		setWorkerHealthy(w.WorkerID, !a.health.isDown(w.WorkerID))
+	}
+	for id := range a.gauged {
+		if !now[id] {
+			workerHealthy.DeleteLabelValues(id)
+		}
+	}
+	a.gauged = now
 }

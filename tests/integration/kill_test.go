@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,6 +92,7 @@ type killRun struct {
 	firstFail        time.Time
 	back             time.Duration // restart → first request served by the restarted worker
 	healthyAfterFail bool          // /kvroute/workers healthy of the dead worker after the first failure
+	gaugeAfterFail   string        // caddy_kvroute_worker_healthy{worker="w1"} then
 	servedBeforeKill [2]int64
 }
 
@@ -148,6 +150,7 @@ func runKill(t *testing.T, proxy string) killRun {
 	run.inflightAtKill = w1.kill()
 	time.Sleep(3 * time.Second)
 	run.healthyAfterFail = workerHealthy(t, e, "w1")
+	run.gaugeAfterFail = metricLine(t, e, `caddy_kvroute_worker_healthy{worker="w1"}`)
 	before := w1.count.Load()
 	restart := time.Now()
 	w1.start(t)
@@ -225,8 +228,8 @@ func TestKillWorkerUnderLoad(t *testing.T) {
 	}
 	t.Run("no retries", func(t *testing.T) {
 		run := runKill(t, "")
-		if run.healthyAfterFail {
-			t.Error("/kvroute/workers shows the dead worker healthy")
+		if run.healthyAfterFail || run.gaugeAfterFail != "0" {
+			t.Errorf("dead worker: /kvroute/workers healthy %v, caddy_kvroute_worker_healthy %q; want false, 0", run.healthyAfterFail, run.gaugeAfterFail)
 		}
 		check(t, run, int(run.inflightAtKill)+killConcurrency)
 	})
@@ -234,4 +237,21 @@ func TestKillWorkerUnderLoad(t *testing.T) {
 		run := runKill(t, "\t\t\tlb_retries 1\n\t\t\tlb_retry_match {\n\t\t\t\tmethod POST\n\t\t\t}\n")
 		check(t, run, 0)
 	})
+}
+
+// metricLine returns the value of the admin /metrics sample whose name and labels are series.
+func metricLine(t *testing.T, e *edgeEnv, series string) string {
+	t.Helper()
+	res, err := http.Get(e.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
