@@ -179,7 +179,15 @@ func ContractSampler(c *layout.Contract) media.Sampler {
 			}
 			total = n
 		}
-		l, err := layout.LayoutVideo(c, layout.VideoInput{TotalFrames: total, SourceFPS: s.FPS, Width: s.Width, Height: s.Height})
+		in := layout.VideoInput{TotalFrames: total, SourceFPS: s.FPS, Width: s.Width, Height: s.Height}
+		if c.Adapter == layout.AdapterNemotronOmni {
+			l, err := layout.LayoutNemotronVideoFor(c, in)
+			if err != nil {
+				return nil, err
+			}
+			return l.Indices, nil
+		}
+		l, err := layout.LayoutVideo(c, in)
 		if err != nil {
 			return nil, err
 		}

@@ -37,6 +37,9 @@ const (
 	FrameLimit          Code = "frame_limit"
 	DecodeTimeout       Code = "decode_timeout"
 	EngineNoMMHashes    Code = "engine_no_mm_hashes"
+	// MediaMixUnsupported: the model's adapter routes exactly only some media combinations
+	// (nemotron_omni: one video and no other media, as Dynamo's nemotron.rs).
+	MediaMixUnsupported Code = "media_mix_unsupported"
 )
 
 // Fallbacks to load-only routing: forwarded, no prefix to score.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,11 +54,14 @@ type Router struct {
 	cfg    Config
 	model  *model.Model
 	lmodel *layout.Model // nil: the model folder has no vision processor (no media support)
-	index  *index.Index
-	sched  *scheduler.Scheduler
-	media  Media
-	hooks  Hooks
-	log    *zap.Logger
+	// videoPlaceholder is the token run of a prompt placeholder that is not a vision token (Nemotron's
+	// "<video>", several ids): a text prefix stops there too. Nil for Qwen.
+	videoPlaceholder []uint32
+	index            *index.Index
+	sched            *scheduler.Scheduler
+	media            Media
+	hooks            Hooks
+	log              *zap.Logger
 
 	// mu protects cohorts.
 	mu      sync.Mutex
@@ -80,6 +84,9 @@ func New(cfg Config, m *model.Model, lmodel *layout.Model, ix *index.Index, s *s
 	}
 	r := &Router{cfg: cfg, model: m, lmodel: lmodel, index: ix, sched: s, media: media, hooks: hooks, log: log,
 		cohorts: map[string]*cohortState{}}
+	if lmodel != nil && lmodel.Nemotron != nil && m.Tokenizer != nil {
+		r.videoPlaceholder = m.Tokenizer.Encode(layout.NemotronVideoToken)
+	}
 	r.verify = newVerifier(r)
 	return r, nil
 }
@@ -231,7 +238,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		}
 		if code != "" {
 			res.Fallback, res.Detail = code, detail
-			tokens = textPrefix(ids, r.model.TokenIDs)
+			tokens = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder)
 		} else {
 			tokens, spans = exp.Tokens, exp.Spans
 		}
@@ -243,7 +250,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	if err != nil {
 		// Spans come from our own expansion; a failure here is a bug, not a client error.
 		res.Fallback, res.Detail = reason.LayoutError, err.Error()
-		tokens, spans = textPrefix(ids, r.model.TokenIDs), nil
+		tokens, spans = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder), nil
 		if p, err = blocks.HashPrompt(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad},
 			blocks.SeedFor("", req.CacheSalt), tokens, nil); err != nil {
 			return r.loadOnly(res, workers, in, reason.LayoutError, err.Error())
@@ -350,11 +357,13 @@ func (r *Router) promptTokens(req *chat.Request, kind pathType) (string, []uint3
 	return prompt, ids, nil
 }
 
-// textPrefix returns the prompt tokens before the first vision token: what can be routed exactly
-// when the media cannot (DESIGN.md §1: a fallback routes on its text prefix).
-func textPrefix(ids []uint32, t layout.TokenIDs) []uint32 {
+// textPrefix returns the prompt tokens before the first vision token or the first run of
+// placeholder (when not empty): what can be routed exactly when the media cannot (DESIGN.md §1: a
+// fallback routes on its text prefix).
+func textPrefix(ids []uint32, t layout.TokenIDs, placeholder []uint32) []uint32 {
 	for i, id := range ids {
-		if id == t.VisionStart || id == t.ImagePad || id == t.VideoPad {
+		if id == t.VisionStart || id == t.ImagePad || id == t.VideoPad ||
+			len(placeholder) > 0 && id == placeholder[0] && slices.Equal(ids[i:min(i+len(placeholder), len(ids))], placeholder) {
 			return ids[:i:i]
 		}
 	}
