@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // lockstepUpstream is an OpenAI-style streaming worker that sends SSE event k+1 only after the
@@ -122,13 +124,15 @@ func TestStreamingLockstep(t *testing.T) {
 	cases := []struct {
 		name, base string
 		h2         bool
-		gzip       bool
+		enc        string // Accept-Encoding
 	}{
-		{"h1-tls", e.https, false, false},
-		{"h1-tls-gzip", e.https, false, true},
-		{"h2-tls", e.https, true, false},
-		{"h2-tls-gzip", e.https, true, true},
-		{"h1-plain-gzip", e.http, false, true},
+		{"h1-tls", e.https, false, ""},
+		{"h1-tls-gzip", e.https, false, "gzip"},
+		{"h1-tls-zstd", e.https, false, "zstd"},
+		{"h2-tls", e.https, true, ""},
+		{"h2-tls-gzip", e.https, true, "gzip"},
+		{"h2-tls-zstd", e.https, true, "zstd"},
+		{"h1-plain-gzip", e.http, false, "gzip"},
 	}
 	n := 0
 	for _, c := range cases {
@@ -150,8 +154,8 @@ func TestStreamingLockstep(t *testing.T) {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-Request-Id", id)
-				if c.gzip {
-					req.Header.Set("Accept-Encoding", "gzip")
+				if c.enc != "" {
+					req.Header.Set("Accept-Encoding", c.enc)
 				}
 				cl := e.client(c.h2)
 				if !strings.HasPrefix(c.base, "https") {
@@ -173,14 +177,23 @@ func TestStreamingLockstep(t *testing.T) {
 					t.Errorf("routing headers: worker %q request id %q", res.Header.Get("X-Kvroute-Worker"), res.Header.Get("X-Request-Id"))
 				}
 				var rd io.Reader = res.Body
-				if c.gzip {
-					if ce := res.Header.Get("Content-Encoding"); ce != "gzip" {
-						t.Fatalf("Content-Encoding %q, want gzip (the encode handler must wrap the stream)", ce)
-					}
+				if ce := res.Header.Get("Content-Encoding"); ce != c.enc {
+					t.Fatalf("Content-Encoding %q, want %q (the encode handler must wrap the stream)", ce, c.enc)
+				}
+				switch c.enc {
+				case "gzip":
 					zr, err := gzip.NewReader(res.Body)
 					if err != nil {
 						t.Fatalf("gzip header not flushed: %v", err)
 					}
+					rd = zr
+				case "zstd":
+					// synchronous decoding: each flushed zstd block is returned as it arrives
+					zr, err := zstd.NewReader(res.Body, zstd.WithDecoderConcurrency(1))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer zr.Close()
 					rd = zr
 				}
 				br := bufio.NewReader(rd)
