@@ -17,11 +17,11 @@ type errorDetail struct {
 	Message string      `json:"message"`
 }
 
-// writeClientError answers a kvroute client error (a 4xx reason code) with
+// writeError answers a kvroute client error (a 4xx reason code, the request is not forwarded) or
+// an upstream error (502/503/504, no worker answered) with
 // `{"error": {"code": "<reason>", "message": "..."}}`. It is the only place that writes kvroute's
-// own error responses; the request is not forwarded. The message is the reason's human text,
-// never the request's content.
-func writeClientError(w http.ResponseWriter, e *reason.Error) {
+// own error responses. The message is the reason's human text, never the request's content.
+func writeError(w http.ResponseWriter, e *reason.Error) {
 	status := e.Code.HTTPStatus()
 	if status == 0 {
 		status = http.StatusBadRequest

@@ -50,6 +50,7 @@ func main() {
 
 type flags struct {
 	listen, advertise, workerID, model, served, natsURL string
+	natsTokenFile                                       string
 	contract, oracle, encoding, extraKeys, features     string
 	fileRoot                                            string
 	blockSize, cacheBlocks, maxTokens, replayBatches    int
@@ -82,6 +83,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.features, "features", "", "comma-separated worker features for the registry record")
 	fs.StringVar(&f.fileRoot, "media-file-root", "", "directory file: media URLs may read from (default: file: URLs refused)")
 	fs.StringVar(&f.natsURL, "nats", "", "NATS URL for KV events and the worker registry (empty: neither)")
+	fs.StringVar(&f.natsTokenFile, "nats-token-file", os.Getenv(natsutil.TokenFileEnv), "file holding the NATS token of kvroute's embedded server (env "+natsutil.TokenFileEnv+"; default: the router's token file for a loopback URL's port, when it exists)")
 	fs.DurationVar(&f.prefill, "prefill-delay", 0, "delay before the first token")
 	fs.DurationVar(&f.perToken, "token-delay", 0, "delay before each further token")
 	fs.IntVar(&f.maxTokens, "max-tokens", 8, "completion tokens when the request sets none")
@@ -115,7 +117,7 @@ func run(args []string) error {
 
 	var nc *nats.Conn
 	if f.natsURL != "" {
-		if nc, err = natsutil.Connect(f.natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + f.workerID, Logger: logger}); err != nil {
+		if nc, err = natsutil.Connect(f.natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + f.workerID, Logger: logger, TokenFile: f.natsTokenFile}); err != nil {
 			return err
 		}
 		defer nc.Close()
