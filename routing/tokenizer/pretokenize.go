@@ -14,6 +14,7 @@ const (
 	clsNumber uint8 = 1 << 1 // \p{N} (Unicode 16.0.0)
 	clsSpace  uint8 = 1 << 2 // \s: Unicode White_Space
 	clsCRLF   uint8 = 1 << 3 // '\r' or '\n' (always with clsSpace)
+	clsMark   uint8 = 1 << 4 // \p{M} (Unicode 16.0.0)
 )
 
 // classRange assigns the Unicode 16.0.0 class cls to the runes lo..hi.
@@ -52,6 +53,8 @@ func slowClass(r rune) uint8 {
 		if r == '\r' || r == '\n' {
 			c |= clsCRLF
 		}
+	case unicode.IsMark(r) && assignedIn16(r):
+		c = clsMark
 	}
 	if c&(clsLetter|clsNumber) != 0 {
 		ov := unicode16Overrides
@@ -104,42 +107,47 @@ func contractionLen(s string, i int) int {
 }
 
 // nextPreToken returns the end of the pre-token that starts at s[i]
-// (i < len(s)): the match of Qwen's split regex at i, alternatives tried in
-// order as a backtracking engine does. Every position matches one
-// alternative, so pre-tokens tile the segment. Cost is linear in the
-// pre-token length plus, for whitespace, the length of the whitespace run.
-func nextPreToken(s string, i int) int {
+// (i < len(s)): the match at i of Qwen's split regex, alternatives tried in
+// order as a backtracking engine does. letters selects the pattern:
+// clsLetter for Qwen2/Qwen3 (qwen2SplitRegex), clsLetter|clsMark for
+// Qwen3.5 (qwen35SplitRegex, where [\p{L}\p{M}]+ is a word and marks leave
+// the punctuation class). Every position matches one alternative, so
+// pre-tokens tile the segment. Cost is linear in the pre-token length plus,
+// for whitespace, the length of the whitespace run.
+func nextPreToken(s string, i int, letters uint8) int {
 	r, n := decodeAt(s, i)
 	c := classOf(r)
 	j := i + n
+	// Not \s, not a letter (or mark, for Qwen3.5), not \p{N}.
+	notOther := letters | clsNumber | clsSpace
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if r == '\'' {
 		if k := contractionLen(s, j); k > 0 {
 			return j + k
 		}
 	}
-	// [^\r\n\p{L}\p{N}]?\p{L}+
-	if c&clsLetter != 0 {
-		return scanLetters(s, j)
+	// [^\r\n\p{L}\p{N}]?\p{L}+   (Qwen3.5: [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+)
+	if c&letters != 0 {
+		return scanLetters(s, j, letters)
 	}
-	if c&(clsNumber|clsCRLF) == 0 && j < len(s) {
+	if c&(clsLetter|clsNumber|clsCRLF) == 0 && j < len(s) {
 		r2, n2 := decodeAt(s, j)
-		if classOf(r2)&clsLetter != 0 {
-			return scanLetters(s, j+n2)
+		if classOf(r2)&letters != 0 {
+			return scanLetters(s, j+n2, letters)
 		}
 	}
 	// \p{N}
 	if c&clsNumber != 0 {
 		return j
 	}
-	//  ?[^\s\p{L}\p{N}]+[\r\n]*
-	if c == clsOther {
-		return scanOthers(s, j)
+	//  ?[^\s\p{L}\p{N}]+[\r\n]*   (Qwen3.5: ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*)
+	if c&notOther == 0 {
+		return scanOthers(s, j, notOther)
 	}
 	if r == ' ' && j < len(s) {
 		r2, n2 := decodeAt(s, j)
-		if classOf(r2) == clsOther {
-			return scanOthers(s, j+n2)
+		if classOf(r2)&notOther == 0 {
+			return scanOthers(s, j+n2, notOther)
 		}
 	}
 	// r is whitespace. Find the maximal whitespace run s[i:end], its last
@@ -171,11 +179,12 @@ func nextPreToken(s string, i int) int {
 	return lastStart
 }
 
-// scanLetters returns the end of the run of \p{L} starting at s[j].
-func scanLetters(s string, j int) int {
+// scanLetters returns the end of the run of letters (classes in mask)
+// starting at s[j].
+func scanLetters(s string, j int, mask uint8) int {
 	for j < len(s) {
 		r, n := decodeAt(s, j)
-		if classOf(r)&clsLetter == 0 {
+		if classOf(r)&mask == 0 {
 			break
 		}
 		j += n
@@ -183,11 +192,12 @@ func scanLetters(s string, j int) int {
 	return j
 }
 
-// scanOthers returns the end of [^\s\p{L}\p{N}]*[\r\n]* starting at s[j].
-func scanOthers(s string, j int) int {
+// scanOthers returns the end of [^\s\p{L}\p{N}]*[\r\n]* starting at s[j]
+// (notOther: the classes that end the run).
+func scanOthers(s string, j int, notOther uint8) int {
 	for j < len(s) {
 		r, n := decodeAt(s, j)
-		if classOf(r) != clsOther {
+		if classOf(r)&notOther != 0 {
 			break
 		}
 		j += n

