@@ -191,6 +191,13 @@ const (
 	maxCachedWordLen = 48
 )
 
+// reset empties the cache (benchmarks of the cold path).
+func (c *wordCache) reset() {
+	c.mu.Lock()
+	c.m = make(map[string][]uint32, 1024)
+	c.mu.Unlock()
+}
+
 func (c *wordCache) get(w string) ([]uint32, bool) {
 	c.mu.RLock()
 	ids, ok := c.m[w]

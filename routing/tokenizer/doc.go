@@ -23,7 +23,8 @@
 //     Sequence of Split (Isolated) with Qwen2/Qwen3's regex
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //     or Qwen3.5's (\p{L}+ becomes [\p{L}\p{M}]+ and \p{M} leaves the
-//     punctuation class) and ByteLevel runs a hand-written scanner
+//     punctuation class) or Llama 3's (\p{N} becomes \p{N}{1,3}) and
+//     ByteLevel runs a hand-written scanner
 //     (pretokenize.go) with Oniguruma semantics: \s is the Unicode
 //     White_Space property, alternatives are tried in order. General path
 //     (split.go): Split with any String or Regex pattern, every behavior

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvroute/kvroute/internal/goldens"
 )
@@ -17,14 +19,15 @@ const familyDir = "../../testdata/tokenizers/"
 // families are the tokenizer families of golden/tokenizers/ (golden README,
 // "tokenizers/"), each with the path it must take.
 var families = []struct {
-	name string
-	fast uint8 // the Qwen scanner's letters mask, 0 for the general path
+	name   string
+	fast   uint8 // the scanner's letters mask, 0 for the general path
+	digits int   // the scanner's \p{N} run
 }{
-	{"llama3", 0},
-	{"gemma3", 0},
-	{"deepseek_v3", 0},
-	{"gptoss", 0},
-	{"qwen35_pretok", clsLetter | clsMark},
+	{"llama3", clsLetter, 3},
+	{"gemma3", 0, 0},
+	{"deepseek_v3", 0, 0},
+	{"gptoss", 0, 0},
+	{"qwen35_pretok", clsLetter | clsMark, 1},
 }
 
 var (
@@ -81,8 +84,8 @@ func TestGoldenFamilies(t *testing.T) {
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) {
 			tok := loadFamily(t, f.name)
-			if tok.fast != f.fast {
-				t.Fatalf("fast path mask = %d, want %d", tok.fast, f.fast)
+			if tok.fast != f.fast || tok.fastDigits != f.digits {
+				t.Fatalf("fast path mask, digits = %d, %d, want %d, %d", tok.fast, tok.fastDigits, f.fast, f.digits)
 			}
 			checkCases(t, tok, familyCases(t, f.name))
 		})
@@ -101,5 +104,41 @@ func TestQwen35SplitDiffers(t *testing.T) {
 	}
 	if got, want := q35.Encode(text), []uint32{35648, 124294, 35648, 124311, 125459}; !slices.Equal(got, want) {
 		t.Errorf("Qwen3.5 split Encode(%q) = %v, want %v", text, got, want)
+	}
+}
+
+// TestWorstCaseScalingFamilies is TestWorstCaseScaling for the families off
+// the Qwen scanner (general path: regexp2 splits, Gemma's one-word
+// character-level BPE): a 100 KB run of one character costs at most 20x a
+// 10 KB run (quadratic would be 100x).
+func TestWorstCaseScalingFamilies(t *testing.T) {
+	runs := []string{"a", "A", " ", "\n", "!", "1", "中", "\u0301", "'", " a"}
+	samples := 3
+	if raceEnabled {
+		runs, samples = []string{"A", " ", "1", "\u0301"}, 2
+	}
+	for _, fam := range []string{"gemma3", "deepseek_v3", "gptoss"} {
+		tok := loadFamily(t, fam)
+		for _, unit := range runs {
+			small := strings.Repeat(unit, 10_000/len(unit))
+			large := strings.Repeat(unit, 100_000/len(unit))
+			var ratio float64
+			var tSmall, tLarge time.Duration
+			for attempt := 0; attempt < 3; attempt++ {
+				tSmall, tLarge = time.Duration(1<<62), time.Duration(1<<62)
+				for i := 0; i < samples; i++ {
+					tSmall = min(tSmall, encodeCost(tok, small, 10)/10)
+					tLarge = min(tLarge, encodeCost(tok, large, 1))
+				}
+				ratio = float64(tLarge) / float64(max(tSmall, time.Microsecond))
+				if ratio <= 20 {
+					break
+				}
+			}
+			t.Logf("%s: run of %-8q 10 KB %v, 100 KB %v, ratio %.1f", fam, unit, tSmall, tLarge, ratio)
+			if ratio > 20 {
+				t.Errorf("%s: run of %q: 100 KB costs %.1fx of 10 KB (%v vs %v), want <= 20x", fam, unit, ratio, tLarge, tSmall)
+			}
+		}
 	}
 }

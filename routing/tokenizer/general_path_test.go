@@ -7,7 +7,7 @@ import (
 
 // generalTwin loads path a second time and forces the general path: the
 // split regex runs through regexp2 (compileRegex) instead of the scanner.
-func generalTwin(t *testing.T, path, pattern string) *Tokenizer {
+func generalTwin(t testing.TB, path, pattern string) *Tokenizer {
 	t.Helper()
 	tok, err := Load(path)
 	if err != nil {
@@ -22,7 +22,7 @@ func generalTwin(t *testing.T, path, pattern string) *Tokenizer {
 }
 
 // TestGeneralPathMatchesGoldens: the general path (regexp2 with the Unicode
-// 16 mask) reproduces the Qwen goldens that the scanner passes, including
+// 16 mask) reproduces the Qwen and Llama 3 goldens that the scanner passes, including
 // the Unicode 15.1/16/17 letters of tokenizer_unicode_skew.jsonl; so regexp2
 // agrees with Oniguruma on the constructs these patterns use.
 func TestGeneralPathMatchesGoldens(t *testing.T) {
@@ -35,6 +35,11 @@ func TestGeneralPathMatchesGoldens(t *testing.T) {
 		loadFamily(t, "qwen35_pretok") // fails when make deps has not run
 		tok := generalTwin(t, familyDir+"qwen35_pretok/tokenizer.json", qwen35SplitRegex)
 		checkCases(t, tok, familyCases(t, "qwen35_pretok"))
+	})
+	t.Run("llama3", func(t *testing.T) {
+		loadFamily(t, "llama3")
+		tok := generalTwin(t, familyDir+"llama3/tokenizer.json", llama3SplitRegex)
+		checkCases(t, tok, familyCases(t, "llama3"))
 	})
 }
 

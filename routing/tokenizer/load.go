@@ -17,6 +17,10 @@ const qwenSplitRegex = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p
 // word), the fast path of nextPreToken with letters = clsLetter|clsMark.
 const qwen35SplitRegex = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
+// llama3SplitRegex is Llama 3's split pattern (Qwen2's with \p{N}{1,3}),
+// the fast path with letters = clsLetter, digits = 3.
+const llama3SplitRegex = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
 // ErrUnsupported is wrapped by Load errors for tokenizer.json files whose
 // shape this package does not implement.
 var ErrUnsupported = errors.New("unsupported tokenizer.json")
@@ -234,7 +238,7 @@ func (t *Tokenizer) setPipeline(f *fileJSON) error {
 		return err
 	}
 	if p := f.PreTokenizer; p != nil {
-		if t.fast = fastPath(p); t.fast != 0 {
+		if t.fast, t.fastDigits = fastPath(p); t.fast != 0 {
 			t.byteLevel = true
 		} else if t.stages, t.byteLevel, err = buildStages(p); err != nil {
 			return err
@@ -260,25 +264,28 @@ func (t *Tokenizer) setPipeline(f *fileJSON) error {
 	return checkDecoder(f.Decoder, t.byteLevel)
 }
 
-// fastPath returns the letters mask of the hand-written scanner when p is
-// exactly Qwen's Sequence of Split (Qwen2/3 or Qwen3.5 regex, Isolated, not
-// inverted) and ByteLevel (no prefix space, no regex), else 0.
-func fastPath(p *preTokJSON) uint8 {
+// fastPath returns the letters mask and digit run of the hand-written
+// scanner when p is exactly a Sequence of Split (the Qwen2/3, Qwen3.5 or
+// Llama 3 regex, Isolated, not inverted) and ByteLevel (no prefix space, no
+// regex), else 0.
+func fastPath(p *preTokJSON) (letters uint8, digits int) {
 	if p.Type != "Sequence" || len(p.PreTokenizers) != 2 {
-		return 0
+		return 0, 0
 	}
 	sp, bl := p.PreTokenizers[0], p.PreTokenizers[1]
 	if sp.Type != "Split" || sp.Pattern == nil || sp.Pattern.Regex == nil || sp.Behavior != "Isolated" || sp.Invert ||
 		bl.Type != "ByteLevel" || bl.AddPrefixSpace == nil || *bl.AddPrefixSpace || bl.UseRegex == nil || *bl.UseRegex {
-		return 0
+		return 0, 0
 	}
 	switch *sp.Pattern.Regex {
 	case qwenSplitRegex:
-		return clsLetter
+		return clsLetter, 1
 	case qwen35SplitRegex:
-		return clsLetter | clsMark
+		return clsLetter | clsMark, 1
+	case llama3SplitRegex:
+		return clsLetter, 3
 	}
-	return 0
+	return 0, 0
 }
 
 // checkDecoder admits the decoders Decode implements: ByteLevel for a

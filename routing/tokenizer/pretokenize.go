@@ -107,14 +107,15 @@ func contractionLen(s string, i int) int {
 }
 
 // nextPreToken returns the end of the pre-token that starts at s[i]
-// (i < len(s)): the match at i of Qwen's split regex, alternatives tried in
-// order as a backtracking engine does. letters selects the pattern:
-// clsLetter for Qwen2/Qwen3 (qwen2SplitRegex), clsLetter|clsMark for
-// Qwen3.5 (qwen35SplitRegex, where [\p{L}\p{M}]+ is a word and marks leave
-// the punctuation class). Every position matches one alternative, so
-// pre-tokens tile the segment. Cost is linear in the pre-token length plus,
-// for whitespace, the length of the whitespace run.
-func nextPreToken(s string, i int, letters uint8) int {
+// (i < len(s)): the match at i of a Qwen-style split regex, alternatives
+// tried in order as a backtracking engine does. letters selects the word
+// class: clsLetter for Qwen2/Qwen3 and Llama 3 (\p{L}+), clsLetter|clsMark
+// for Qwen3.5 ([\p{L}\p{M}]+, and marks leave the punctuation class).
+// digits is the longest run of \p{N} one pre-token takes: 1 for Qwen
+// (\p{N}), 3 for Llama 3 (\p{N}{1,3}). Every position matches one
+// alternative, so pre-tokens tile the segment. Cost is linear in the
+// pre-token length plus, for whitespace, the length of the whitespace run.
+func nextPreToken(s string, i int, letters uint8, digits int) int {
 	r, n := decodeAt(s, i)
 	c := classOf(r)
 	j := i + n
@@ -136,8 +137,15 @@ func nextPreToken(s string, i int, letters uint8) int {
 			return scanLetters(s, j+n2, letters)
 		}
 	}
-	// \p{N}
+	// \p{N}   (Llama 3: \p{N}{1,3})
 	if c&clsNumber != 0 {
+		for k := 1; k < digits && j < len(s); k++ {
+			r2, n2 := decodeAt(s, j)
+			if classOf(r2)&clsNumber == 0 {
+				break
+			}
+			j += n2
+		}
 		return j
 	}
 	//  ?[^\s\p{L}\p{N}]+[\r\n]*   (Qwen3.5: ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*)

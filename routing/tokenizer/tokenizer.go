@@ -21,6 +21,7 @@ type Tokenizer struct {
 	addedNorm    addedTokens       // added tokens with normalized true, matched after the normalizer
 	norm         normalizer        // nil: none
 	fast         uint8             // non-zero: the Qwen scanner's letters mask (fast path)
+	fastDigits   int               // the scanner's longest \p{N} run
 	stages       []stage           // general path pre-tokenizers, in order
 	byteLevel    bool              // GPT-2 byte-level alphabet, else characters with byte fallback
 	ignoreMerges bool              // a pre-token that is a vocabulary token is that token
@@ -140,7 +141,7 @@ func (t *Tokenizer) preTokenize(dst []uint32, seg string, first bool) []uint32 {
 	}
 	if t.fast != 0 {
 		for i := 0; i < len(seg); {
-			j := nextPreToken(seg, i, t.fast)
+			j := nextPreToken(seg, i, t.fast, t.fastDigits)
 			dst = t.encodeWord(dst, seg[i:j])
 			i = j
 		}
