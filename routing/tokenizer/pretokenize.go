@@ -84,9 +84,12 @@ func decodeAt(s string, i int) (rune, int) {
 }
 
 // contractionLen returns the length of the contraction suffix
-// (?i:s|t|re|ve|m|ll|d) at s[i:] (after an apostrophe), or 0. Only ASCII
-// letters fold: Oniguruma does not fold U+017F or U+212A into these patterns
-// here, and Hugging Face agrees (golden corpus).
+// (?i:s|t|re|ve|m|ll|d) at s[i:] (after an apostrophe), or 0. Case folding
+// is Oniguruma's Unicode simple folding: ASCII letters and U+017F LATIN
+// SMALL LETTER LONG S, which folds to 's' (Oniguruma's test_utf8.c:
+// x2("(?i)s", "\xc5\xbf", 0, 2)); no other code point folds to one of
+// these letters (U+212A KELVIN SIGN folds to 'k', U+0130 to "i̇"). regexp2
+// folds the same way, which TestScannerMatchesRegex checks.
 func contractionLen(s string, i int) int {
 	if i >= len(s) {
 		return 0
@@ -100,6 +103,10 @@ func contractionLen(s string, i int) int {
 		}
 	case 'l':
 		if i+1 < len(s) && s[i+1]|0x20 == 'l' {
+			return 2
+		}
+	case 0xC5 | 0x20: // U+017F is C5 BF
+		if s[i] == 0xC5 && i+1 < len(s) && s[i+1] == 0xBF {
 			return 2
 		}
 	}
