@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -31,9 +32,9 @@ func BenchmarkEncodeFamilies(b *testing.B) {
 		{"gptoss", func() *Tokenizer { return loadFamily(b, "gptoss") }},
 	}
 	for _, f := range toks {
-		tok := f.tok()
 		for _, mode := range []string{"cold", "warm"} {
 			b.Run(f.name+"/"+mode, func(b *testing.B) {
+				tok := f.tok()
 				var famCPU, qwenCPU time.Duration
 				for b.Loop() {
 					if mode == "cold" {
@@ -49,5 +50,36 @@ func BenchmarkEncodeFamilies(b *testing.B) {
 				b.ReportMetric(qwenCPU.Seconds()/famCPU.Seconds(), "ratio")
 			})
 		}
+	}
+}
+
+// BenchmarkLoadFamilies is BenchmarkLoad for each family's tokenizer.json:
+// the live heap one loaded Tokenizer holds (heap-MB, after a GC) and the
+// process CPU time per Load.
+func BenchmarkLoadFamilies(b *testing.B) {
+	for _, name := range []string{"llama3", "gemma3", "deepseek_v3", "gptoss", "qwen35_pretok"} {
+		b.Run(name, func(b *testing.B) {
+			path := familyDir + name + "/tokenizer.json"
+			loadFamily(b, name) // fails when make deps has not run
+			var heap float64
+			var cpu time.Duration
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				c0 := processCPU()
+				tok, err := Load(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu += processCPU() - c0
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				heap = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
+				runtime.KeepAlive(tok)
+			}
+			b.ReportMetric(heap, "heap-MB")
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
 	}
 }

@@ -82,27 +82,44 @@ func TestRegexUnicode16(t *testing.T) {
 
 // TestSplitBehaviors: the five delimiter behaviors on the example of Hugging
 // Face's SplitDelimiterBehavior documentation ("the-final--countdown" split
-// on "-").
+// on "-"), and on delimiters at the ends (worked out from HF's folds in
+// NormalizedString::split).
 func TestSplitBehaviors(t *testing.T) {
-	want := map[string][]string{
-		"Removed":            {"the", "final", "countdown"},
-		"Isolated":           {"the", "-", "final", "-", "-", "countdown"},
-		"MergedWithPrevious": {"the-", "final-", "-", "countdown"},
-		"MergedWithNext":     {"the", "-final", "-", "-countdown"},
-		"Contiguous":         {"the", "-", "final", "--", "countdown"},
+	want := map[string]map[string][]string{
+		"the-final--countdown": {
+			"Removed":            {"the", "final", "countdown"},
+			"Isolated":           {"the", "-", "final", "-", "-", "countdown"},
+			"MergedWithPrevious": {"the-", "final-", "-", "countdown"},
+			"MergedWithNext":     {"the", "-final", "-", "-countdown"},
+			"Contiguous":         {"the", "-", "final", "--", "countdown"},
+		},
+		"-a-": {
+			"Removed":            {"a"},
+			"Isolated":           {"-", "a", "-"},
+			"MergedWithPrevious": {"-", "a-"},
+			"MergedWithNext":     {"-a", "-"},
+			"Contiguous":         {"-", "a", "-"},
+		},
+		"--a": {
+			"Removed":            {"a"},
+			"Isolated":           {"-", "-", "a"},
+			"MergedWithPrevious": {"-", "-", "a"},
+			"MergedWithNext":     {"-", "-a"},
+			"Contiguous":         {"--", "a"},
+		},
 	}
 	re, err := compileRegex(`-`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, w := range want {
-		for _, st := range []*splitStage{{lit: "-", behavior: behaviors[name]}, {re: re, behavior: behaviors[name]}} {
-			var got []string
-			for _, p := range st.split(nil, piece{s: "the-final--countdown"}) {
-				got = append(got, p.s)
-			}
-			if !slices.Equal(got, w) {
-				t.Errorf("%s (regex %v): %q, want %q", name, st.re != nil, got, w)
+	for text, byBehavior := range want {
+		for name, w := range byBehavior {
+			for _, st := range []*splitStage{{lit: "-", behavior: behaviors[name]}, {re: re, behavior: behaviors[name]}} {
+				var got []string
+				st.split(piece{s: text}, func(p piece) { got = append(got, p.s) })
+				if !slices.Equal(got, w) {
+					t.Errorf("%q %s (regex %v): %q, want %q", text, name, st.re != nil, got, w)
+				}
 			}
 		}
 	}

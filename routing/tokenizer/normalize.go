@@ -91,16 +91,15 @@ func buildNormalizer(n *normJSON) (normalizer, error) {
 // replaceRegex replaces every match of re in s by content (HF Replace with a
 // Regex pattern: content is literal, no group references).
 func replaceRegex(re *splitRegex, s, content string) string {
-	ms := re.matches(s)
-	if len(ms) == 0 {
-		return s
-	}
 	var b strings.Builder
 	prev := 0
-	for _, m := range ms {
-		b.WriteString(s[prev:m[0]])
+	re.each(s, func(start, end int) {
+		b.WriteString(s[prev:start])
 		b.WriteString(content)
-		prev = m[1]
+		prev = end
+	})
+	if prev == 0 && b.Len() == 0 {
+		return s
 	}
 	b.WriteString(s[prev:])
 	return b.String()

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dlclark/regexp2/v2"
 )
@@ -33,16 +34,40 @@ func compileRegex(pattern string) (*splitRegex, error) {
 	return &splitRegex{re: re}, nil
 }
 
-// matches appends to dst the [start, end) byte offsets of the successive
+// each calls fn with the [start, end) byte offsets of the successive
 // non-overlapping matches in s, leftmost first (Oniguruma's find_iter; an
-// empty match advances by one character).
-func (r *splitRegex) matches(s string) [][]int {
-	idx, err := r.re.FindAllStringIndex(asUnicode16(s), -1)
+// empty match advances by one character). Matches are streamed: memory is
+// regexp2's rune copy of s, not a list of matches.
+func (r *splitRegex) each(s string, fn func(start, end int)) {
+	s16 := asUnicode16(s)
+	m, err := r.re.FindStringMatch(s16)
+	// regexp2 reports rune offsets; walk them to byte offsets (matches
+	// only move forward). Invalid UTF-8 bytes are one rune each, as in
+	// regexp2's decoding.
+	bytePos, runePos := 0, 0
+	toByte := func(runeIdx int) int {
+		for runePos < runeIdx {
+			_, n := utf8.DecodeRuneInString(s16[bytePos:])
+			bytePos += n
+			runePos++
+		}
+		return bytePos
+	}
+	for ; m != nil && err == nil; m, err = r.re.FindNextMatch(m) {
+		start := toByte(m.RuneIndex)
+		fn(start, toByte(m.RuneIndex+m.RuneLength))
+	}
 	if err != nil {
 		// Only a match timeout returns an error, and none is set.
 		panic(fmt.Sprintf("tokenizer: regexp2 without timeout failed: %v", err))
 	}
-	return idx
+}
+
+// matches returns the [start, end) byte offsets of every match in s.
+func (r *splitRegex) matches(s string) [][]int {
+	var out [][]int
+	r.each(s, func(a, b int) { out = append(out, []int{a, b}) })
+	return out
 }
 
 // checkPortable rejects regex constructs that mean something else in

@@ -13,10 +13,12 @@ type piece struct {
 }
 
 // stage is one pre-tokenizer of a (possibly Sequence) pre_tokenizer: it
-// appends the pieces p splits into to dst, dropping empty ones (Hugging Face
-// PreTokenizedString::split).
+// calls emit with each non-empty piece p splits into, in order (Hugging
+// Face PreTokenizedString::split drops empty pieces). Stages stream: no
+// list of a text's pieces or matches is built, so memory stays a small
+// multiple of the text however many pre-tokens it has.
 type stage interface {
-	split(dst []piece, p piece) []piece
+	split(p piece, emit func(piece))
 }
 
 // Split behaviors (HF SplitDelimiterBehavior).
@@ -49,21 +51,23 @@ type cut struct {
 	match      bool
 }
 
-func (st *splitStage) split(dst []piece, p piece) []piece {
+func (st *splitStage) split(p piece, emit func(piece)) {
 	s := p.s
-	var spans []cut
-	prev := 0
-	add := func(a, b int) {
-		if prev != a {
-			spans = append(spans, cut{prev, a, st.invert})
+	b := behaviorState{behavior: st.behavior, out: func(c cut) {
+		if c.end > c.start {
+			emit(piece{s: s[c.start:c.end], first: p.first && c.start == 0})
 		}
-		spans = append(spans, cut{a, b, !st.invert})
-		prev = b
+	}}
+	prev := 0
+	add := func(a, e int) {
+		if prev != a {
+			b.push(cut{prev, a, st.invert})
+		}
+		b.push(cut{a, e, !st.invert})
+		prev = e
 	}
 	if st.re != nil {
-		for _, m := range st.re.matches(s) {
-			add(m[0], m[1])
-		}
+		st.re.each(s, add)
 	} else if st.lit != "" {
 		for i := 0; ; {
 			k := strings.Index(s[i:], st.lit)
@@ -75,68 +79,69 @@ func (st *splitStage) split(dst []piece, p piece) []piece {
 		}
 	}
 	if prev != len(s) {
-		spans = append(spans, cut{prev, len(s), st.invert})
+		b.push(cut{prev, len(s), st.invert})
 	}
-	spans = applyBehavior(spans, st.behavior)
-	for _, sp := range spans {
-		if sp.end > sp.start {
-			dst = append(dst, piece{s: s[sp.start:sp.end], first: p.first && sp.start == 0})
-		}
-	}
-	return dst
+	b.flush()
 }
 
-// applyBehavior turns the spans (matches marked) into the kept pieces
-// (marked spans are removed afterwards), as HF NormalizedString::split.
-func applyBehavior(spans []cut, behavior int) []cut {
-	out := spans[:0:0]
-	switch behavior {
+// behaviorState applies a delimiter behavior to the cuts of one piece as
+// they come (matches marked), passing the kept pieces to out; it is HF's
+// NormalizedString::split folds, streamed with one pending cut.
+type behaviorState struct {
+	behavior  int
+	out       func(cut)
+	pending   cut
+	has       bool // pending is set
+	prevMatch bool // the previous cut was a match
+}
+
+func (b *behaviorState) push(c cut) {
+	switch b.behavior {
 	case behRemoved:
-		for _, sp := range spans {
-			if !sp.match {
-				out = append(out, sp)
-			}
+		if !c.match {
+			b.out(c)
 		}
 	case behIsolated:
-		for _, sp := range spans {
-			out = append(out, cut{sp.start, sp.end, false})
-		}
+		b.out(c)
 	case behMergedWithPrevious:
-		prevMatch := false
-		for _, sp := range spans {
-			if sp.match && !prevMatch && len(out) > 0 {
-				out[len(out)-1].end = sp.end
-			} else {
-				out = append(out, cut{sp.start, sp.end, false})
-			}
-			prevMatch = sp.match
-		}
-	case behMergedWithNext:
-		prevMatch := false
-		for i := len(spans) - 1; i >= 0; i-- {
-			sp := spans[i]
-			if sp.match && !prevMatch && len(out) > 0 {
-				out[len(out)-1].start = sp.start
-			} else {
-				out = append(out, cut{sp.start, sp.end, false})
-			}
-			prevMatch = sp.match
-		}
-		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-			out[i], out[j] = out[j], out[i]
+		// A match joins the piece before it, unless that was a match too.
+		if c.match && !b.prevMatch && b.has {
+			b.pending.end = c.end
+		} else {
+			b.flush()
+			b.pending, b.has = c, true
 		}
 	case behContiguous:
-		prevMatch := false
-		for _, sp := range spans {
-			if sp.match == prevMatch && len(out) > 0 {
-				out[len(out)-1].end = sp.end
+		// Runs of matches (and of non-matches) become one piece each.
+		if c.match == b.prevMatch && b.has {
+			b.pending.end = c.end
+		} else {
+			b.flush()
+			b.pending, b.has = c, true
+		}
+	case behMergedWithNext:
+		// A match joins the piece after it, unless that is a match too.
+		if b.has && !c.match {
+			b.out(cut{b.pending.start, c.end, false})
+			b.has = false
+		} else {
+			b.flush()
+			if c.match {
+				b.pending, b.has = c, true
 			} else {
-				out = append(out, cut{sp.start, sp.end, false})
+				b.out(c)
 			}
-			prevMatch = sp.match
 		}
 	}
-	return out
+	b.prevMatch = c.match
+}
+
+// flush passes the pending cut on.
+func (b *behaviorState) flush() {
+	if b.has {
+		b.out(b.pending)
+		b.has = false
+	}
 }
 
 // gpt2Regex is the split of HF's ByteLevel pre-tokenizer with use_regex
@@ -152,14 +157,15 @@ type byteLevelStage struct {
 	re          *splitRegex
 }
 
-func (st *byteLevelStage) split(dst []piece, p piece) []piece {
+func (st *byteLevelStage) split(p piece, emit func(piece)) {
 	if st.prefixSpace && !strings.HasPrefix(p.s, " ") {
 		p.s = " " + p.s
 	}
 	if st.re == nil {
-		return append(dst, p)
+		emit(p)
+		return
 	}
-	return (&splitStage{re: st.re, behavior: behIsolated}).split(dst, p)
+	(&splitStage{re: st.re, behavior: behIsolated}).split(p, emit)
 }
 
 // metaspaceStage is HF's Metaspace pre-tokenizer (pre_tokenizers/
@@ -173,16 +179,17 @@ type metaspaceStage struct {
 	split_ bool
 }
 
-func (st *metaspaceStage) split(dst []piece, p piece) []piece {
+func (st *metaspaceStage) split(p piece, emit func(piece)) {
 	s := strings.ReplaceAll(p.s, " ", st.repl)
 	if !strings.HasPrefix(s, st.repl) && (st.scheme == "always" || st.scheme == "first" && p.first) {
 		s = st.repl + s
 	}
 	p.s = s
 	if !st.split_ {
-		return append(dst, p)
+		emit(p)
+		return
 	}
-	return (&splitStage{lit: st.repl, behavior: behMergedWithNext}).split(dst, p)
+	(&splitStage{lit: st.repl, behavior: behMergedWithNext}).split(p, emit)
 }
 
 // preTokJSON is a tokenizer.json pre_tokenizer.

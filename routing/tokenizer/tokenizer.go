@@ -147,20 +147,18 @@ func (t *Tokenizer) preTokenize(dst []uint32, seg string, first bool) []uint32 {
 		}
 		return dst
 	}
-	pieces := []piece{{s: seg, first: first}}
-	var next []piece
-	for _, st := range t.stages {
-		next = next[:0]
-		for _, p := range pieces {
-			next = st.split(next, p)
-		}
-		pieces, next = next, pieces
-	}
-	for _, p := range pieces {
+	// emit[k] feeds a piece to stage k; the last one encodes it.
+	emit := make([]func(piece), len(t.stages)+1)
+	emit[len(t.stages)] = func(p piece) {
 		if p.s != "" {
 			dst = t.encodeWord(dst, p.s)
 		}
 	}
+	for k := len(t.stages) - 1; k >= 0; k-- {
+		st, next := t.stages[k], emit[k+1]
+		emit[k] = func(p piece) { st.split(p, next) }
+	}
+	emit[0](piece{s: seg, first: first})
 	return dst
 }
 
