@@ -24,12 +24,14 @@
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //     or Qwen3.5's (\p{L}+ becomes [\p{L}\p{M}]+ and \p{M} leaves the
 //     punctuation class) or Llama 3's (\p{N} becomes \p{N}{1,3}) and
-//     ByteLevel runs a hand-written scanner
-//     (pretokenize.go) with Oniguruma semantics: \s is the Unicode
-//     White_Space property, alternatives are tried in order. General path
-//     (split.go): Split with any String or Regex pattern, every behavior
-//     (Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous) and
-//     invert; ByteLevel (add_prefix_space, use_regex with the GPT-2 regex);
+//     ByteLevel runs a hand-written scanner (pretokenize.go), as does
+//     gpt-oss's o200k pattern (pretokenize_o200k.go), with Oniguruma
+//     semantics: \s is the Unicode White_Space property, alternatives are
+//     tried in order, (?i) folds ASCII letters and U+017F (ſ → s). A seeded
+//     differential test checks every scanner against regexp2 on random text.
+//     General path (split.go): Split with any String or Regex pattern, every
+//     behavior (Removed, Isolated, MergedWithPrevious, MergedWithNext,
+//     Contiguous) and invert; ByteLevel (add_prefix_space, use_regex with the GPT-2 regex);
 //     Metaspace (replacement, prepend_scheme always/first/never, split);
 //     Sequence of these. Regexes run on github.com/dlclark/regexp2/v2
 //     (regex.go), which matches Oniguruma on the constructs it admits;

@@ -14,7 +14,8 @@ import (
 // "cold" empties both word caches before each encode (every pre-token runs
 // BPE), "warm" keeps them (a server's steady state). qwen3_general is the
 // Qwen3 tokenizer forced through the general path (the same regex on
-// regexp2): the cost of the general path on identical work.
+// regexp2): the cost of the general path on identical work; likewise
+// llama3_general and gptoss_general.
 func BenchmarkEncodeFamilies(b *testing.B) {
 	qwen := loadTest(b)
 	text, _ := read1MB(b)
@@ -30,6 +31,7 @@ func BenchmarkEncodeFamilies(b *testing.B) {
 		{"gemma3", func() *Tokenizer { return loadFamily(b, "gemma3") }},
 		{"deepseek_v3", func() *Tokenizer { return loadFamily(b, "deepseek_v3") }},
 		{"gptoss", func() *Tokenizer { return loadFamily(b, "gptoss") }},
+		{"gptoss_general", func() *Tokenizer { return generalTwin(b, familyDir+"gptoss/tokenizer.json", o200kSplitRegex) }},
 	}
 	for _, f := range toks {
 		for _, mode := range []string{"cold", "warm"} {

@@ -20,14 +20,15 @@ const familyDir = "../../testdata/tokenizers/"
 // "tokenizers/"), each with the path it must take.
 var families = []struct {
 	name   string
-	fast   uint8 // the scanner's letters mask, 0 for the general path
-	digits int   // the scanner's \p{N} run
+	fast   uint8 // the Qwen-style scanner's letters mask
+	digits int   // the Qwen-style scanner's \p{N} run
+	o200k  bool  // the o200k scanner (neither: the general path)
 }{
-	{"llama3", clsLetter, 3},
-	{"gemma3", 0, 0},
-	{"deepseek_v3", 0, 0},
-	{"gptoss", 0, 0},
-	{"qwen35_pretok", clsLetter | clsMark, 1},
+	{"llama3", clsLetter, 3, false},
+	{"gemma3", 0, 0, false},
+	{"deepseek_v3", 0, 0, false},
+	{"gptoss", 0, 0, true},
+	{"qwen35_pretok", clsLetter | clsMark, 1, false},
 }
 
 var (
@@ -84,8 +85,9 @@ func TestGoldenFamilies(t *testing.T) {
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) {
 			tok := loadFamily(t, f.name)
-			if tok.fast != f.fast || tok.fastDigits != f.digits {
-				t.Fatalf("fast path mask, digits = %d, %d, want %d, %d", tok.fast, tok.fastDigits, f.fast, f.digits)
+			if tok.fast != f.fast || tok.fastDigits != f.digits || tok.fastO200k != f.o200k {
+				t.Fatalf("fast path mask, digits, o200k = %d, %d, %v, want %d, %d, %v",
+					tok.fast, tok.fastDigits, tok.fastO200k, f.fast, f.digits, f.o200k)
 			}
 			checkCases(t, tok, familyCases(t, f.name))
 		})

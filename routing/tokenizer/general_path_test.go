@@ -17,12 +17,13 @@ func generalTwin(t testing.TB, path, pattern string) *Tokenizer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok.fast, tok.stages = 0, []stage{&splitStage{re: re, behavior: behIsolated}}
+	tok.fast, tok.fastO200k, tok.stages = 0, false, []stage{&splitStage{re: re, behavior: behIsolated}}
 	return tok
 }
 
 // TestGeneralPathMatchesGoldens: the general path (regexp2 with the Unicode
-// 16 mask) reproduces the Qwen and Llama 3 goldens that the scanner passes, including
+// 16 mask) reproduces the Qwen, Llama 3 and gpt-oss goldens that the
+// scanners pass, including
 // the Unicode 15.1/16/17 letters of tokenizer_unicode_skew.jsonl; so regexp2
 // agrees with Oniguruma on the constructs these patterns use.
 func TestGeneralPathMatchesGoldens(t *testing.T) {
@@ -40,6 +41,11 @@ func TestGeneralPathMatchesGoldens(t *testing.T) {
 		loadFamily(t, "llama3")
 		tok := generalTwin(t, familyDir+"llama3/tokenizer.json", llama3SplitRegex)
 		checkCases(t, tok, familyCases(t, "llama3"))
+	})
+	t.Run("gptoss", func(t *testing.T) {
+		loadFamily(t, "gptoss")
+		tok := generalTwin(t, familyDir+"gptoss/tokenizer.json", o200kSplitRegex)
+		checkCases(t, tok, familyCases(t, "gptoss"))
 	})
 }
 

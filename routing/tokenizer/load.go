@@ -238,8 +238,9 @@ func (t *Tokenizer) setPipeline(f *fileJSON) error {
 		return err
 	}
 	if p := f.PreTokenizer; p != nil {
-		if t.fast, t.fastDigits = fastPath(p); t.fast != 0 {
+		if t.fast, t.fastDigits, t.fastO200k = fastPath(p); t.fast != 0 || t.fastO200k {
 			t.byteLevel = true
+			initCases()
 		} else if t.stages, t.byteLevel, err = buildStages(p); err != nil {
 			return err
 		}
@@ -264,28 +265,30 @@ func (t *Tokenizer) setPipeline(f *fileJSON) error {
 	return checkDecoder(f.Decoder, t.byteLevel)
 }
 
-// fastPath returns the letters mask and digit run of the hand-written
-// scanner when p is exactly a Sequence of Split (the Qwen2/3, Qwen3.5 or
-// Llama 3 regex, Isolated, not inverted) and ByteLevel (no prefix space, no
-// regex), else 0.
-func fastPath(p *preTokJSON) (letters uint8, digits int) {
+// fastPath returns the letters mask and digit run of the Qwen-style
+// scanner, or o200k for gpt-oss's scanner, when p is exactly a Sequence of
+// Split (the Qwen2/3, Qwen3.5, Llama 3 or o200k regex, Isolated, not
+// inverted) and ByteLevel (no prefix space, no regex), else zeros.
+func fastPath(p *preTokJSON) (letters uint8, digits int, o200k bool) {
 	if p.Type != "Sequence" || len(p.PreTokenizers) != 2 {
-		return 0, 0
+		return 0, 0, false
 	}
 	sp, bl := p.PreTokenizers[0], p.PreTokenizers[1]
 	if sp.Type != "Split" || sp.Pattern == nil || sp.Pattern.Regex == nil || sp.Behavior != "Isolated" || sp.Invert ||
 		bl.Type != "ByteLevel" || bl.AddPrefixSpace == nil || *bl.AddPrefixSpace || bl.UseRegex == nil || *bl.UseRegex {
-		return 0, 0
+		return 0, 0, false
 	}
 	switch *sp.Pattern.Regex {
 	case qwenSplitRegex:
-		return clsLetter, 1
+		return clsLetter, 1, false
 	case qwen35SplitRegex:
-		return clsLetter | clsMark, 1
+		return clsLetter | clsMark, 1, false
 	case llama3SplitRegex:
-		return clsLetter, 3
+		return clsLetter, 3, false
+	case o200kSplitRegex:
+		return 0, 0, true
 	}
-	return 0, 0
+	return 0, 0, false
 }
 
 // checkDecoder admits the decoders Decode implements: ByteLevel for a

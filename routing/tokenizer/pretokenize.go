@@ -165,8 +165,14 @@ func nextPreToken(s string, i int, letters uint8, digits int) int {
 			return scanOthers(s, j+n2, notOther)
 		}
 	}
-	// r is whitespace. Find the maximal whitespace run s[i:end], its last
-	// '\r'/'\n' and the start of its last rune.
+	return whitespaceEnd(s, i)
+}
+
+// whitespaceEnd returns the end of \s*[\r\n]+|\s+(?!\S)|\s+ at s[i], a
+// whitespace character.
+func whitespaceEnd(s string, i int) int {
+	// Find the maximal whitespace run s[i:end], its last '\r'/'\n' and
+	// the start of its last rune.
 	end, lastNL, lastStart := i, -1, i
 	for k := i; k < len(s); {
 		rk, nk := decodeAt(s, k)

@@ -13,7 +13,8 @@ import (
 // and contraction letters, punctuation, symbols, emoji, format characters
 // and invalid UTF-8.
 var splitAtoms = []string{
-	"a", "b", "s", "t", "re", "ve", "m", "ll", "d", "S", "LL", "é", "ß", "İ", "ſ", "K",
+	"a", "b", "s", "t", "re", "ve", "m", "ll", "d", "S", "LL", "é", "ß", "İ", "ſ", "K", "A", "Z", "É",
+	"ǅ", "ʰ", "ー", "ª", "ᾈ",
 	"中", "ก", "\U000105C0", "\U0002EBF0", "\U000323B0", "\uA7CE",
 	"\u0301", "\u0E31", "\u093C", "\u05B0", "\u20DD", "\uFE0F", "\u1ACF",
 	"0", "7", "٣", "\u00b2", "\u2167", "\U00010D40", "\U00011DE0",
@@ -31,10 +32,15 @@ func randomSplitText(rng *rand.Rand) string {
 }
 
 // scannerCuts returns the pre-token ends of the hand-written scanner.
+// (letters 0: the o200k scanner).
 func scannerCuts(s string, letters uint8, digits int) []int {
 	var cuts []int
 	for i := 0; i < len(s); {
-		i = nextPreToken(s, i, letters, digits)
+		if letters == 0 {
+			i = nextPreTokenO200k(s, i)
+		} else {
+			i = nextPreToken(s, i, letters, digits)
+		}
 		cuts = append(cuts, i)
 	}
 	return cuts
@@ -42,7 +48,7 @@ func scannerCuts(s string, letters uint8, digits int) []int {
 
 // TestScannerMatchesRegex: on 20 000 seeded random texts per pattern, the
 // scanner cuts exactly where regexp2 (the general path, with the Unicode 16
-// mask) cuts: the Qwen2/3, Qwen3.5 and Llama 3 patterns. Invalid UTF-8 is
+// mask) cuts: the Qwen2/3, Qwen3.5, Llama 3 and o200k (gpt-oss) patterns. Invalid UTF-8 is
 // left out (regexp2 sees U+FFFD there, Hugging Face never sees it).
 func TestScannerMatchesRegex(t *testing.T) {
 	initClasses()
@@ -50,6 +56,7 @@ func TestScannerMatchesRegex(t *testing.T) {
 	if raceEnabled {
 		n = 3_000
 	}
+	initCases()
 	for _, p := range []struct {
 		name    string
 		pattern string
@@ -59,6 +66,7 @@ func TestScannerMatchesRegex(t *testing.T) {
 		{"qwen3", qwenSplitRegex, clsLetter, 1},
 		{"qwen35", qwen35SplitRegex, clsLetter | clsMark, 1},
 		{"llama3", llama3SplitRegex, clsLetter, 3},
+		{"o200k", o200kSplitRegex, 0, 0},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			re, err := compileRegex(p.pattern)

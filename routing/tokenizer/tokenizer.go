@@ -22,6 +22,7 @@ type Tokenizer struct {
 	norm         normalizer        // nil: none
 	fast         uint8             // non-zero: the Qwen scanner's letters mask (fast path)
 	fastDigits   int               // the scanner's longest \p{N} run
+	fastO200k    bool              // gpt-oss's o200k split on its scanner (fast path)
 	stages       []stage           // general path pre-tokenizers, in order
 	byteLevel    bool              // GPT-2 byte-level alphabet, else characters with byte fallback
 	ignoreMerges bool              // a pre-token that is a vocabulary token is that token
@@ -142,6 +143,14 @@ func (t *Tokenizer) preTokenize(dst []uint32, seg string, first bool) []uint32 {
 	if t.fast != 0 {
 		for i := 0; i < len(seg); {
 			j := nextPreToken(seg, i, t.fast, t.fastDigits)
+			dst = t.encodeWord(dst, seg[i:j])
+			i = j
+		}
+		return dst
+	}
+	if t.fastO200k {
+		for i := 0; i < len(seg); {
+			j := nextPreTokenO200k(seg, i)
 			dst = t.encodeWord(dst, seg[i:j])
 			i = j
 		}
