@@ -98,3 +98,33 @@ func TestScannerMatchesRegex(t *testing.T) {
 		})
 	}
 }
+
+// TestGeneralSplitInvalidUTF8: on random text with invalid UTF-8 bytes
+// (regexp2 reads each as one U+FFFD, the scanners as one RuneError, both
+// punctuation-like) regexp2's rune offsets map back to the same byte cuts
+// as the scanners make.
+func TestGeneralSplitInvalidUTF8(t *testing.T) {
+	initCases()
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, p := range []struct {
+		pattern string
+		letters uint8
+	}{{qwenSplitRegex, clsLetter}, {o200kSplitRegex, 0}} {
+		re, err := compileRegex(p.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2000; i++ {
+			s := randomSplitText(rng) + "\xc5" + randomSplitText(rng) + "\xe4\xb8" + randomSplitText(rng) + "\xff"
+			var want []int
+			end := 0
+			(&splitStage{re: re, behavior: behIsolated}).split(piece{s: s}, func(pc piece) {
+				end += len(pc.s)
+				want = append(want, end)
+			})
+			if got := scannerCuts(s, p.letters, 1); !slices.Equal(got, want) {
+				t.Fatalf("%+q: scanner cuts %v, regex %v", s, got, want)
+			}
+		}
+	}
+}
