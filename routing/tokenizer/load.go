@@ -57,15 +57,14 @@ type modelJSON struct {
 	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
 	ByteFallback            bool            `json:"byte_fallback"`
-	FuseUnk                 bool            `json:"fuse_unk"`
 	IgnoreMerges            bool            `json:"ignore_merges"`
 	Vocab                   json.RawMessage `json:"vocab"`
 	Merges                  json.RawMessage `json:"merges"`
 }
 
 // Load reads a Hugging Face tokenizer.json (a BPE model with the
-// normalizers and pre-tokenizers of the package doc). Errors wrap the file error, a
-// JSON error, or ErrUnsupported naming the field that does not fit.
+// normalizers and pre-tokenizers of the package doc). Errors wrap the file
+// error, a JSON error, or ErrUnsupported naming the field that does not fit.
 func Load(path string) (*Tokenizer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -118,6 +117,17 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := t.setDecode(maxID); err != nil {
 		return nil, err
 	}
+	if t.ignoreMerges && t.byteLevel {
+		// ignore_merges looks the whole pre-token up in the vocabulary (in
+		// its byte-level spelling); index the byte-level tokens by their raw
+		// bytes (tokens outside the alphabet cannot be such a spelling).
+		t.rawVocab = make(map[string]uint32, len(vocab))
+		for tok, id := range vocab {
+			if inByteAlphabet(tok) {
+				t.rawVocab[t.decode[id]] = id
+			}
+		}
+	}
 	if err := t.setByteIDs(); err != nil {
 		return nil, err
 	}
@@ -145,14 +155,6 @@ func parse(data []byte) (*Tokenizer, error) {
 	}
 	if err := t.setAdded(f.AddedTokens); err != nil {
 		return nil, err
-	}
-	if t.ignoreMerges && t.byteLevel {
-		// ignore_merges looks the whole pre-token up in the vocabulary; index
-		// byte-level tokens by their raw bytes.
-		t.rawVocab = make(map[string]uint32, len(vocab))
-		for _, id := range vocab {
-			t.rawVocab[t.decode[id]] = id
-		}
 	}
 	t.cache.m = make(map[string][]uint32, 1024)
 	return t, nil
