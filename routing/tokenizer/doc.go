@@ -24,8 +24,9 @@
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //     or Qwen3.5's (\p{L}+ becomes [\p{L}\p{M}]+ and \p{M} leaves the
 //     punctuation class) or Llama 3's (\p{N} becomes \p{N}{1,3}) and
-//     ByteLevel runs a hand-written scanner (pretokenize.go), as does
-//     gpt-oss's o200k pattern (pretokenize_o200k.go), with Oniguruma
+//     ByteLevel runs a hand-written scanner (pretokenize.go), as do
+//     gpt-oss's o200k pattern (pretokenize_o200k.go) and DeepSeek-V3's three
+//     Splits (pretokenize_deepseek.go), with Oniguruma
 //     semantics: \s is the Unicode White_Space property, alternatives are
 //     tried in order, (?i) folds ASCII letters and U+017F (ſ → s). A seeded
 //     differential test checks every scanner against regexp2 on random text.

@@ -15,7 +15,7 @@ import (
 // BPE), "warm" keeps them (a server's steady state). qwen3_general is the
 // Qwen3 tokenizer forced through the general path (the same regex on
 // regexp2): the cost of the general path on identical work; likewise
-// llama3_general and gptoss_general.
+// llama3_general, gptoss_general and deepseek_v3_general.
 func BenchmarkEncodeFamilies(b *testing.B) {
 	qwen := loadTest(b)
 	text, _ := read1MB(b)
@@ -30,6 +30,17 @@ func BenchmarkEncodeFamilies(b *testing.B) {
 		{"llama3_general", func() *Tokenizer { return generalTwin(b, familyDir+"llama3/tokenizer.json", llama3SplitRegex) }},
 		{"gemma3", func() *Tokenizer { return loadFamily(b, "gemma3") }},
 		{"deepseek_v3", func() *Tokenizer { return loadFamily(b, "deepseek_v3") }},
+		{"deepseek_v3_general", func() *Tokenizer {
+			tok, err := Load(familyDir + "deepseek_v3/tokenizer.json")
+			if err != nil {
+				b.Fatal(err)
+			}
+			tok.fastDeepseek = false
+			if tok.stages, _, err = buildStages(deepseekPreTokJSON()); err != nil {
+				b.Fatal(err)
+			}
+			return tok
+		}},
 		{"gptoss", func() *Tokenizer { return loadFamily(b, "gptoss") }},
 		{"gptoss_general", func() *Tokenizer { return generalTwin(b, familyDir+"gptoss/tokenizer.json", o200kSplitRegex) }},
 	}

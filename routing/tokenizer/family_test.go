@@ -22,13 +22,14 @@ var families = []struct {
 	name   string
 	fast   uint8 // the Qwen-style scanner's letters mask
 	digits int   // the Qwen-style scanner's \p{N} run
-	o200k  bool  // the o200k scanner (neither: the general path)
+	o200k  bool  // the o200k scanner
+	deep   bool  // the DeepSeek-V3 scanner (none of these: the general path)
 }{
-	{"llama3", clsLetter, 3, false},
-	{"gemma3", 0, 0, false},
-	{"deepseek_v3", 0, 0, false},
-	{"gptoss", 0, 0, true},
-	{"qwen35_pretok", clsLetter | clsMark, 1, false},
+	{"llama3", clsLetter, 3, false, false},
+	{"gemma3", 0, 0, false, false},
+	{"deepseek_v3", 0, 0, false, true},
+	{"gptoss", 0, 0, true, false},
+	{"qwen35_pretok", clsLetter | clsMark, 1, false, false},
 }
 
 var (
@@ -85,9 +86,9 @@ func TestGoldenFamilies(t *testing.T) {
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) {
 			tok := loadFamily(t, f.name)
-			if tok.fast != f.fast || tok.fastDigits != f.digits || tok.fastO200k != f.o200k {
-				t.Fatalf("fast path mask, digits, o200k = %d, %d, %v, want %d, %d, %v",
-					tok.fast, tok.fastDigits, tok.fastO200k, f.fast, f.digits, f.o200k)
+			if tok.fast != f.fast || tok.fastDigits != f.digits || tok.fastO200k != f.o200k || tok.fastDeepseek != f.deep {
+				t.Fatalf("fast path mask, digits, o200k, deepseek = %d, %d, %v, %v, want %d, %d, %v, %v",
+					tok.fast, tok.fastDigits, tok.fastO200k, tok.fastDeepseek, f.fast, f.digits, f.o200k, f.deep)
 			}
 			checkCases(t, tok, familyCases(t, f.name))
 		})

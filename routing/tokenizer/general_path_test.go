@@ -17,7 +17,8 @@ func generalTwin(t testing.TB, path, pattern string) *Tokenizer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok.fast, tok.fastO200k, tok.stages = 0, false, []stage{&splitStage{re: re, behavior: behIsolated}}
+	tok.fast, tok.fastO200k, tok.fastDeepseek = 0, false, false
+	tok.stages = []stage{&splitStage{re: re, behavior: behIsolated}}
 	return tok
 }
 
@@ -41,6 +42,21 @@ func TestGeneralPathMatchesGoldens(t *testing.T) {
 		loadFamily(t, "llama3")
 		tok := generalTwin(t, familyDir+"llama3/tokenizer.json", llama3SplitRegex)
 		checkCases(t, tok, familyCases(t, "llama3"))
+	})
+	t.Run("deepseek_v3", func(t *testing.T) {
+		tok := loadFamily(t, "deepseek_v3")
+		gen, err := Load(familyDir + "deepseek_v3/tokenizer.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen.fastDeepseek = false
+		if gen.stages, _, err = buildStages(deepseekPreTokJSON()); err != nil {
+			t.Fatal(err)
+		}
+		if !tok.fastDeepseek || len(gen.stages) != 3 {
+			t.Fatalf("fast %v, general stages %d", tok.fastDeepseek, len(gen.stages))
+		}
+		checkCases(t, gen, familyCases(t, "deepseek_v3"))
 	})
 	t.Run("gptoss", func(t *testing.T) {
 		loadFamily(t, "gptoss")
@@ -129,6 +145,18 @@ func TestSplitBehaviors(t *testing.T) {
 			}
 		}
 	}
+}
+
+// deepseekPreTokJSON is DeepSeek-V3's pre_tokenizer.
+func deepseekPreTokJSON() *preTokJSON {
+	f, no := false, false
+	split := func(re string) preTokJSON {
+		return preTokJSON{Type: "Split", Pattern: &patternJSON{Regex: &re}, Behavior: "Isolated"}
+	}
+	return &preTokJSON{Type: "Sequence", PreTokenizers: []preTokJSON{
+		split(deepseekDigitsRegex), split(deepseekCJKRegex), split(deepseekWordRegex),
+		{Type: "ByteLevel", AddPrefixSpace: &f, UseRegex: &no},
+	}}
 }
 
 // charDoc is a character-level (byte fallback) tokenizer.json with a

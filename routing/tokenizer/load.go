@@ -240,7 +240,9 @@ func (t *Tokenizer) setPipeline(f *fileJSON) error {
 		return err
 	}
 	if p := f.PreTokenizer; p != nil {
-		if t.fast, t.fastDigits, t.fastO200k = fastPath(p); t.fast != 0 || t.fastO200k {
+		t.fast, t.fastDigits, t.fastO200k = fastPath(p)
+		t.fastDeepseek = isDeepseekPreTok(p)
+		if t.fast != 0 || t.fastO200k || t.fastDeepseek {
 			t.byteLevel = true
 			initCases()
 		} else if t.stages, t.byteLevel, err = buildStages(p); err != nil {
@@ -291,6 +293,24 @@ func fastPath(p *preTokJSON) (letters uint8, digits int, o200k bool) {
 		return 0, 0, true
 	}
 	return 0, 0, false
+}
+
+// isDeepseekPreTok reports DeepSeek-V3's pre_tokenizer exactly: a
+// Sequence of the three Splits of pretokenize_deepseek.go (Isolated, not
+// inverted) and ByteLevel (no prefix space, no regex).
+func isDeepseekPreTok(p *preTokJSON) bool {
+	if p.Type != "Sequence" || len(p.PreTokenizers) != 4 {
+		return false
+	}
+	for i, want := range []string{deepseekDigitsRegex, deepseekCJKRegex, deepseekWordRegex} {
+		sp := p.PreTokenizers[i]
+		if sp.Type != "Split" || sp.Pattern == nil || sp.Pattern.Regex == nil || *sp.Pattern.Regex != want ||
+			sp.Behavior != "Isolated" || sp.Invert {
+			return false
+		}
+	}
+	bl := p.PreTokenizers[3]
+	return bl.Type == "ByteLevel" && bl.AddPrefixSpace != nil && !*bl.AddPrefixSpace && bl.UseRegex != nil && !*bl.UseRegex
 }
 
 // checkDecoder admits the decoders Decode implements: ByteLevel for a

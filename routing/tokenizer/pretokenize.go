@@ -9,12 +9,14 @@ import (
 
 // Character classes of the pre-tokenizer regex, as bit flags.
 const (
-	clsOther  uint8 = 0      // neither \p{L}, \p{N} nor \s
+	clsOther  uint8 = 0      // none of the classes below
 	clsLetter uint8 = 1 << 0 // \p{L} (Unicode 16.0.0)
 	clsNumber uint8 = 1 << 1 // \p{N} (Unicode 16.0.0)
 	clsSpace  uint8 = 1 << 2 // \s: Unicode White_Space
 	clsCRLF   uint8 = 1 << 3 // '\r' or '\n' (always with clsSpace)
 	clsMark   uint8 = 1 << 4 // \p{M} (Unicode 16.0.0)
+	clsPunct  uint8 = 1 << 5 // \p{P} (Unicode 16.0.0)
+	clsSymbol uint8 = 1 << 6 // \p{S} (Unicode 16.0.0)
 )
 
 // classRange assigns the Unicode 16.0.0 class cls to the runes lo..hi.
@@ -55,6 +57,10 @@ func slowClass(r rune) uint8 {
 		}
 	case unicode.IsMark(r) && assignedIn16(r):
 		c = clsMark
+	case unicode.IsPunct(r) && assignedIn16(r):
+		c = clsPunct
+	case unicode.IsSymbol(r) && assignedIn16(r):
+		c = clsSymbol
 	}
 	if c&(clsLetter|clsNumber) != 0 {
 		ov := unicode16Overrides

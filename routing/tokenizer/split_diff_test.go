@@ -99,6 +99,44 @@ func TestScannerMatchesRegex(t *testing.T) {
 	}
 }
 
+// TestDeepseekScannerMatchesRegex: the DeepSeek-V3 scanner's pre-tokens
+// equal the general path's three regexp2 Splits on seeded random text (with
+// digits, the CJK ranges and their neighbours, ASCII punctuation before
+// letters).
+func TestDeepseekScannerMatchesRegex(t *testing.T) {
+	initClasses()
+	stages, _, err := buildStages(deepseekPreTokJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := []string{"12", "345", "٣٤", "一", "龥", "龦", "ぁ", "ア", "ヿ", "㄀", "ゟ", "'A", "-x", "[z", "`q", "é", "©", "±", "\x00", "\x1f"}
+	atoms := append(append([]string{}, splitAtoms...), extra...)
+	rng := rand.New(rand.NewPCG(3, 20261201))
+	n := 20_000
+	if raceEnabled {
+		n = 3_000
+	}
+	for i := 0; i < n; i++ {
+		var b strings.Builder
+		for k := rng.IntN(24); k >= 0; k-- {
+			b.WriteString(atoms[rng.IntN(len(atoms))])
+		}
+		s := strings.ToValidUTF8(b.String(), "")
+		var want, got []string
+		emit := make([]func(piece), len(stages)+1)
+		emit[len(stages)] = func(p piece) { want = append(want, p.s) }
+		for k := len(stages) - 1; k >= 0; k-- {
+			st, next := stages[k], emit[k+1]
+			emit[k] = func(p piece) { st.split(p, next) }
+		}
+		emit[0](piece{s: s})
+		deepseekPreTokens(s, func(w string) { got = append(got, w) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("%+q: scanner %q, regex %q", s, got, want)
+		}
+	}
+}
+
 // TestGeneralSplitInvalidUTF8: on random text with invalid UTF-8 bytes
 // (regexp2 reads each as one U+FFFD, the scanners as one RuneError, both
 // punctuation-like) regexp2's rune offsets map back to the same byte cuts

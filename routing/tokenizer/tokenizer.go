@@ -23,6 +23,7 @@ type Tokenizer struct {
 	fast         uint8             // non-zero: the Qwen scanner's letters mask (fast path)
 	fastDigits   int               // the scanner's longest \p{N} run
 	fastO200k    bool              // gpt-oss's o200k split on its scanner (fast path)
+	fastDeepseek bool              // DeepSeek-V3's three splits on their scanner (fast path)
 	stages       []stage           // general path pre-tokenizers, in order
 	byteLevel    bool              // GPT-2 byte-level alphabet, else characters with byte fallback
 	ignoreMerges bool              // a pre-token that is a vocabulary token is that token
@@ -154,6 +155,10 @@ func (t *Tokenizer) preTokenize(dst []uint32, seg string, first bool) []uint32 {
 			dst = t.encodeWord(dst, seg[i:j])
 			i = j
 		}
+		return dst
+	}
+	if t.fastDeepseek {
+		deepseekPreTokens(seg, func(w string) { dst = t.encodeWord(dst, w) })
 		return dst
 	}
 	// emit[k] feeds a piece to stage k; the last one encodes it.
