@@ -52,6 +52,9 @@ const maxScratch = 1 << 17
 func (t *Tokenizer) bpe(dst []uint32, word string) []uint32 {
 	sc := scratchPool.Get().(*bpeScratch)
 	syms := sc.syms[:0]
+	if cap(syms) < len(word) { // at most one symbol per byte: grow once
+		syms = make([]symbol, 0, len(word))
+	}
 	if t.byteLevel {
 		for i := 0; i < len(word); i++ {
 			syms = append(syms, symbol{id: t.byteIDs[word[i]], prev: int32(i - 1), next: int32(i + 1)})
