@@ -14,6 +14,7 @@ const (
 	DefaultReplayTimeout    = 2 * time.Second
 	DefaultMaxBuffered      = 1024
 	DefaultMaxBufferedBytes = 64 << 20
+	DefaultMaxSnapshotBytes = 1 << 30
 	DefaultShards           = 2
 	DefaultQueueLength      = 8192
 	// DefaultImagePad and DefaultVideoPad are the Qwen3-VL placeholder ids (config.json
@@ -47,6 +48,10 @@ type Config struct {
 	// 1024 batches, 64 MiB.
 	MaxBuffered      int
 	MaxBufferedBytes int64
+	// MaxSnapshotBytes bounds the chunk bytes of one snapshot (kvevents/snapshot) that a stream
+	// loads, held by the NATS client until applied; beyond it the snapshot fails (the stream is
+	// cleared and resyncs). Chunks are applied as they arrive. Default: 1 GiB.
+	MaxSnapshotBytes int64
 	// Shards is the number of goroutines that decode and apply batches. Default: 2.
 	Shards int
 	// QueueLength is the capacity of the subscription channel and of each shard's queue. A full
@@ -75,6 +80,7 @@ func DefaultConfig() *Config {
 		ReplayTimeout:    DefaultReplayTimeout,
 		MaxBuffered:      DefaultMaxBuffered,
 		MaxBufferedBytes: DefaultMaxBufferedBytes,
+		MaxSnapshotBytes: DefaultMaxSnapshotBytes,
 		Shards:           DefaultShards,
 		QueueLength:      DefaultQueueLength,
 		ImagePad:         DefaultImagePad,
@@ -99,6 +105,9 @@ func withDefaults(cfg *Config) Config {
 	}
 	if c.MaxBufferedBytes <= 0 {
 		c.MaxBufferedBytes = d.MaxBufferedBytes
+	}
+	if c.MaxSnapshotBytes <= 0 {
+		c.MaxSnapshotBytes = d.MaxSnapshotBytes
 	}
 	if c.Shards <= 0 {
 		c.Shards = d.Shards
@@ -163,6 +172,14 @@ const (
 	ResultDroppedUnregistered = "dropped_unregistered"
 	// ResultIndexError: a batch the index refused (too many workers), dropped.
 	ResultIndexError = "index_error"
+	// ResultSnapshotRequested: a snapshot request sent (a replay that could not rebuild the stream:
+	// registration after the publisher's ring wrapped, or a gap it no longer holds).
+	ResultSnapshotRequested = "snapshot_requested"
+	// ResultSnapshotLoaded: a snapshot loaded; the stream went on from its seq.
+	ResultSnapshotLoaded = "snapshot_loaded"
+	// ResultSnapshotFailed: a snapshot not answered, answered with an error, incomplete or
+	// overflowing the buffer; the stream is then cleared and resyncs (as before snapshots).
+	ResultSnapshotFailed = "snapshot_failed"
 )
 
 // result indexes the counters.
@@ -187,6 +204,9 @@ const (
 	rBadHeader
 	rDroppedUnregistered
 	rIndexError
+	rSnapshotRequested
+	rSnapshotLoaded
+	rSnapshotFailed
 	numResults
 )
 
@@ -209,6 +229,9 @@ var resultNames = [numResults]string{
 	rBadHeader:           ResultBadHeader,
 	rDroppedUnregistered: ResultDroppedUnregistered,
 	rIndexError:          ResultIndexError,
+	rSnapshotRequested:   ResultSnapshotRequested,
+	rSnapshotLoaded:      ResultSnapshotLoaded,
+	rSnapshotFailed:      ResultSnapshotFailed,
 }
 
 // Results lists every result name, in a fixed order.
