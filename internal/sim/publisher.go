@@ -328,7 +328,7 @@ func (p *Publisher) onSnapshot(msg *nats.Msg) {
 		return
 	}
 	p.mu.Lock()
-	a := snapshot.Answer{Blocks: p.set.Order(), Seq: p.next, Complete: p.set.Complete(), Encoding: codec.VLLM}
+	a := snapshot.Answer{View: p.set.Order(), Seq: p.next, Complete: p.set.Complete(), Encoding: codec.VLLM}
 	p.mu.Unlock()
 	if err := snapshot.Respond(p.cfg.Conn, msg.Reply, &a); err != nil {
 		p.log.Warn("answering snapshot request", zap.Error(err))

@@ -51,7 +51,7 @@ func (rk *rank) answerSnapshot(req snapReq) {
 		return
 	}
 	req.reply <- snapResp{a: snapshot.Answer{
-		Blocks: rk.set.Order(), Seq: rk.fwdLast + 1, Complete: rk.set.Complete(),
+		View: rk.set.Order(), Seq: rk.fwdLast + 1, Complete: rk.set.Complete(),
 		Encoding: codec.Encoding(rk.encoding), DPRank: rk.dpRank,
 	}}
 }
@@ -102,6 +102,6 @@ func (b *Bridge) onSnapshot(ctx context.Context, workerID string, ranks []*rank,
 		return
 	}
 	rk.c.snapshots.Add(1)
-	log.Info("answered snapshot request", zap.Int("dp_rank", req.DPRank), zap.Int("blocks", len(resp.a.Blocks)),
+	log.Info("answered snapshot request", zap.Int("dp_rank", req.DPRank), zap.Int("blocks", len(resp.a.View.Blocks)),
 		zap.Uint64("seq", resp.a.Seq), zap.Bool("complete", resp.a.Complete))
 }

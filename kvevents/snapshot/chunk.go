@@ -62,11 +62,12 @@ func estimate(b *Block) int {
 	return n
 }
 
-// Encode writes blocks (in Order's order) as chunk payloads of about maxChunkBytes each
-// (DefaultMaxChunkBytes when <= 0) and hands each to emit with its block count; consecutive
-// blocks of one chain and one kind share an event, as the engine published them. It stops at the
-// first error of emit. An empty set gives one empty batch, so a snapshot always has a chunk.
-func Encode(blocks []*Block, maxChunkBytes int, emit func(payload []byte, nblocks int) error) error {
+// Encode writes a view (Set.Order) as chunk payloads of about maxChunkBytes each
+// (DefaultMaxChunkBytes when <= 0) and hands each to emit with the number of blocks it stores:
+// first the blocks, consecutive blocks of one chain and one kind in one BlockStored event as the
+// engine published them, then one BlockRemoved per KV cache group for the placeholders. It stops at
+// the first error of emit. An empty view gives one empty batch, so a snapshot always has a chunk.
+func Encode(v View, maxChunkBytes int, emit func(payload []byte, nblocks int) error) error {
 	if maxChunkBytes <= 0 {
 		maxChunkBytes = DefaultMaxChunkBytes
 	}
@@ -74,6 +75,7 @@ func Encode(blocks []*Block, maxChunkBytes int, emit func(payload []byte, nblock
 		batch  codec.Batch
 		size   int
 		counts int
+		sent   bool
 	)
 	flush := func() error {
 		p, err := codec.EncodeVLLM(&batch, codec.ArrayForm, codec.MapForm)
@@ -83,11 +85,11 @@ func Encode(blocks []*Block, maxChunkBytes int, emit func(payload []byte, nblock
 		if err := emit(p, counts); err != nil {
 			return err
 		}
-		batch.Events, size, counts = batch.Events[:0], 0, 0
+		batch.Events, size, counts, sent = batch.Events[:0], 0, 0, true
 		return nil
 	}
 	var last *Block
-	for _, b := range blocks {
+	for _, b := range v.Blocks {
 		n := estimate(b)
 		if size > 0 && size+n > maxChunkBytes {
 			if err := flush(); err != nil {
@@ -118,7 +120,35 @@ func Encode(blocks []*Block, maxChunkBytes int, emit func(payload []byte, nblock
 		counts++
 		last = b
 	}
-	if size > 0 || counts == 0 {
+	// Placeholders go after every block: one removal event per group.
+	var byGroup []*codec.Event
+	for _, b := range v.Removed {
+		if size > 0 && size+10 > maxChunkBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+			byGroup = byGroup[:0]
+		}
+		var ev *codec.Event
+		for _, e := range byGroup {
+			if e.GroupIdx == b.m.groupIdx && e.HasGroupIdx == b.m.hasGroupIdx {
+				ev = e
+			}
+		}
+		if ev == nil {
+			batch.Events = append(batch.Events, codec.Event{Type: codec.BlockRemoved, GroupIdx: b.m.groupIdx, HasGroupIdx: b.m.hasGroupIdx})
+			byGroup = byGroup[:0] // the append may have moved the events
+			for i := range batch.Events {
+				if batch.Events[i].Type == codec.BlockRemoved {
+					byGroup = append(byGroup, &batch.Events[i])
+				}
+			}
+			ev = byGroup[len(byGroup)-1]
+		}
+		ev.BlockHashes = append(ev.BlockHashes, b.Hash)
+		size += 10
+	}
+	if size > 0 || !sent {
 		return flush()
 	}
 	return nil

@@ -12,10 +12,10 @@ import (
 	"github.com/kvroute/kvroute/kvevents/codec"
 )
 
-// Answer is what a publisher sends for one request: the blocks (from Set.Order, taken by the
-// goroutine that owns the Set) and the set's position.
+// Answer is what a publisher sends for one request: the blocks (Set.Order, taken by the goroutine
+// that owns the Set) and the set's position.
 type Answer struct {
-	Blocks   []*Block
+	View     View
 	Seq      uint64
 	Complete bool
 	Encoding codec.Encoding
@@ -41,7 +41,7 @@ func Respond(nc *nats.Conn, reply string, a *Answer) error {
 		}
 		return nil
 	}
-	err := Encode(a.Blocks, a.MaxChunkBytes, func(p []byte, n int) error {
+	err := Encode(a.View, a.MaxChunkBytes, func(p []byte, n int) error {
 		if held != nil {
 			if err := send(held, false); err != nil {
 				return err

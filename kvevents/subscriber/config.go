@@ -15,6 +15,7 @@ const (
 	DefaultMaxBuffered      = 1024
 	DefaultMaxBufferedBytes = 64 << 20
 	DefaultMaxSnapshotBytes = 1 << 30
+	DefaultSnapshotTimeout  = 10 * time.Second
 	DefaultShards           = 2
 	DefaultQueueLength      = 8192
 	// DefaultImagePad and DefaultVideoPad are the Qwen3-VL placeholder ids (config.json
@@ -48,6 +49,9 @@ type Config struct {
 	// 1024 batches, 64 MiB.
 	MaxBuffered      int
 	MaxBufferedBytes int64
+	// SnapshotTimeout bounds the wait for each chunk of a snapshot (the first one included: the
+	// publisher walks its whole block set before it). Default: 10 s.
+	SnapshotTimeout time.Duration
 	// MaxSnapshotBytes bounds the chunk bytes of one snapshot (kvevents/snapshot) that a stream
 	// loads, held by the NATS client until applied; beyond it the snapshot fails (the stream is
 	// cleared and resyncs). Chunks are applied as they arrive. Default: 1 GiB.
@@ -80,6 +84,7 @@ func DefaultConfig() *Config {
 		ReplayTimeout:    DefaultReplayTimeout,
 		MaxBuffered:      DefaultMaxBuffered,
 		MaxBufferedBytes: DefaultMaxBufferedBytes,
+		SnapshotTimeout:  DefaultSnapshotTimeout,
 		MaxSnapshotBytes: DefaultMaxSnapshotBytes,
 		Shards:           DefaultShards,
 		QueueLength:      DefaultQueueLength,
@@ -105,6 +110,9 @@ func withDefaults(cfg *Config) Config {
 	}
 	if c.MaxBufferedBytes <= 0 {
 		c.MaxBufferedBytes = d.MaxBufferedBytes
+	}
+	if c.SnapshotTimeout <= 0 {
+		c.SnapshotTimeout = d.SnapshotTimeout
 	}
 	if c.MaxSnapshotBytes <= 0 {
 		c.MaxSnapshotBytes = d.MaxSnapshotBytes

@@ -36,7 +36,7 @@ func (sh *shard) startSnapshot(st *stream, reason string) {
 // fetchSnapshot runs one snapshot request and posts its chunks (or its error) to the shard. It runs
 // in its own tracked goroutine.
 func (s *Subscriber) fetchSnapshot(sh *shard, id string, rank int, gen uint64) {
-	cfg := snapshot.FetchConfig{Idle: s.cfg.ReplayTimeout, MaxBytes: s.cfg.MaxSnapshotBytes}
+	cfg := snapshot.FetchConfig{Idle: s.cfg.SnapshotTimeout, MaxBytes: s.cfg.MaxSnapshotBytes}
 	err := snapshot.Fetch(s.ctx, s.nc, snapshotSubject(id), rank, cfg, func(c snapshot.Chunk) error {
 		if !sh.post(s.ctx, item{kind: itemSnapshotChunk, id: id, rank: rank, gen: gen, chunk: c}) {
 			return s.ctx.Err()
@@ -147,15 +147,23 @@ func (sh *shard) applySnapshotChunk(st *stream, c *snapshot.Chunk) (int, error) 
 	n := 0
 	for i := range b.Events {
 		ev := &b.Events[i]
-		if ev.Type != codec.BlockStored {
-			return n, fmt.Errorf("snapshot chunk %d: event %d is %s, want BlockStored", c.Index, i, ev.Type)
+		switch ev.Type {
+		case codec.BlockStored:
+			n += len(ev.BlockHashes)
+		case codec.BlockRemoved: // placeholders: removed blocks with blocks under them
+		default:
+			return n, fmt.Errorf("snapshot chunk %d: event %d is %s, want BlockStored or BlockRemoved", c.Index, i, ev.Type)
 		}
-		n += len(ev.BlockHashes)
 		sh.one.Events = b.Events[i : i+1]
 		res := norm.Apply(&sh.one)
 		s.count(st.w.view, st.key.ID, rInvalidEvent, uint64(res.Skipped)) // skipped live too
 		for j := range res.Ops {
-			if err := sh.storeSnapshot(st, res.Ops[j].Stored); err != nil {
+			op := &res.Ops[j]
+			if op.Type == codec.BlockRemoved {
+				s.ix.Remove(s.ctx, st.key, op.Removed)
+				continue
+			}
+			if err := sh.storeSnapshot(st, op.Stored); err != nil {
 				return n, err
 			}
 		}

@@ -1,4 +1,7 @@
-package snapshot_test
+// Package kvhistory generates the KV event history of a simulated vLLM worker for the snapshot,
+// subscriber and cluster tests and benchmarks, and applies batches to an index the way
+// kvevents/subscriber does (the reference a snapshot must reproduce).
+package kvhistory
 
 import (
 	"context"
@@ -11,13 +14,14 @@ import (
 	"github.com/kvroute/kvroute/routing/index"
 )
 
-const blockSize = 16
+// BlockSize is the block size of the generated events (normalize.DefaultConfig's).
+const BlockSize = 16
 
-// history generates a worker's KV event batches the way a vLLM worker publishes them: new chains
+// History generates a worker's KV event batches the way a vLLM worker publishes them: new chains
 // (some salted, some under a LoRA, some with media identities in extra_keys and pad runs in their
 // tokens), chains continued from held blocks, removals of held blocks (leaves and inner blocks),
 // removed blocks stored again, and now and then AllBlocksCleared.
-type history struct {
+type History struct {
 	rng  *rand.Rand
 	next uint64
 	// content of every block ever stored, by engine hash (an engine hash names its content)
@@ -27,14 +31,14 @@ type history struct {
 	removed []uint64
 }
 
-func newHistory(seed uint64) *history {
-	return &history{rng: rand.New(rand.NewPCG(seed, 7)), next: 1, content: map[uint64]codec.Event{}, isHeld: map[uint64]bool{}}
+func New(seed uint64) *History {
+	return &History{rng: rand.New(rand.NewPCG(seed, 7)), next: 1, content: map[uint64]codec.Event{}, isHeld: map[uint64]bool{}}
 }
 
-func (h *history) hash() uint64 { h.next++; return h.next*0x9e3779b97f4a7c15 | 1 }
+func (h *History) hash() uint64 { h.next++; return h.next*0x9e3779b97f4a7c15 | 1 }
 
-// batch returns the next batch's events.
-func (h *history) batch() []codec.Event {
+// Batch returns the next batch's events.
+func (h *History) Batch() []codec.Event {
 	var evs []codec.Event
 	for range 1 + h.rng.IntN(3) {
 		switch r := h.rng.IntN(100); {
@@ -78,15 +82,15 @@ func (h *history) batch() []codec.Event {
 	return evs
 }
 
-func (h *history) hold(x uint64) {
+func (h *History) hold(x uint64) {
 	h.held = append(h.held, x)
 	h.isHeld[x] = true
 }
 
 // stored makes a BlockStored of 1..4 new blocks, a new chain or one continued from a held block.
-func (h *history) stored() codec.Event {
+func (h *History) stored() codec.Event {
 	nb := 1 + h.rng.IntN(4)
-	ev := codec.Event{Type: codec.BlockStored, BlockSize: blockSize, HasLoRAName: true, HasExtraKeys: true}
+	ev := codec.Event{Type: codec.BlockStored, BlockSize: BlockSize, HasLoRAName: true, HasExtraKeys: true}
 	lora, salt := "", ""
 	if len(h.held) > 0 && h.rng.IntN(2) == 0 {
 		ev.Parent, ev.HasParent = h.held[h.rng.IntN(len(h.held))], true
@@ -108,7 +112,7 @@ func (h *history) stored() codec.Event {
 		if lora != "" {
 			keys = append(keys, codec.ExtraKey{Kind: codec.KeyString, Str: lora})
 		}
-		toks := make([]uint32, blockSize)
+		toks := make([]uint32, BlockSize)
 		for i := range toks {
 			toks[i] = uint32(h.rng.IntN(50000))
 		}
@@ -133,7 +137,7 @@ func (h *history) stored() codec.Event {
 		one := ev
 		one.BlockHashes = []uint64{x}
 		one.Parent, one.HasParent = parent, hasParent
-		one.TokenIDs = ev.TokenIDs[b*blockSize : (b+1)*blockSize]
+		one.TokenIDs = ev.TokenIDs[b*BlockSize : (b+1)*BlockSize]
 		one.ExtraKeys = ev.ExtraKeys[b : b+1]
 		h.content[x] = one
 		h.hold(x)
@@ -142,8 +146,8 @@ func (h *history) stored() codec.Event {
 	return ev
 }
 
-// applier applies batches to an index the way kvevents/subscriber does (decode, normalize, store).
-type applier struct {
+// Applier applies batches to an index the way kvevents/subscriber does (decode, normalize, store).
+type Applier struct {
 	t    testing.TB
 	ix   *index.Index
 	key  index.WorkerKey
@@ -151,16 +155,16 @@ type applier struct {
 	dec  *codec.Decoder
 }
 
-func newApplier(t testing.TB, ix *index.Index, id string) *applier {
+func NewApplier(t testing.TB, ix *index.Index, id string) *Applier {
 	t.Helper()
 	n, err := normalize.New(normalize.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &applier{t: t, ix: ix, key: index.WorkerKey{ID: id}, norm: n, dec: codec.NewDecoder()}
+	return &Applier{t: t, ix: ix, key: index.WorkerKey{ID: id}, norm: n, dec: codec.NewDecoder()}
 }
 
-func (a *applier) apply(payload []byte) {
+func (a *Applier) Apply(payload []byte) {
 	a.t.Helper()
 	b, err := a.dec.Decode(codec.VLLM, payload)
 	if err != nil {
@@ -186,7 +190,8 @@ func (a *applier) apply(payload []byte) {
 	}
 }
 
-func encodeBatch(t testing.TB, evs []codec.Event) []byte {
+// Encode writes events as one vLLM KVEventBatch (positional batch, map events).
+func Encode(t testing.TB, evs []codec.Event) []byte {
 	t.Helper()
 	p, err := codec.EncodeVLLM(&codec.Batch{TS: 1, Events: evs, HasDPRank: true}, codec.ArrayForm, codec.MapForm)
 	if err != nil {
@@ -195,8 +200,8 @@ func encodeBatch(t testing.TB, evs []codec.Event) []byte {
 	return p
 }
 
-// dumped returns a worker's index entries, sorted.
-func dumped(ix *index.Index, id string) []index.StoredBlock {
+// Dumped returns a worker's index entries, sorted.
+func Dumped(ix *index.Index, id string) []index.StoredBlock {
 	d := ix.Dump(context.Background(), index.WorkerKey{ID: id})
 	slices.SortFunc(d, func(a, b index.StoredBlock) int {
 		switch {
