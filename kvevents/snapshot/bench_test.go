@@ -121,6 +121,13 @@ func BenchmarkSetApply(b *testing.B) {
 func BenchmarkSnapshot1M(b *testing.B) {
 	const n = 1 << 20
 	s := setOf(n)
+	b.Run("order", func(b *testing.B) { // the publisher's forwarding pauses for this part only
+		for range b.N {
+			if v := s.Order(); len(v.Blocks) != n {
+				b.Fatalf("order has %d blocks, want %d", len(v.Blocks), n)
+			}
+		}
+	})
 	b.Run("order+encode", func(b *testing.B) {
 		var bytes int
 		for range b.N {
