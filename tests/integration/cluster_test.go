@@ -478,6 +478,11 @@ func TestClusterReplicasCatchUp(t *testing.T) {
 		}()
 		wait.For(t, "a third of the requests answered", func() bool { return answered.Load() >= requests/3 })
 		c.srvs[0].Shutdown() // the Caddy replica's and c-w1's server
+		// c-w2 (on server 1) publishes a burst while the Caddy replica reconnects: batches it may miss
+		// come back by replay or snapshot.
+		for i := range 8 {
+			warm(t, sims[1], textBody(t, "qwen", longText(fmt.Sprintf("Burst %d.", i), 120)))
+		}
 		wg.Wait()
 		time.Sleep(1500 * time.Millisecond) // one load sync interval after the last request ended
 		close(stopWatch)
