@@ -7,13 +7,16 @@
 //
 // What a Set keeps per block (see Block): the engine block hash, its parent's engine hash, the
 // block's token ids, its extra_keys, and the event fields a router reads (lora_name, lora_id,
-// medium, group_idx, block_size), shared between the blocks of the same kind. A snapshot is those
-// blocks written back as vLLM BlockStored events (kvevents/codec EncodeVLLM), parents before
-// children, so a router applies it with the very decoder and normalizer it applies live batches
-// with: the index entries it builds (LocalBlockHash with pad runs, cache salt, LoRA) are the ones
-// the original events built. Memory: about BytesPerBlock plus 4 bytes per token (see the package
-// benchmark); a Set is bounded by its MaxBlocks (the engine's GPU block count), beyond which the
-// oldest stored block is dropped and counted.
+// medium, group_idx, block_size), shared between the blocks of the same kind. It applies events the
+// way routing/index does: a block stored under a parent it does not hold is dropped with the rest of
+// its event, and a removed block that still has blocks under it stays as a placeholder. A snapshot
+// is those blocks written back as vLLM BlockStored events (kvevents/codec EncodeVLLM), parents
+// before children, followed by BlockRemoved events for the placeholders, so a router applies it with
+// the very decoder and normalizer it applies live batches with: the index entries it builds
+// (LocalBlockHash with pad runs, cache salt, LoRA, placeholders) are the ones the original events
+// built. Memory: about 230 B per block of 16 tokens, plus 4 B per further token (live heap after GC,
+// BenchmarkSetMemory); a Set is bounded by its MaxBlocks (the engine's GPU block count), beyond which
+// the oldest stored block is dropped and counted (Set.Evicted).
 //
 // Wire format of one snapshot (documented for operators in docs/architecture.md#snapshots): the
 // request on kvroute.ctl.<worker_id>.snapshot is {"dp_rank": r} with a reply subject; the answer is
@@ -29,7 +32,8 @@
 //	Kvroute-Encoding           vllm or sglang (how a router normalizes the blocks)
 //	Kvroute-Dp-Rank            r
 //
-// and as payload one vLLM KVEventBatch (msgpack, positional batch, map events) of BlockStored events
-// of at most MaxChunkBytes (about; one event may exceed it). A publisher that cannot answer sends one
+// and as payload one vLLM KVEventBatch (msgpack, positional batch, map events) of about
+// Answer.MaxChunkBytes (default DefaultMaxChunkBytes, 256 KiB): BlockStored events, then on the last
+// chunks BlockRemoved events for the placeholders. A publisher that cannot answer sends one
 // message with the header Kvroute-Snapshot-Error and no payload.
 package snapshot

@@ -150,6 +150,9 @@ func (s *Set) store(ev *codec.Event) {
 	s.noteGroup(m.groupIdx)
 	parent, hasParent := ev.Parent, ev.HasParent
 	for i, h := range ev.BlockHashes {
+		if hasParent && parent == h {
+			continue // a block naming itself as parent: the index ignores it (Dynamo: an empty removal)
+		}
 		blk := &Block{Hash: h, Parent: parent, HasParent: hasParent, m: m}
 		var p *Block
 		if hasParent {
@@ -276,8 +279,9 @@ func (s *Set) unlink(b *Block) {
 
 // Decisions of one Order walk, stored in Block.mark next to the epoch.
 const (
-	markEmitted = 1
-	markOmitted = 2
+	markEmitted  = 1
+	markOmitted  = 2
+	markVisiting = 3 // on the walk's stack: meeting it again is a parent cycle (bad engine input)
 )
 
 // View is what a snapshot sends: Blocks to store, parents before children, then Removed (a subset
@@ -306,8 +310,9 @@ func (s *Set) Order() View {
 		stack = stack[:0]
 		for c := b; c != nil; {
 			if c.mark&^3 == ep {
-				break
+				break // decided already, or a cycle: its blocks are left out
 			}
+			c.mark = ep | markVisiting
 			stack = append(stack, c)
 			if !c.HasParent {
 				break

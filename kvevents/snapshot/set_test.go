@@ -160,3 +160,24 @@ func TestSetMirrorsIndex(t *testing.T) {
 		t.Fatalf("after AllBlocksCleared: len %d complete %v", s.Len(), s.Complete())
 	}
 }
+
+// TestOrderSurvivesParentCycles: engine input that makes two blocks each other's parent (a block
+// stored again under its own child) does not hang the walk; the cycle is left out.
+func TestOrderSurvivesParentCycles(t *testing.T) {
+	const bs = kvhistory.BlockSize
+	s := snapshot.NewSet(0)
+	toks := make([]uint32, bs)
+	s.Apply(&codec.Batch{Events: []codec.Event{
+		{Type: codec.BlockStored, BlockHashes: []uint64{1, 2}, TokenIDs: make([]uint32, 2*bs), BlockSize: bs},
+		{Type: codec.BlockStored, BlockHashes: []uint64{1}, Parent: 2, HasParent: true, TokenIDs: toks, BlockSize: bs},
+		{Type: codec.BlockStored, BlockHashes: []uint64{7}, TokenIDs: toks, BlockSize: bs},
+		{Type: codec.BlockStored, BlockHashes: []uint64{8}, Parent: 8, HasParent: true, TokenIDs: toks, BlockSize: bs},
+	}})
+	var got []uint64
+	for _, b := range s.Order().Blocks {
+		got = append(got, b.Hash)
+	}
+	if !slices.Equal(got, []uint64{7}) {
+		t.Fatalf("sent %v, want [7] (1 and 2 form a cycle, 8 names itself)", got)
+	}
+}
