@@ -308,6 +308,9 @@ func (p *Publisher) onReplay(msg *nats.Msg) {
 	reply(replayReply{Replayed: &n})
 }
 
+// Connected reports whether the publisher's NATS connection is up (false without one).
+func (p *Publisher) Connected() bool { return p.cfg.Conn != nil && p.cfg.Conn.IsConnected() }
+
 // SetLen returns the number of blocks in the publisher's block set.
 func (p *Publisher) SetLen() int {
 	p.mu.Lock()

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -34,7 +35,9 @@ import (
 // natsCluster is three nats-server instances in one process with real routes between them
 // (loopback, kernel-chosen ports) and JetStream clustered.
 type natsCluster struct {
+	t    *testing.T
 	srvs []*server.Server
+	opts []*server.Options
 	urls []string
 }
 
@@ -44,7 +47,7 @@ func startNATSCluster(t *testing.T, n int) *natsCluster {
 	for i := range clusterPorts {
 		clusterPorts[i] = freePort(t)
 	}
-	c := &natsCluster{}
+	c := &natsCluster{t: t}
 	for i := range n {
 		var routes []*url.URL
 		for j, p := range clusterPorts {
@@ -66,18 +69,17 @@ func startNATSCluster(t *testing.T, n int) *natsCluster {
 		if !s.ReadyForConnections(10 * time.Second) {
 			t.Fatalf("nats server %d not ready", i)
 		}
-		t.Cleanup(s.Shutdown)
+		opts.Port = s.Addr().(*net.TCPAddr).Port // a restart keeps the address clients know
 		c.srvs = append(c.srvs, s)
+		c.opts = append(c.opts, opts)
 		c.urls = append(c.urls, s.ClientURL())
 	}
-	wait.For(t, "cluster routes", func() bool {
+	t.Cleanup(func() {
 		for _, s := range c.srvs {
-			if s.NumRoutes() < n-1 {
-				return false
-			}
+			s.Shutdown()
 		}
-		return true
 	})
+	c.waitRoutes()
 	// The worker registry replicated on every server, so it survives the loss of one (the docs tell
 	// operators to create it so at scale).
 	nc, err := nats.Connect(c.urls[0])
@@ -99,6 +101,34 @@ func startNATSCluster(t *testing.T, n int) *natsCluster {
 	return c
 }
 
+func (c *natsCluster) waitRoutes() {
+	c.t.Helper()
+	wait.For(c.t, "cluster routes", func() bool {
+		for _, s := range c.srvs {
+			if s.NumRoutes() < len(c.srvs)-1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// restart starts server i again on its address and store after a Shutdown.
+func (c *natsCluster) restart(i int) {
+	c.t.Helper()
+	opts := *c.opts[i]
+	s, err := server.NewServer(&opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		c.t.Fatalf("nats server %d not ready after restart", i)
+	}
+	c.srvs[i] = s
+	c.waitRoutes()
+}
+
 // list is every server's URL, the first one first: a client connects to it and fails over to the others.
 func (c *natsCluster) list(first int) string {
 	urls := []string{c.urls[first]}
@@ -112,14 +142,23 @@ func (c *natsCluster) list(first int) string {
 
 // clusterSim starts one simulated worker whose events and registry record go to NATS server srv
 // of the cluster; its replay ring holds 10 batches.
-func clusterSim(t *testing.T, c *natsCluster, srv int, id string, prefill time.Duration) *simWorker {
+//
+// A pinned simulator knows only server srv and does not buffer publishes while disconnected: its
+// batches published while that server is down are lost for every replica (as a bridge's are when its
+// NATS server goes and its client buffer overflows).
+func clusterSim(t *testing.T, c *natsCluster, srv int, id string, prefill time.Duration, pinned bool) *simWorker {
 	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	fe, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: modelDir, Model: m, LayoutModel: lm, Media: newSimResolver(t), Contract: []byte(sim.HubContract)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := natsutil.Connect(c.list(srv), &natsutil.ConnectConfig{Name: "kvroute-sim " + id, ReconnectWait: 50 * time.Millisecond})
+	url, cc := c.list(srv), &natsutil.ConnectConfig{Name: "kvroute-sim " + id, ReconnectWait: 50 * time.Millisecond}
+	if pinned {
+		url = c.urls[srv]
+		cc.Options = []nats.Option{nats.IgnoreDiscoveredServers(), nats.ReconnectBufSize(-1)}
+	}
+	nc, err := natsutil.Connect(url, cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,11 +380,12 @@ func warm(t *testing.T, w *simWorker, body []byte) {
 	t.Helper()
 	res, err := http.Post(w.ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(string(body)))
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("warming %s: %v", w.spec.ID, err) // Errorf: also called from goroutines
+		return
 	}
 	res.Body.Close()
 	if res.StatusCode != 200 {
-		t.Fatalf("warming %s: status %d", w.spec.ID, res.StatusCode)
+		t.Errorf("warming %s: status %d", w.spec.ID, res.StatusCode)
 	}
 }
 
@@ -355,16 +395,18 @@ func warm(t *testing.T, w *simWorker, body []byte) {
 //
 // (a) the late Caddy replica loads the workers' snapshots: its index equals the core replica's block
 // for block and both route the warm requests with the same overlaps; (c) a Caddy restart rebuilds it
-// the same way; (b) killing the NATS server the Caddy replica and one worker use, under bounded load,
-// loses no routing decision, the indexes converge again, and the core replica keeps receiving the
-// Caddy replica's load on kvroute.sync.load.
+// the same way; (b) killing the NATS server the core replica and worker c-w2 use, under bounded load
+// through the Caddy replica, loses no routing decision; c-w2's batches published while its server is
+// down (more than its ring) are lost for both replicas, which fill the gap from its snapshot (nothing
+// cleared) and converge again; the core replica, failed over, keeps receiving the Caddy replica's
+// load on kvroute.sync.load.
 func TestClusterReplicasCatchUp(t *testing.T) {
 	c := startNATSCluster(t, 3)
 	sims := []*simWorker{
-		clusterSim(t, c, 0, "c-w1", 50*time.Millisecond),
-		clusterSim(t, c, 1, "c-w2", 50*time.Millisecond),
+		clusterSim(t, c, 0, "c-w1", 50*time.Millisecond, false),
+		clusterSim(t, c, 1, "c-w2", 50*time.Millisecond, true),
 	}
-	core := startCore(t, c, 2, sims)
+	core := startCore(t, c, 1, sims)
 	var bodies [][]byte
 	for i := range 24 {
 		body := textBody(t, "qwen", longText(fmt.Sprintf("Cluster notes %d.", i), 200+10*i))
@@ -459,8 +501,9 @@ func TestClusterReplicasCatchUp(t *testing.T) {
 				}
 			}()
 		}
-		// The core replica sees the Caddy replica's load before and after the server dies.
-		var sawLoad atomic.Bool
+		// The core replica, failed over to another server, still sees the Caddy replica's load.
+		var sawLoad, killed atomic.Bool
+		var replicasAfter atomic.Int64
 		stopWatch := make(chan struct{})
 		go func() {
 			for {
@@ -469,22 +512,40 @@ func TestClusterReplicasCatchUp(t *testing.T) {
 					return
 				case <-time.After(10 * time.Millisecond):
 				}
+				if !killed.Load() {
+					continue
+				}
 				for _, id := range core.worker {
-					if core.sched.Tracker().Load(index.WorkerKey{ID: id}).Requests > 0 && answered.Load() > requests/2 {
+					if core.sched.Tracker().Load(index.WorkerKey{ID: id}).Requests > 0 {
 						sawLoad.Store(true)
 					}
 				}
+				replicasAfter.Store(max(replicasAfter.Load(), int64(len(core.sync.Replicas()))))
 			}
 		}()
+		loadedBefore := h.metric(t, "caddy_kvroute_events_total", `worker="c-w2"`, `result="snapshot_loaded"`)
 		wait.For(t, "a third of the requests answered", func() bool { return answered.Load() >= requests/3 })
-		c.srvs[0].Shutdown() // the Caddy replica's and c-w1's server
-		// c-w2 (on server 1) publishes a burst while the Caddy replica reconnects: batches it may miss
-		// come back by replay or snapshot.
-		for i := range 8 {
-			warm(t, sims[1], textBody(t, "qwen", longText(fmt.Sprintf("Burst %d.", i), 120)))
+		// Server 1 goes: the core replica fails over to another server; c-w2, pinned to it, loses the
+		// batches it publishes meanwhile (more than its 10-batch ring), which both replicas then miss.
+		c.srvs[1].Shutdown()
+		killed.Store(true)
+		lostFrom := sims[1].pub.Next()
+		var down sync.WaitGroup
+		for i := range 12 {
+			down.Add(1)
+			go func() {
+				defer down.Done()
+				warm(t, sims[1], textBody(t, "qwen", longText(fmt.Sprintf("While server 1 is down %d.", i), 120)))
+			}()
 		}
+		down.Wait()
+		if lost := sims[1].pub.Next() - lostFrom; lost <= 10 {
+			t.Fatalf("c-w2 published %d batches while its server was down, want more than its ring", lost)
+		}
+		c.restart(1)
+		wait.For(t, "c-w2 reconnected", func() bool { return sims[1].pub.Connected() })
+		warm(t, sims[1], textBody(t, "qwen", longText("Server 1 is back.", 120))) // the gap shows
 		wg.Wait()
-		time.Sleep(1500 * time.Millisecond) // one load sync interval after the last request ended
 		close(stopWatch)
 		if failed.Load() != 0 || answered.Load() != requests {
 			t.Fatalf("%d of %d requests answered with a routing decision; failures: %v", answered.Load(), requests, failures)
@@ -498,8 +559,14 @@ func TestClusterReplicasCatchUp(t *testing.T) {
 			counts = append(counts, fmt.Sprintf("%s=%v", r, h.metric(t, "caddy_kvroute_events_total", `result="`+r+`"`)))
 		}
 		t.Logf("caddy replica event results through the outage: %s", strings.Join(counts, " "))
-		if !sawLoad.Load() || len(core.sync.Replicas()) != 1 {
-			t.Errorf("core replica: saw the caddy replica's load after the outage %v, replicas %v", sawLoad.Load(), core.sync.Replicas())
+		if got := h.metric(t, "caddy_kvroute_events_total", `worker="c-w2"`, `result="snapshot_loaded"`) - loadedBefore; got != 1 {
+			t.Errorf("caddy replica loaded %v snapshots of c-w2 after the outage, want 1", got)
+		}
+		if ws, _ := core.sub.Worker("c-w2"); ws.Events[subscriber.ResultSnapshotLoaded] != 1 || ws.Events[subscriber.ResultCleared] != 0 {
+			t.Errorf("core replica c-w2 results %v: want one snapshot loaded (the gap), nothing cleared", ws.Events)
+		}
+		if !sawLoad.Load() || replicasAfter.Load() != 1 {
+			t.Errorf("core replica after the outage: saw the caddy replica's load %v, replicas %d; want true, 1", sawLoad.Load(), replicasAfter.Load())
 		}
 	})
 }
