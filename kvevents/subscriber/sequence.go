@@ -227,6 +227,7 @@ func (sh *shard) onAnswer(it item) {
 		sh.finishReplay(st)
 	case it.replayed == 0 && st.from == 0:
 		// The publisher forwarded nothing yet: there is nothing a snapshot could add.
+		sh.s.count(st.w.view, st.key.ID, rReplayFailed, 1)
 		sh.resync(st, "bridge has no batches from seq 0")
 	case it.replayed == 0:
 		sh.giveUp(st, fmt.Sprintf("bridge has no batches from seq %d", st.from))
@@ -295,9 +296,9 @@ func (sh *shard) giveUp(st *stream, reason string) {
 func (sh *shard) resync(st *stream, reason string) {
 	s := sh.s
 	if st.replaying {
-		msg, lvl := "kv event subscriber: replay and snapshot failed; clearing the worker", zap.WarnLevel
+		msg, lvl := "kv event subscriber: cannot rebuild the stream; clearing the worker", zap.WarnLevel
 		if !st.applied { // nothing to lose, e.g. a registration replay the bridge cannot serve
-			msg, lvl = "kv event subscriber: replay and snapshot failed; starting at the next batch", zap.InfoLevel
+			msg, lvl = "kv event subscriber: cannot rebuild the stream; starting at the next batch", zap.InfoLevel
 		}
 		if c := s.log.Check(lvl, msg); c != nil {
 			c.Write(zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank), zap.Uint64("from_seq", st.from),
