@@ -305,7 +305,8 @@ func (sh *shard) resync(st *stream, reason string) {
 				zap.String("reason", reason), zap.Int("buffered", len(st.buf)))
 		}
 	}
-	st.replaying, st.rebuilding, st.snapshotting = false, false, false
+	st.replaying, st.rebuilding = false, false
+	st.endSnapshot()
 	sh.dropStale(st)
 	sh.clearStream(st)
 	st.noRebuild = false // a new start: one rebuild may be tried again
@@ -377,7 +378,8 @@ func (sh *shard) onReset(it item) {
 
 // restart clears a stream, drops its buffer and any outstanding replay, and sets its position.
 func (sh *shard) restart(st *stream, synced bool, next uint64) {
-	st.replaying, st.rebuilding, st.snapshotting = false, false, false
+	st.replaying, st.rebuilding = false, false
+	st.endSnapshot()
 	clear(st.buf)
 	st.bufBytes = 0
 	sh.clearStream(st)

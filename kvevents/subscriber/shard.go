@@ -97,6 +97,7 @@ type stream struct {
 	// (such batches are in the snapshot, so they may be dropped to make room); snapBlocks counts the
 	// blocks of the chunks applied so far.
 	snapshotting bool
+	snapCancel   context.CancelFunc // ends the fetch of the outstanding snapshot
 	snapFloor    uint64
 	snapBlocks   int
 
@@ -228,6 +229,7 @@ func (sh *shard) removeWorker(w *wstate) {
 	ctx := sh.s.ctx
 	for _, st := range w.ranks {
 		st.replaying = false
+		st.endSnapshot()
 		sh.s.ix.RemoveWorker(ctx, st.key)
 	}
 	delete(sh.workers, w.rec.WorkerID)
@@ -251,6 +253,16 @@ func (sh *shard) replayStream(it item) *stream {
 		return nil
 	}
 	return st
+}
+
+// endSnapshot marks the stream's snapshot over and stops its fetch (a stale one would otherwise go
+// on receiving chunks nobody applies).
+func (st *stream) endSnapshot() {
+	st.snapshotting = false
+	if st.snapCancel != nil {
+		st.snapCancel()
+		st.snapCancel = nil
+	}
 }
 
 func (st *stream) setState() {

@@ -1,6 +1,7 @@
 package subscriber
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -21,6 +22,7 @@ func (sh *shard) startSnapshot(st *stream, reason string) {
 	s.log.Info("kv event subscriber: replay cannot rebuild the stream; loading the worker's snapshot",
 		zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank), zap.String("reason", reason))
 	sh.gen++
+	st.endSnapshot()
 	st.replaying, st.answered, st.rebuilding, st.snapshotting = true, false, false, true
 	st.gen, st.snapBlocks = sh.gen, 0
 	st.snapFloor = 0
@@ -30,20 +32,24 @@ func (sh *shard) startSnapshot(st *stream, reason string) {
 	st.setState()
 	s.count(st.w.view, st.key.ID, rSnapshotRequested, 1)
 	id, rank, gen := st.key.ID, st.key.DPRank, sh.gen
-	s.goTracked(func() { s.fetchSnapshot(sh, id, rank, gen) })
+	ctx, cancel := context.WithCancel(s.ctx)
+	st.snapCancel = cancel
+	if !s.goTracked(func() { s.fetchSnapshot(ctx, sh, id, rank, gen) }) {
+		cancel()
+	}
 }
 
-// fetchSnapshot runs one snapshot request and posts its chunks (or its error) to the shard. It runs
-// in its own tracked goroutine.
-func (s *Subscriber) fetchSnapshot(sh *shard, id string, rank int, gen uint64) {
+// fetchSnapshot runs one snapshot request and posts its chunks (or its error) to the shard, until ctx
+// (the stream's snapshot) ends. It runs in its own tracked goroutine.
+func (s *Subscriber) fetchSnapshot(ctx context.Context, sh *shard, id string, rank int, gen uint64) {
 	cfg := snapshot.FetchConfig{Idle: s.cfg.SnapshotTimeout, MaxBytes: s.cfg.MaxSnapshotBytes}
-	err := snapshot.Fetch(s.ctx, s.nc, snapshotSubject(id), rank, cfg, func(c snapshot.Chunk) error {
+	err := snapshot.Fetch(ctx, s.nc, snapshotSubject(id), rank, cfg, func(c snapshot.Chunk) error {
 		if !sh.post(s.ctx, item{kind: itemSnapshotChunk, id: id, rank: rank, gen: gen, chunk: c}) {
 			return s.ctx.Err()
 		}
 		return nil
 	})
-	if err != nil && s.ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil {
 		sh.post(s.ctx, item{kind: itemSnapshotChunk, id: id, rank: rank, gen: gen, err: err})
 	}
 }
@@ -106,7 +112,8 @@ func (sh *shard) onSnapshotChunk(it item) {
 		sh.failSnapshot(st, fmt.Sprintf("snapshot of %d blocks delivered %d", c.Blocks, st.snapBlocks))
 		return
 	}
-	st.replaying, st.snapshotting = false, false
+	st.replaying = false
+	st.endSnapshot()
 	st.synced, st.next = true, c.Seq
 	st.complete = c.Complete
 	st.noRebuild = true // the snapshot is all the publisher knows: a replay from seq 0 adds nothing

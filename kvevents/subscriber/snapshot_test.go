@@ -265,3 +265,56 @@ func TestSnapshotRefusedClears(t *testing.T) {
 		t.Errorf("w holds %d blocks after the clear, want only those of batch 75", n)
 	}
 }
+
+// TestResetDuringSnapshot: a reset that arrives while a snapshot is on its way ends it (its fetch
+// stops; chunks sent later change nothing): the stream restarts at next_seq and holds only what
+// follows.
+func TestResetDuringSnapshot(t *testing.T) {
+	cfg := subscriber.DefaultConfig()
+	cfg.SnapshotTimeout = time.Minute
+	e := newEnv(t, cfg)
+	p := newSnapPublisher(t, e.pub, "w", 10)
+	release := make(chan struct{})
+	p.release = release
+	h := kvhistory.New(15)
+	for range 100 {
+		p.publish(kvhistory.Encode(t, h.Batch()), false)
+	}
+	wait.For(t, "100 batches dropped before registration", func() bool {
+		return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == 100
+	})
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	<-p.taken
+	e.waitState("w", subscriber.StateSnapshot)
+	if err := e.pub.Publish("kvroute.ctl.w.reset", []byte(`{"dp_rank":0,"next_seq":0,"reason":"engine restarted"}`)); err != nil {
+		t.Fatal(err)
+	}
+	fresh := kvhistory.New(16) // the restarted engine's history, numbered from 0
+	var batches [][]byte
+	for i := range 5 {
+		b := kvhistory.Encode(t, fresh.Batch())
+		batches = append(batches, b)
+		publishOn(t, e.pub, "w", uint64(i), 0, "vllm", b)
+	}
+	e.waitSeq("w", 4)
+	close(release) // the old snapshot's chunks go to an inbox nobody reads any more
+	ref, err := index.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := kvhistory.NewApplier(t, ref, "w")
+	for _, b := range batches {
+		a.Apply(b)
+	}
+	if got, want := kvhistory.Dumped(e.ix, "w"), kvhistory.Dumped(ref, "w"); len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("index holds %d entries, the restarted engine's history %d", len(got), len(want))
+	}
+	time.Sleep(200 * time.Millisecond) // let the released chunks arrive, if anything still read them
+	ev := e.events("w")
+	if ev[subscriber.ResultSnapshotLoaded] != 0 || ev[subscriber.ResultReset] != 1 || ev[subscriber.ResultApplied] != 5 {
+		t.Errorf("counters %v: want the reset, the 5 new batches, no snapshot loaded", ev)
+	}
+	if got := kvhistory.Dumped(e.ix, "w"); !slices.Equal(got, kvhistory.Dumped(ref, "w")) {
+		t.Errorf("late chunks changed the index: %d entries", len(got))
+	}
+}

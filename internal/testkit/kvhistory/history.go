@@ -23,6 +23,7 @@ const BlockSize = 16
 // removed blocks stored again, and now and then AllBlocksCleared.
 type History struct {
 	rng  *rand.Rand
+	seed uint64
 	next uint64
 	// content of every block ever stored, by engine hash (an engine hash names its content)
 	content map[uint64]codec.Event
@@ -32,10 +33,11 @@ type History struct {
 }
 
 func New(seed uint64) *History {
-	return &History{rng: rand.New(rand.NewPCG(seed, 7)), next: 1, content: map[uint64]codec.Event{}, isHeld: map[uint64]bool{}}
+	return &History{rng: rand.New(rand.NewPCG(seed, 7)), seed: seed, next: 1, content: map[uint64]codec.Event{}, isHeld: map[uint64]bool{}}
 }
 
-func (h *History) hash() uint64 { h.next++; return h.next*0x9e3779b97f4a7c15 | 1 }
+// hash returns a new engine hash, distinct between histories of different seeds.
+func (h *History) hash() uint64 { h.next++; return (h.next^h.seed<<40)*0x9e3779b97f4a7c15 | 1 }
 
 // Batch returns the next batch's events.
 func (h *History) Batch() []codec.Event {
