@@ -211,7 +211,7 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 	default:
 		return nil, nil, fmt.Errorf("-extra-keys %q: want pair or bare", f.extraKeys)
 	}
-	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Hybrid: f.hybrid, Logger: logger}
+	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Hybrid: f.hybrid, MaxBlocks: f.cacheBlocks, Logger: logger}
 	switch f.encoding {
 	case "map":
 		pc.EventForm = codec.MapForm

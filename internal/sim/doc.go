@@ -21,7 +21,9 @@
 //   - Publisher publishes the resulting BlockStored / BlockRemoved / AllBlocksCleared events as
 //     vLLM KVEventBatch msgpack (array or map events) on kvroute.events.<worker_id> with the
 //     Kvroute-Seq / Kvroute-Encoding / Kvroute-Dp-Rank headers, keeps a bounded ring of batches and
-//     answers replay requests on kvroute.ctl.<worker_id>.replay.
+//     answers replay requests on kvroute.ctl.<worker_id>.replay; it also keeps the block set its
+//     events leave the cache holding (kvevents/snapshot, bounded by PublisherConfig.MaxBlocks) and
+//     answers snapshot requests on kvroute.ctl.<worker_id>.snapshot, as kvroute-bridge does.
 //
 // Without a Frontend, the simulator counts whitespace-separated words (Tokenizer) and asks a Cache
 // seam for cached_tokens (NoCache by default), as its first version did.
