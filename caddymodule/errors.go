@@ -36,4 +36,9 @@ func writeError(w http.ResponseWriter, e *reason.Error) {
 	h.Del("Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+	// Send the body now. When the request body was not read to its end (413, 408), the HTTP/2
+	// server resets the stream as the handler returns, and it queues that RST_STREAM ahead of a
+	// DATA frame still buffered: the client got the headers and a Content-Length but no body.
+	// A flush writes the DATA frame before the handler returns (HTTP/1.1 is unaffected).
+	_ = http.NewResponseController(w).Flush()
 }

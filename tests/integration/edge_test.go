@@ -26,6 +26,7 @@ type edgeEnv struct {
 	accessLog   string         // path of the access log file
 	caddyLog    string         // path of Caddy's own log (the [ROUTING] lines)
 	roots       *x509.CertPool // Caddy's local CA root
+	dir         string         // the test's Caddy folder (storage/pki/authorities/local/root.crt)
 }
 
 // edgeConfig is what varies between edge tests.
@@ -33,12 +34,17 @@ type edgeConfig struct {
 	Workers []string // worker endpoints (host:port); worker i is named w<i>
 	Proxy   string   // extra reverse_proxy subdirectives (retries, request_buffers, health checks)
 	App     string   // extra kvroute app options
+	MaxBody string   // the kvroute directive's max_body_size; "" is 64MiB
 }
 
 func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) string {
 	workers := ""
 	for i, ep := range c.Workers {
 		workers += fmt.Sprintf("\t\tworker w%d {\n\t\t\tendpoint %s\n\t\t\tmodel qwen\n\t\t\tengine vllm\n\t\t\tblock_size 16\n\t\t}\n", i, ep)
+	}
+	maxBody := c.MaxBody
+	if maxBody == "" {
+		maxBody = "64MiB"
 	}
 	site := fmt.Sprintf(`{
 	encode zstd gzip
@@ -51,7 +57,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	}
 	route /v1/* {
 		kvroute {
-			max_body_size 64MiB
+			max_body_size %s
 			read_timeout 30s
 		}
 		reverse_proxy {
@@ -70,7 +76,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	log {
 		output file %s
 	}
-}`, c.Proxy, filepath.Join(dir, "access.log"))
+}`, maxBody, c.Proxy, filepath.Join(dir, "access.log"))
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%[1]d
 	http_port %[2]d
@@ -125,7 +131,7 @@ func startEdge(t *testing.T, cfg edgeConfig) *edgeEnv {
 		}
 	})
 	e := &edgeEnv{https: fmt.Sprintf("https://127.0.0.1:%d", httpsPort), http: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), accessLog: filepath.Join(dir, "access.log"), caddyLog: filepath.Join(dir, "caddy.log")}
+		admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), accessLog: filepath.Join(dir, "access.log"), caddyLog: filepath.Join(dir, "caddy.log"), dir: dir}
 	// The internal CA and the site certificate are made in the background after Load.
 	rootFile := filepath.Join(dir, "storage", "pki", "authorities", "local", "root.crt")
 	deadline := time.Now().Add(20 * time.Second)
