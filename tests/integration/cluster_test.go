@@ -273,7 +273,7 @@ func (r *coreReplica) waitSeq(t *testing.T, id string, seq uint64) {
 // others), and returns a harness for its site and admin endpoint.
 func clusterCaddy(t *testing.T, c *natsCluster, srv int, sims []*simWorker) *harness {
 	t.Helper()
-	h := &harness{sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}, client: &http.Client{Timeout: 60 * time.Second}}
+	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}, client: &http.Client{Timeout: 60 * time.Second}}
 	for _, w := range sims {
 		h.sims[w.spec.ID], h.byEndpoint[w.ep] = w, w
 		h.order = append(h.order, w)
