@@ -25,12 +25,16 @@ func (w *firstByteWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer (Flush for SSE, deadlines).
 func (w *firstByteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Flush forwards streaming flushes.
-func (w *firstByteWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+// FlushError forwards streaming flushes through http.ResponseController, which unwraps the writers
+// below: Caddy's ResponseWriterWrapper implements Unwrap, not http.Flusher, so a type assertion
+// would silently drop every flush and the reverse proxy's server-sent events would reach the client
+// only when the response ended.
+func (w *firstByteWriter) FlushError() error {
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
+
+// Flush is FlushError for callers that use http.Flusher.
+func (w *firstByteWriter) Flush() { _ = w.FlushError() }
 
 // Hijack forwards connection hijacking (websocket upgrades through the proxy).
 func (w *firstByteWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {

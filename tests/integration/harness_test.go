@@ -50,6 +50,7 @@ type simSpec struct {
 	Contract     string        // contract JSON; "" = sim.HubContract
 	Oracle       []uint32      // oracle mode tokens; nil = the simulator's own expansion
 	PrefillDelay time.Duration // delay before the first token
+	TokenDelay   time.Duration // delay before each further token
 }
 
 // simWorker is one running simulator with what reached it.
@@ -228,7 +229,7 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 		}
 		w := &simWorker{spec: sp, pub: pub}
 		w.srv = sim.New(&sim.Config{WorkerID: sp.ID, Model: sp.Model, BlockSize: blockSize, PrefillDelay: sp.PrefillDelay,
-			Frontend: fe, Blocks: bc, Events: pub})
+			TokenDelay: sp.TokenDelay, Frontend: fe, Blocks: bc, Events: pub})
 		w.ts = httptest.NewServer(http.HandlerFunc(w.serveHTTP))
 		t.Cleanup(w.ts.Close)
 		w.ep = w.ts.Listener.Addr().String()
