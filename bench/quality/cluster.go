@@ -20,15 +20,15 @@ import (
 
 // clusterConfig is one run's cluster: fresh simulators and a fresh Caddy.
 type clusterConfig struct {
-	Policy      string // kvroute, round_robin or least_conn
-	Scheduler   string // the kvroute scheduler block's options (one per line), "" for the defaults
-	RunID       string // prefix of the worker ids, unique per run
-	Workers     int
-	ModelDir    string
-	Frontend    *sim.Frontend
-	BlockSize   int
-	Capacity    int // blocks per worker
-	Sim         sim.Config
+	Policy    string // kvroute, round_robin or least_conn
+	Scheduler string // the kvroute scheduler block's options (one per line), "" for the defaults
+	RunID     string // prefix of the worker ids, unique per run
+	Workers   int
+	ModelDir  string
+	Frontend  *sim.Frontend
+	BlockSize int
+	Capacity  int // blocks per worker
+	Sim       sim.Config
 }
 
 // cluster is a running Caddy in front of its simulators.
