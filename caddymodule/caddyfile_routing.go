@@ -165,6 +165,18 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
 		switch d.Val() {
+		case "cost":
+			err = oneArg(d, func(v string) error {
+				if v != scheduler.CostTTFT && v != scheduler.CostLinear {
+					return d.Errf("cost must be %s or %s, not %q", scheduler.CostTTFT, scheduler.CostLinear, v)
+				}
+				c.CostModel = v
+				return nil
+			})
+		case "max_running":
+			err = oneArg(d, int64Into(d, &c.MaxRunning))
+		case "queue_wait_tokens":
+			err = oneArg(d, floatInto(d, &c.QueueWaitTokens))
 		case "prefill_load_scale":
 			err = oneArg(d, floatInto(d, &c.PrefillLoadScale))
 		case "overlap_credit":

@@ -14,12 +14,25 @@ import (
 // fallback policy.
 var ErrNoCandidates = errors.New("no available candidate")
 
-// Config holds the DESIGN.md §7 parameters. Use DefaultConfig for the defaults: zero is a legal value for
-// every field (prefill_load_scale 0 routes on decode load alone, overlap_credit 0 ignores the cache).
+// Config holds the scheduler's parameters. Use DefaultConfig for the defaults: zero is a legal value for
+// every numeric field (prefill_load_scale 0 routes on decode load alone, overlap_credit 0 ignores the
+// cache, max_running 0 turns the queue term off).
 type Config struct {
-	// PrefillLoadScale weights the prefill term. Default: 1.
+	// CostModel is the cost model: CostTTFT ("ttft", the default, also meant by "") or CostLinear
+	// ("linear", DESIGN.md §7). See Score.
+	CostModel string `json:"cost,omitempty"`
+	// MaxRunning is the workers' running-sequence limit (vLLM max_num_seqs, SGLang
+	// max_running_requests) as the ttft model assumes it; a request routed to a worker with this
+	// many active requests waits for a slot. Default: 0 (no queue term).
+	MaxRunning int64 `json:"max_running,omitempty"`
+	// QueueWaitTokens is what one sequence over MaxRunning costs in the ttft model, in prefill
+	// tokens: the wait for a running sequence to finish, as prefill work. 0 means the default,
+	// DefaultQueueWaitTokens (1024); max_running 0 is how the term is turned off.
+	QueueWaitTokens float64 `json:"queue_wait_tokens,omitempty"`
+	// PrefillLoadScale weights the linear model's prefill term. Default: 1.
 	PrefillLoadScale float64 `json:"prefill_load_scale"`
-	// OverlapCredit is the prefill blocks credited per overlapping cached block. Default: 1.
+	// OverlapCredit is the linear model's prefill blocks credited per overlapping cached block.
+	// Default: 1.
 	OverlapCredit float64 `json:"overlap_credit"`
 	// Temperature 0 picks the minimum cost; above 0 it samples a softmax of the normalized costs.
 	// Default: 0.
@@ -31,9 +44,22 @@ type Config struct {
 	MaxActiveDecodeBlocks int64 `json:"max_active_decode_blocks"`
 }
 
-// DefaultConfig returns prefill_load_scale 1, overlap_credit 1, temperature 0, no busy thresholds.
+// DefaultQueueWaitTokens is the default QueueWaitTokens.
+const DefaultQueueWaitTokens = 1024
+
+// DefaultConfig returns the defaults: cost ttft (CostModel ""), no max_running, queue_wait_tokens
+// 1024 (QueueWaitTokens 0), prefill_load_scale 1 and overlap_credit 1 (for cost linear),
+// temperature 0, no busy thresholds.
 func DefaultConfig() *Config {
 	return &Config{PrefillLoadScale: 1, OverlapCredit: 1}
+}
+
+// Model returns the effective cost model name: CostTTFT or CostLinear.
+func (c *Config) Model() string {
+	if c.CostModel == CostLinear {
+		return CostLinear
+	}
+	return CostTTFT
 }
 
 // Validate rejects negative or non-finite parameters.
@@ -49,7 +75,7 @@ func (c *Config) Validate() error {
 	if c.MaxActivePrefillTokens < 0 || c.MaxActiveDecodeBlocks < 0 {
 		return errors.New("busy thresholds must be >= 0")
 	}
-	return nil
+	return c.validateModel()
 }
 
 // Candidate is one worker the request may go to.
@@ -75,8 +101,10 @@ type Request struct {
 type Scored struct {
 	Candidate
 	Load Load
-	// Cost is the §7 cost (computed for every candidate, available or not).
-	Cost float64
+	// Cost is the candidate's cost under the configured model (computed for every candidate,
+	// available or not); Terms its parts.
+	Cost  float64
+	Terms Terms
 	// Busy is set when a busy threshold is exceeded; Eligible when the candidate took part in the
 	// choice (available, and not busy unless all available candidates were).
 	Busy, Eligible bool
@@ -149,17 +177,6 @@ func (s *Scheduler) Tracker() *Tracker { return s.tracker }
 // Config returns the scheduler's parameters.
 func (s *Scheduler) Config() Config { return s.cfg }
 
-// Cost is the DESIGN.md §7 cost of one worker, in float64:
-// prefill_blocks = (active_prefill_tokens + request_tokens) / block_size,
-// decode_blocks = active_decode_blocks + ceil(request_tokens / block_size),
-// cost = prefill_load_scale · max(prefill_blocks − overlap_credit · overlap_blocks, 0) + decode_blocks.
-func (c *Config) Cost(load Load, requestTokens, blockSize, overlapBlocks int) float64 {
-	bs := float64(blockSize)
-	prefill := (float64(load.PrefillTokens) + float64(requestTokens)) / bs
-	decode := float64(load.DecodeBlocks) + math.Ceil(float64(requestTokens)/bs)
-	return c.PrefillLoadScale*math.Max(prefill-c.OverlapCredit*float64(overlapBlocks), 0) + decode
-}
-
 func (c *Config) busy(l Load) bool {
 	return (c.MaxActivePrefillTokens > 0 && l.PrefillTokens > c.MaxActivePrefillTokens) ||
 		(c.MaxActiveDecodeBlocks > 0 && l.DecodeBlocks > c.MaxActiveDecodeBlocks)
@@ -185,7 +202,7 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 	available, idle := 0, 0
 	for i, c := range cands {
 		sc := Scored{Candidate: c, Load: s.tracker.Load(c.Worker)}
-		sc.Cost = s.cfg.Cost(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
+		sc.Cost, sc.Terms = s.cfg.Score(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
 		sc.Busy = s.cfg.busy(sc.Load)
 		if c.Available {
 			available++
