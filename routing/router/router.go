@@ -109,6 +109,11 @@ type Candidate struct {
 	OverlapBlocks int
 	Cost          float64
 	Available     bool
+	// Terms are the parts of Cost under the scheduler's cost model; Load the worker's active
+	// load they were computed from; Busy whether a busy threshold was exceeded.
+	Terms scheduler.Terms
+	Load  scheduler.Load
+	Busy  bool
 }
 
 // MediaSummary describes one media item of the routing view (explain's `media` entries).
@@ -141,6 +146,8 @@ type Result struct {
 	Ranked []Candidate
 	// Costs maps worker id to cost.
 	Costs map[string]float64
+	// CostModel is the scheduler's cost model (scheduler.CostTTFT or scheduler.CostLinear).
+	CostModel string
 	// Media summarizes the media items in prompt order (only when they were resolved).
 	Media []MediaSummary
 	// Body is the body to forward: the client's bytes, with each media part's uuid spliced in
@@ -392,12 +399,15 @@ func (r *Router) score(res *Result, workers []Worker, in *Input, hashes []uint64
 		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: overlap[w.ID]}
 	}
 	res.RequestTokens = requestTokens
+	cfg := r.sched.Config()
+	res.CostModel = cfg.Model()
 	d, err := r.sched.Select(scheduler.Request{Tokens: requestTokens, BlockSize: bs}, cands)
 	r.stage("score", t)
 	res.Costs = map[string]float64{}
 	for _, c := range d.Candidates {
 		res.Costs[c.Worker.ID] = c.Cost
-		res.Ranked = append(res.Ranked, Candidate{WorkerID: c.Worker.ID, Endpoint: c.Endpoint, OverlapBlocks: c.OverlapBlocks, Cost: c.Cost, Available: c.Available})
+		res.Ranked = append(res.Ranked, Candidate{WorkerID: c.Worker.ID, Endpoint: c.Endpoint, OverlapBlocks: c.OverlapBlocks,
+			Cost: c.Cost, Available: c.Available, Terms: c.Terms, Load: c.Load, Busy: c.Busy})
 	}
 	if err != nil {
 		if res.Fallback == "" {

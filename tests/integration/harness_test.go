@@ -392,7 +392,20 @@ type explainResp struct {
 		WorkerID      string  `json:"worker_id"`
 		OverlapBlocks int     `json:"overlap_blocks"`
 		Cost          float64 `json:"cost"`
+		Terms         struct {
+			UncachedTokens      int64   `json:"uncached_tokens"`
+			QueuedPrefillTokens int64   `json:"queued_prefill_tokens"`
+			WaitingSequences    int64   `json:"waiting_sequences"`
+			QueueTokens         float64 `json:"queue_tokens"`
+			PrefillBlocks       float64 `json:"prefill_blocks"`
+			DecodeBlocks        float64 `json:"decode_blocks"`
+		} `json:"terms"`
+		ActivePrefillTokens int64 `json:"active_prefill_tokens"`
+		ActiveRequests      int64 `json:"active_requests"`
+		Busy                bool  `json:"busy"`
 	} `json:"candidates"`
+	CostModel     string `json:"cost_model"`
+	RequestTokens int    `json:"request_tokens"`
 	Decision struct {
 		WorkerID string `json:"worker_id"`
 	} `json:"decision"`
