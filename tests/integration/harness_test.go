@@ -406,7 +406,7 @@ type explainResp struct {
 	} `json:"candidates"`
 	CostModel     string `json:"cost_model"`
 	RequestTokens int    `json:"request_tokens"`
-	Decision struct {
+	Decision      struct {
 		WorkerID string `json:"worker_id"`
 	} `json:"decision"`
 }
