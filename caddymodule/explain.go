@@ -63,6 +63,11 @@ type ExplainCandidate struct {
 	// Busy is set when a busy threshold (max_active_prefill_tokens, max_active_decode_blocks)
 	// is exceeded: the worker is skipped unless every available one is busy.
 	Busy bool `json:"busy"`
+	// RecentRequests is the worker's decayed count of the requests this router routed to it
+	// recently; OverBalance is set when it is over the ttft model's load bound (balance_factor):
+	// the worker is skipped unless every available one is.
+	RecentRequests float64 `json:"recent_requests"`
+	OverBalance    bool    `json:"over_balance"`
 }
 
 // ExplainDecision names the worker the request would go to ("" when the policy's fallback
@@ -126,7 +131,7 @@ func explainResponse(res *router.Result) ExplainResponse {
 		out.Candidates = append(out.Candidates, ExplainCandidate{WorkerID: c.WorkerID, Endpoint: c.Endpoint,
 			OverlapBlocks: c.OverlapBlocks, Cost: c.Cost, Available: c.Available, Terms: c.Terms,
 			ActivePrefillTokens: c.Load.PrefillTokens, ActiveDecodeBlocks: c.Load.DecodeBlocks,
-			ActiveRequests: c.Load.Requests, Busy: c.Busy})
+			ActiveRequests: c.Load.Requests, Busy: c.Busy, RecentRequests: c.RecentRequests, OverBalance: c.OverBalance})
 	}
 	if res.Chosen != nil {
 		out.Decision = ExplainDecision{WorkerID: res.Chosen.WorkerID, Endpoint: res.Chosen.Endpoint}

@@ -114,6 +114,9 @@ type Candidate struct {
 	Terms scheduler.Terms
 	Load  scheduler.Load
 	Busy  bool
+	// OverBalance and RecentRequests are the ttft model's load bound (scheduler.Scored).
+	OverBalance    bool
+	RecentRequests float64
 }
 
 // MediaSummary describes one media item of the routing view (explain's `media` entries).
@@ -407,7 +410,8 @@ func (r *Router) score(res *Result, workers []Worker, in *Input, hashes []uint64
 	for _, c := range d.Candidates {
 		res.Costs[c.Worker.ID] = c.Cost
 		res.Ranked = append(res.Ranked, Candidate{WorkerID: c.Worker.ID, Endpoint: c.Endpoint, OverlapBlocks: c.OverlapBlocks,
-			Cost: c.Cost, Available: c.Available, Terms: c.Terms, Load: c.Load, Busy: c.Busy})
+			Cost: c.Cost, Available: c.Available, Terms: c.Terms, Load: c.Load, Busy: c.Busy,
+			OverBalance: c.OverBalance, RecentRequests: c.RecentRequests})
 	}
 	if err != nil {
 		if res.Fallback == "" {

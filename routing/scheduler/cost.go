@@ -96,6 +96,12 @@ func (c *Config) validateModel() error {
 	default:
 		return fmt.Errorf("cost must be %s or %s, got %q", CostTTFT, CostLinear, c.CostModel)
 	}
+	if c.BalanceFactor > 0 && c.BalanceFactor < 1 || math.IsNaN(c.BalanceFactor) || math.IsInf(c.BalanceFactor, 0) {
+		return fmt.Errorf("balance_factor must be >= 1 (0: default, negative: off), got %v", c.BalanceFactor)
+	}
+	if c.BalanceWindow < 0 {
+		return fmt.Errorf("balance_window must be >= 0, got %d", c.BalanceWindow)
+	}
 	if c.MaxRunning < 0 {
 		return fmt.Errorf("max_running must be >= 0, got %d", c.MaxRunning)
 	}

@@ -29,6 +29,16 @@ type Config struct {
 	// tokens: the wait for a running sequence to finish, as prefill work. 0 means the default,
 	// DefaultQueueWaitTokens (1024); max_running 0 is how the term is turned off.
 	QueueWaitTokens float64 `json:"queue_wait_tokens,omitempty"`
+	// BalanceFactor bounds, in the ttft model, each worker's share of the last BalanceWindow
+	// requests this router routed: a worker whose count + 1 exceeds ceil(BalanceFactor · (total +
+	// 1) / available workers) is over the bound and skipped unless every available worker is
+	// (consistent hashing with bounded loads). 0 means the default, DefaultBalanceFactor (1.1); a
+	// negative value turns the bound off; otherwise it must be >= 1.
+	BalanceFactor float64 `json:"balance_factor,omitempty"`
+	// BalanceWindow is the number of recent requests per available worker the bound counts (an
+	// exponential decay of 1 − 1/(BalanceWindow · workers) per routed request). 0 means the
+	// default, DefaultBalanceWindow (25).
+	BalanceWindow int `json:"balance_window,omitempty"`
 	// PrefillLoadScale weights the linear model's prefill term. Default: 1.
 	PrefillLoadScale float64 `json:"prefill_load_scale"`
 	// OverlapCredit is the linear model's prefill blocks credited per overlapping cached block.
@@ -105,9 +115,12 @@ type Scored struct {
 	// available or not); Terms its parts.
 	Cost  float64
 	Terms Terms
-	// Busy is set when a busy threshold is exceeded; Eligible when the candidate took part in the
-	// choice (available, and not busy unless all available candidates were).
-	Busy, Eligible bool
+	// Busy is set when a busy threshold is exceeded; OverBalance when the ttft model's load bound
+	// is (RecentRequests + 1 > the bound); Eligible when the candidate took part in the choice
+	// (available, and neither busy nor over the bound unless all available candidates were).
+	Busy, OverBalance, Eligible bool
+	// RecentRequests is the worker's decayed count of recently routed requests (ttft model).
+	RecentRequests float64
 }
 
 // Decision is the outcome of Select.
@@ -134,6 +147,8 @@ type Decision struct {
 type Scheduler struct {
 	cfg     Config
 	tracker *Tracker
+	// recent counts routed requests per worker for the ttft model's load bound.
+	recent *recentLoad
 
 	// rngMu protects rng, which math/rand/v2 does not make safe for concurrent use.
 	rngMu sync.Mutex
@@ -150,7 +165,7 @@ func New(cfg *Config, src rand.Source) (*Scheduler, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
 	}
-	s := &Scheduler{cfg: c, tracker: NewTracker()}
+	s := &Scheduler{cfg: c, tracker: NewTracker(), recent: newRecentLoad(c.balanceWindow())}
 	if src != nil {
 		s.rng = rand.New(src)
 	}
@@ -206,13 +221,16 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		sc.Busy = s.cfg.busy(sc.Load)
 		if c.Available {
 			available++
-			if !sc.Busy {
-				idle++
-			}
 		}
 		d.Costs[c.Worker] = sc.Cost
 		d.Overlaps[c.Worker] = c.OverlapBlocks
 		d.Candidates[i] = sc
+	}
+	s.markOverBalance(d.Candidates, cands, available)
+	for _, sc := range d.Candidates {
+		if sc.Available && !sc.Busy && !sc.OverBalance {
+			idle++
+		}
 	}
 	if available == 0 {
 		return d, fmt.Errorf("selecting worker among %d candidates: %w", len(cands), ErrNoCandidates)
@@ -221,7 +239,7 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 	var elig []int
 	for i := range d.Candidates {
 		sc := &d.Candidates[i]
-		sc.Eligible = sc.Available && (!sc.Busy || idle == 0)
+		sc.Eligible = sc.Available && (!(sc.Busy || sc.OverBalance) || idle == 0)
 		if sc.Eligible {
 			elig = append(elig, i)
 			lo, hi = math.Min(lo, sc.Cost), math.Max(hi, sc.Cost)
@@ -299,7 +317,36 @@ func (s *Scheduler) float64() float64 {
 }
 
 // Begin accounts the decision's request on its worker: PrefillTokens until FirstByte, DecodeBlocks
-// until Done.
+// until Done, and one routed request in the load bound's recent counts.
 func (s *Scheduler) Begin(d Decision) *Handle {
+	avail := 0
+	for _, c := range d.Candidates {
+		if c.Available {
+			avail++
+		}
+	}
+	s.recent.add(d.Worker, avail)
 	return s.tracker.Begin(d.Worker, d.PrefillTokens, d.DecodeBlocks)
+}
+
+// markOverBalance sets RecentRequests and OverBalance on the available candidates (ttft model with
+// the bound on): over the bound when RecentRequests + 1 > ceil(factor · (total + 1) / available),
+// total summed over the available candidates.
+func (s *Scheduler) markOverBalance(scored []Scored, cands []Candidate, available int) {
+	factor := s.cfg.balanceFactor()
+	if s.cfg.Model() != CostTTFT || factor == 0 || available == 0 {
+		return
+	}
+	counts := s.recent.snapshot(cands)
+	total := 0.0
+	for i, c := range cands {
+		scored[i].RecentRequests = counts[i]
+		if c.Available {
+			total += counts[i]
+		}
+	}
+	bound := balanceBound(factor, total, available)
+	for i := range scored {
+		scored[i].OverBalance = scored[i].Available && scored[i].RecentRequests+1 > bound
+	}
 }

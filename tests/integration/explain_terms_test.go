@@ -25,11 +25,22 @@ func TestExplainShowsCostTerms(t *testing.T) {
 		if c.OverlapBlocks != wantOverlap || tm.UncachedTokens != int64(e.RequestTokens-wantOverlap*blockSize) ||
 			tm.QueuedPrefillTokens != 0 || tm.WaitingSequences != 0 || tm.QueueTokens != 0 ||
 			tm.PrefillBlocks != 0 || tm.DecodeBlocks != 0 || c.Cost != float64(tm.UncachedTokens) ||
-			c.ActiveRequests != 0 || c.ActivePrefillTokens != 0 || c.Busy {
+			c.ActiveRequests != 0 || c.ActivePrefillTokens != 0 || c.Busy || c.OverBalance {
 			t.Errorf("candidate %s (served by %s, %d blocks): %+v", c.WorkerID, first.worker, first.total, c)
 		}
 	}
 	if e.Decision.WorkerID != first.worker {
 		t.Errorf("decision %s, want the caching worker %s", e.Decision.WorkerID, first.worker)
+	}
+	// The one routed request counts 1 on its worker in the load bound; explain itself counts
+	// nothing (a second explain sees the same).
+	for _, c := range h.explain(t, body).Candidates {
+		want := 0.0
+		if c.WorkerID == first.worker {
+			want = 1
+		}
+		if c.RecentRequests != want {
+			t.Errorf("%s: recent_requests %v, want %v", c.WorkerID, c.RecentRequests, want)
+		}
 	}
 }

@@ -400,9 +400,11 @@ type explainResp struct {
 			PrefillBlocks       float64 `json:"prefill_blocks"`
 			DecodeBlocks        float64 `json:"decode_blocks"`
 		} `json:"terms"`
-		ActivePrefillTokens int64 `json:"active_prefill_tokens"`
-		ActiveRequests      int64 `json:"active_requests"`
-		Busy                bool  `json:"busy"`
+		ActivePrefillTokens int64   `json:"active_prefill_tokens"`
+		ActiveRequests      int64   `json:"active_requests"`
+		Busy                bool    `json:"busy"`
+		RecentRequests      float64 `json:"recent_requests"`
+		OverBalance         bool    `json:"over_balance"`
 	} `json:"candidates"`
 	CostModel     string `json:"cost_model"`
 	RequestTokens int    `json:"request_tokens"`
