@@ -6,7 +6,7 @@ export CGO_ENABLED := 1
 APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
 	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl
 
-.PHONY: deps test vet demo caddy bins
+.PHONY: deps test vet demo caddy bins bench-quality
 
 ## deps: install the system packages (Debian) and Go modules the project needs.
 deps:
@@ -38,3 +38,7 @@ caddy: deps
 ## demo: the main job on the embedded default (see README).
 demo: deps bins caddy
 	@./demo/run.sh
+
+## bench-quality: the routing-quality benchmark (docs/benchmarks.md, "Routing quality"); ARGS=-n 80 for a quick run.
+bench-quality: deps
+	go run ./bench/quality $(ARGS)
