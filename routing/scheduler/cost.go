@@ -54,7 +54,8 @@ type Terms struct {
 // Dynamo's prefill term with overlap_score_weight → ∞ and decode_blocks moved into busy thresholds
 // (lib/llm/src/kv_router/scheduler.rs); docs/architecture.md, "Cost model".
 //
-// linear is DESIGN.md §7 (see Cost).
+// Balance is not a cost term: with ttft, Select skips workers over the load bound (BalanceFactor,
+// balance.go). linear is DESIGN.md §7 (see Cost).
 func (c *Config) Score(load Load, requestTokens, blockSize, overlapBlocks int) (float64, Terms) {
 	if c.CostModel == CostLinear {
 		bs := float64(blockSize)
