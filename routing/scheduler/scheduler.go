@@ -30,9 +30,9 @@ type Config struct {
 	// DefaultQueueWaitTokens (1024); max_running 0 is how the term is turned off.
 	QueueWaitTokens float64 `json:"queue_wait_tokens,omitempty"`
 	// BalanceFactor bounds, in the ttft model, each worker's share of the last BalanceWindow
-	// requests this router routed: a worker whose count + 1 exceeds ceil(BalanceFactor · (total +
-	// 1) / available workers) is over the bound and skipped unless every available worker is
-	// (consistent hashing with bounded loads). 0 means the default, DefaultBalanceFactor (1.1); a
+	// requests this router routed: a worker with requests in flight whose count + 1 exceeds
+	// ceil(BalanceFactor · (total + 1) / available workers) is over the bound and skipped unless
+	// every available worker is (consistent hashing with bounded loads). 0 means the default, DefaultBalanceFactor (1.1); a
 	// negative value turns the bound off; otherwise it must be >= 1.
 	BalanceFactor float64 `json:"balance_factor,omitempty"`
 	// BalanceWindow is the number of recent requests per available worker the bound counts (an
@@ -330,8 +330,8 @@ func (s *Scheduler) Begin(d Decision) *Handle {
 }
 
 // markOverBalance sets RecentRequests and OverBalance on the available candidates (ttft model with
-// the bound on): over the bound when RecentRequests + 1 > ceil(factor · (total + 1) / available),
-// total summed over the available candidates.
+// the bound on): over the bound when the worker has requests in flight and RecentRequests + 1 >
+// ceil(factor · (total + 1) / available), total summed over the available candidates.
 func (s *Scheduler) markOverBalance(scored []Scored, cands []Candidate, available int) {
 	factor := s.cfg.balanceFactor()
 	if s.cfg.Model() != CostTTFT || factor == 0 || available == 0 {
@@ -347,6 +347,8 @@ func (s *Scheduler) markOverBalance(scored []Scored, cands []Candidate, availabl
 	}
 	bound := balanceBound(factor, total, available)
 	for i := range scored {
-		scored[i].OverBalance = scored[i].Available && scored[i].RecentRequests+1 > bound
+		// A worker with nothing in flight is never over the bound: the bound spreads load, and an
+		// idle worker has none to spread (sequential repeats keep going to the cached worker).
+		scored[i].OverBalance = scored[i].Available && scored[i].Load.Requests > 0 && scored[i].RecentRequests+1 > bound
 	}
 }
