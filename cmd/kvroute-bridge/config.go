@@ -44,7 +44,7 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.model, "model", "", "served model name")
 	fs.StringVar(&w.engine, "engine", "vllm", "engine: vllm or sglang")
 	fs.StringVar(&w.engineVersion, "engine-version", "", "engine version recorded in the registry")
-	fs.IntVar(&w.blockSize, "block-size", 0, "KV block size in tokens; 0 reads it from the engine's /metrics (vllm:cache_config_info)")
+	fs.IntVar(&w.blockSize, "block-size", 0, "KV block size in tokens; 0 takes the main-attention KV cache group's from the engine's KV events (hybrid models: 528–2096), reading the engine's /metrics (vllm:cache_config_info) until the first arrives")
 	fs.StringVar(&w.metricsURL, "metrics-url", "", "engine Prometheus URL for the block size (default http://<endpoint>/metrics)")
 	fs.IntVar(&w.dpSize, "dp-size", 1, "data-parallel ranks; rank r publishes on the ZMQ ports + r")
 	fs.StringVar(&w.features, "features", "", "comma-separated worker features, e.g. mm_hashes")

@@ -61,8 +61,12 @@ type flags struct {
 	maxRunning                                          int
 	replayBytes                                         int64
 	prefill, perToken, prefillPerToken                  time.Duration
-	modelSet                                            bool
+	modelSet, hybrid, blockSizeSet                      bool
 }
+
+// hybridBlockSize is -block-size's default with -hybrid: a Qwen3.5 attention block size observed with
+// vLLM's prefix caching (528–2096 depending on model, TP and dtype).
+const hybridBlockSize = 1056
 
 func parseFlags(args []string) (*flags, error) {
 	f := &flags{}
@@ -72,9 +76,10 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.workerID, "worker-id", "sim-1", "worker id ([A-Za-z0-9_-]{1,64})")
 	fs.StringVar(&f.model, "model", sim.DefaultModelDir, "model folder (tokenizer.json, chat template, config.json); a value that is not a directory is taken as -served-model-name")
 	fs.StringVar(&f.served, "served-model-name", "kvroute-sim", "served model name (the request's model field)")
-	fs.StringVar(&f.contract, "contract", "", "video contract JSON file (default: the hub hf_fps contract of DESIGN.md §2.3)")
+	fs.StringVar(&f.contract, "contract", "", "video contract JSON file (default: the hub hf_fps contract of DESIGN.md §2.3; for a Nemotron 3 Nano Omni model folder, layout.NemotronContractJSON)")
 	fs.StringVar(&f.oracle, "oracle-tokens", "", "JSON array file of the worker-visible prompt token ids used for every request (oracle mode)")
-	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens")
+	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens (with -hybrid: the full-attention group's, default 1056)")
+	fs.BoolVar(&f.hybrid, "hybrid", false, "publish KV events like a hybrid vLLM worker (Qwen3.5): a full-attention group beside a Mamba group whose stores are not dense, with group_idx and kv_cache_spec_kind")
 	fs.IntVar(&f.cacheBlocks, "cache-blocks", 8192, "prefix cache capacity in blocks (LRU beyond it)")
 	fs.StringVar(&f.encoding, "encoding", "map", "KV event encoding: map (tagged map events) or array (positional events)")
 	fs.StringVar(&f.extraKeys, "extra-keys", "pair", "media keys in extra_keys: pair ([identifier, offset], current vLLM) or bare (older vLLM)")
@@ -91,7 +96,13 @@ func parseFlags(args []string) (*flags, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	fs.Visit(func(fl *flag.Flag) { f.modelSet = f.modelSet || fl.Name == "model" })
+	fs.Visit(func(fl *flag.Flag) {
+		f.modelSet = f.modelSet || fl.Name == "model"
+		f.blockSizeSet = f.blockSizeSet || fl.Name == "block-size"
+	})
+	if f.hybrid && !f.blockSizeSet {
+		f.blockSize = hybridBlockSize
+	}
 	return f, nil
 }
 
@@ -209,7 +220,7 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 	default:
 		return nil, nil, fmt.Errorf("-extra-keys %q: want pair or bare", f.extraKeys)
 	}
-	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Logger: logger}
+	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Hybrid: f.hybrid, Logger: logger}
 	switch f.encoding {
 	case "map":
 		pc.EventForm = codec.MapForm

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/routing/layout"
 )
 
 func TestWorkerFromFlags(t *testing.T) {
@@ -69,6 +71,72 @@ func TestServedNameCompat(t *testing.T) {
 		}
 		if _, _, err := worker(f, nil, zap.NewNop()); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// TestNemotronWorkerFromFlags: -model with the Nemotron test folder and no -contract gives a
+// simulated Nemotron worker publishing the nemotron_omni contract; -contract with EVS is taken.
+func TestNemotronWorkerFromFlags(t *testing.T) {
+	f, err := parseFlags([]string{"-model", "../../testdata/nemotron-test-model", "-served-model-name", "nemotron"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := worker(f, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Frontend == nil || string(cfg.Frontend.ContractJSON()) != layout.NemotronContractJSON {
+		t.Fatalf("contract %s", cfg.Frontend.ContractJSON())
+	}
+	path := filepath.Join(t.TempDir(), "evs.json")
+	evs := strings.Replace(layout.NemotronContractJSON, `"video_pruning_rate": 0.0`, `"video_pruning_rate": 0.7`, 1)
+	if err := os.WriteFile(path, []byte(evs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = parseFlags([]string{"-model", "../../testdata/nemotron-test-model", "-contract", path}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _, err = worker(f, nil, zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Frontend.Contract().PruningRate(); r != 0.7 {
+		t.Fatalf("pruning rate %v", r)
+	}
+	// A Qwen contract does not fit the Nemotron folder: refused at start.
+	qwen := filepath.Join(t.TempDir(), "qwen.json")
+	if err := os.WriteFile(qwen, []byte(sim.HubContract), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = parseFlags([]string{"-model", "../../testdata/nemotron-test-model", "-contract", qwen}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := worker(f, nil, zap.NewNop()); err == nil {
+		t.Fatal("a qwen3_vl contract on the Nemotron folder started")
+	}
+}
+
+// TestHybridFlag: -hybrid makes the attention group's block size 1056 unless -block-size is given.
+func TestHybridFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-hybrid"}, 1056},
+		{[]string{"-hybrid", "-block-size", "528"}, 528},
+		{nil, 16},
+	} {
+		f, err := parseFlags(append([]string{"-model", "../../testdata/golden/qwen3vl-test-model"}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, pub, err := worker(f, nil, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = pub.Close()
+		if cfg.BlockSize != tc.want || cfg.Blocks.Config().BlockSize != tc.want || f.hybrid != (len(tc.args) > 0) {
+			t.Errorf("%v: block size %d/%d, want %d", tc.args, cfg.BlockSize, cfg.Blocks.Config().BlockSize, tc.want)
 		}
 	}
 }

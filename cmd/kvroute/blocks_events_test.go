@@ -104,7 +104,7 @@ func TestEventsGolden(t *testing.T) {
 		if r.Expected.Removed == nil {
 			r.Expected.Removed = []string{}
 		}
-		fmt.Fprintf(&sb, `],"removed":%s,"cleared":%v}`+"\n", mustJSON(r.Expected.Removed), r.Expected.Cleared)
+		fmt.Fprintf(&sb, `],"removed":%s,"cleared":%v,"skipped":[]}`+"\n", mustJSON(r.Expected.Removed), r.Expected.Cleared)
 		if got := jsonOut(t, out); got != sb.String() || stderr.Len() != 0 {
 			t.Errorf("%s:\n got %s\nwant %s\nstderr %s", r.ID, got, sb.String(), stderr.String())
 			return
@@ -139,7 +139,7 @@ func TestEventsErrors(t *testing.T) {
 	var stderr bytes.Buffer
 	raw := []byte{0x92, 0x00, 0x91, 0x91, 0xa3, 'F', 'o', 'o'} // [0, [["Foo"]]]
 	out, err := eventsCmd([]string{"--model", testModelDir, "--encoding", "sglang", "--block-size", "16"}, bytes.NewReader(raw), &stderr)
-	if err != nil || jsonOut(t, out) != `{"stored":[],"removed":[],"cleared":false}`+"\n" || !strings.Contains(stderr.String(), "skipped 1 events of unknown type") {
+	if err != nil || jsonOut(t, out) != `{"stored":[],"removed":[],"cleared":false,"skipped":[]}`+"\n" || !strings.Contains(stderr.String(), "skipped 1 events of unknown type") {
 		t.Errorf("unknown type: %v %v %q", out, err, stderr.String())
 	}
 }

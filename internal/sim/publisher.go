@@ -47,6 +47,10 @@ type PublisherConfig struct {
 	// Defaults: 10000 batches (vLLM's replay buffer_steps), 64 MiB.
 	RingBatches int
 	RingBytes   int64
+	// Hybrid publishes like a hybrid vLLM worker (Qwen3.5: full attention beside Mamba layers): every
+	// event carries its KV cache group, and each BlockStored is followed by the Mamba group's
+	// non-dense one (see hybridEvents). The block cache's block size is the attention group's.
+	Hybrid bool
 	// OnPublish, when set, receives every batch as it is published for the first time (not on
 	// replay), in sequence order. It must not block.
 	OnPublish func(Message)
@@ -137,6 +141,9 @@ func (p *Publisher) Close() error {
 // Publish encodes events as one vLLM KVEventBatch (data_parallel_rank 0), numbers it and
 // publishes it. It returns the batch's seq.
 func (p *Publisher) Publish(events []codec.Event) (uint64, error) {
+	if p.cfg.Hybrid {
+		events = hybridEvents(events)
+	}
 	payload, err := codec.EncodeVLLM(&codec.Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: events, HasDPRank: true},
 		codec.ArrayForm, p.cfg.EventForm)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
 
@@ -23,6 +24,8 @@ type Bridge struct {
 
 	// ranks lists each worker's ranks, by worker id; fixed after New.
 	ranks map[string][]*rank
+	// watches learn each worker's main-attention block size from its events, by worker id.
+	watches map[string]*blockSizeWatch
 
 	// mu protects the lifecycle fields below.
 	mu         sync.Mutex
@@ -48,7 +51,7 @@ func New(nc *nats.Conn, cfg *Config) (*Bridge, error) {
 	if len(c.Workers) == 0 {
 		return nil, fmt.Errorf("%w: no workers", ErrConfig)
 	}
-	b := &Bridge{cfg: c, nc: nc, log: c.Logger, ranks: map[string][]*rank{}, registered: map[string]bool{}}
+	b := &Bridge{cfg: c, nc: nc, log: c.Logger, ranks: map[string][]*rank{}, watches: map[string]*blockSizeWatch{}, registered: map[string]bool{}}
 	for i := range b.cfg.Workers {
 		w := &b.cfg.Workers[i]
 		if err := w.Normalize(); err != nil {
@@ -58,6 +61,8 @@ func New(nc *nats.Conn, cfg *Config) (*Bridge, error) {
 			return nil, fmt.Errorf("%w: worker %s listed twice", ErrConfig, w.WorkerID)
 		}
 		rs := make([]*rank, w.DPSize)
+		watch := newBlockSizeWatch()
+		b.watches[w.WorkerID] = watch
 		for r := range rs {
 			sub, _ := RankEndpoint(w.ZMQEndpoint, r) // checked by Normalize
 			rep := ""
@@ -69,6 +74,7 @@ func New(nc *nats.Conn, cfg *Config) (*Bridge, error) {
 				encoding: w.Encoding, subject: EventsSubject(w.WorkerID), resetSub: ResetSubject(w.WorkerID),
 				log:  b.log.With(zap.String("worker_id", w.WorkerID), zap.Int("dp_rank", r)),
 				reqs: make(chan replayReq), ring: newRing(c.RingBatches, c.RingBytes),
+				watch: &rankWatch{w: watch, enc: codec.Encoding(w.Encoding)},
 			}
 		}
 		b.ranks[w.WorkerID] = rs

@@ -32,8 +32,11 @@ type WorkerConfig struct {
 	// EngineVersion is recorded as given (e.g. "0.26.1"); optional.
 	EngineVersion string `json:"engine_version,omitempty"`
 	// BlockSize is the engine's KV block size in tokens (SGLang: its --page-size; required). 0 means
-	// (vLLM only): read it from MetricsURL (vllm:cache_config_info{block_size="16",...}) before
-	// registering.
+	// (vLLM only): the block_size of the first BlockStored of a main-attention KV cache group in the
+	// worker's events (kvevents/normalize's group rule; hybrid models publish 528–2096-token attention
+	// blocks beside Mamba or sliding-window groups), or until such an event arrives the one read from
+	// MetricsURL (vllm:cache_config_info{block_size="16",...}), replaced by the events' when they
+	// disagree. A configured value is kept; a disagreement with the events is logged.
 	BlockSize int `json:"block_size,omitempty"`
 	// MetricsURL is the engine's Prometheus endpoint for BlockSize discovery. Default:
 	// http://<Endpoint>/metrics.

@@ -142,11 +142,8 @@ func (e *fakeEngine) serveReplay(router *zmq.Socket) {
 			}
 		}
 		e.mu.Unlock()
-		if e.topicInReply {
-			_, _ = router.SendMessage(id, []byte{}, []byte{}, end, []byte{})
-		} else {
-			_, _ = router.SendMessage(id, []byte{}, end, []byte{})
-		}
+		// The end marker has no topic frame in either shape: ("", END_SEQ, "").
+		_, _ = router.SendMessage(id, []byte{}, end, []byte{})
 	}
 }
 

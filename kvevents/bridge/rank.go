@@ -51,6 +51,7 @@ type rank struct {
 	c        rankCounters
 
 	// The fields below are owned by the run goroutine.
+	watch    *rankWatch // learns the worker's main-attention block size from forwarded batches
 	ring     *ring
 	started  bool   // a live message was received
 	liveLast uint64 // seq of the newest live message
@@ -311,6 +312,7 @@ func (rk *rank) forward(m Message) {
 	rk.c.haveSeq.Store(true)
 	rk.c.forwarded.Add(1)
 	_ = rk.publish(m)
+	rk.watch.observe(m.Payload)
 }
 
 // publish sends one batch on the events subject with the DESIGN.md §2.2 headers.

@@ -48,9 +48,17 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 			return true
 		}
 	}
-	bs := w.BlockSize
+	watch := b.watches[w.WorkerID]
+	bs, fromEvents := w.BlockSize, false
 	client := &http.Client{Timeout: probeTimeout}
 	for bs == 0 {
+		// The main-attention group's block size from the events wins; the metrics page is asked
+		// meanwhile, so an idle engine registers too (its value is corrected by the first event).
+		if n := watch.value(); n > 0 {
+			bs, fromEvents = n, true
+			log.Info("read block size from the engine's KV events (main-attention group)", zap.Int("block_size", bs))
+			break
+		}
 		n, err := ProbeBlockSize(ctx, client, w.MetricsURL)
 		if err == nil {
 			bs = n
@@ -58,7 +66,7 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 			break
 		}
 		log.Warn("reading block size from engine metrics; retrying", zap.String("metrics_url", w.MetricsURL), zap.Error(err), zap.Duration("wait", wait))
-		if !sleep() {
+		if !sleepOrLearn(ctx, &wait, watch) {
 			return
 		}
 	}
@@ -96,4 +104,48 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 	b.registered[w.WorkerID] = true
 	b.mu.Unlock()
 	log.Info("worker registered", zap.Int("block_size", bs), zap.Int("dp_size", w.DPSize))
+	if !fromEvents {
+		b.checkBlockSize(ctx, log, p, w, bs, watch)
+	}
+}
+
+// checkBlockSize waits for the main-attention block size of the worker's events and compares it with
+// the registered one. A size read from cache_config_info is replaced (hybrid models: the metrics name
+// another group's or the requested size); a configured one is kept and the disagreement logged, since
+// the router then skips every event as block_size_mismatch.
+func (b *Bridge) checkBlockSize(ctx context.Context, log *zap.Logger, p *registry.Publisher, w WorkerConfig, bs int, watch *blockSizeWatch) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-watch.learned:
+	}
+	n := watch.value()
+	switch {
+	case n == bs:
+	case w.BlockSize != 0:
+		log.Error("configured block_size disagrees with the main-attention block size of the engine's KV events; the router skips them",
+			zap.Int("block_size", bs), zap.Int("events_block_size", n))
+	default:
+		if err := p.Update(ctx, w.Record(n)); err != nil {
+			log.Error("re-registering worker with the events' block size", zap.Int("block_size", n), zap.Error(err))
+			return
+		}
+		log.Warn("engine metrics named another block size than the main-attention group's KV events (hybrid model); re-registered",
+			zap.Int("metrics_block_size", bs), zap.Int("block_size", n))
+	}
+}
+
+// sleepOrLearn waits *wait (then doubles it, up to maxRegisterRetry) or until the watch learns the
+// block size; false when ctx is done.
+func sleepOrLearn(ctx context.Context, wait *time.Duration, watch *blockSizeWatch) bool {
+	t := time.NewTimer(*wait)
+	defer t.Stop()
+	*wait = min(2**wait, maxRegisterRetry)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-watch.learned:
+	}
+	return true
 }

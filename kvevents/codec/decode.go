@@ -510,10 +510,13 @@ func (dc *Decoder) finish(bt *Batch) {
 	dc.resetScratch()
 }
 
-// Field names of vLLM's msgspec structs, in declaration (array) order.
+// Field names of vLLM's msgspec structs, in declaration (array) order (vllm/distributed/kv_events.py
+// BlockStored and BlockRemoved, with the KV cache group fields of hybrid models and the fields after
+// them; the decoder reads past the ones it does not use).
 var (
-	storedFields  = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys", "group_idx"}
-	removedFields = []string{"block_hashes", "medium", "group_idx"}
+	storedFields = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
+		"extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality", "ownership", "session_id"}
+	removedFields = []string{"block_hashes", "medium", "group_idx", "locality", "ownership"}
 )
 
 func parseType(tag string) (Type, error) {
@@ -558,6 +561,8 @@ func (dc *Decoder) field(ev *Event, name string) (err error) {
 		ev.ExtraKeys, ev.HasExtraKeys, err = dc.extraKeys()
 	case "group_idx":
 		ev.GroupIdx, ev.HasGroupIdx, err = dc.optInt("group_idx")
+	case "kv_cache_spec_kind":
+		ev.SpecKind, ev.HasSpecKind, err = dc.optStr("kv_cache_spec_kind")
 	default:
 		err = dc.skip(inEvent)
 	}

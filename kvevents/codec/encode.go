@@ -21,9 +21,9 @@ const (
 // omit_defaults): the batch in batchForm ([ts, events, dp_rank?] or {ts, events, data_parallel_rank?},
 // dp rank omitted when !HasDPRank) and every event in eventForm. BlockStored fields in order:
 // block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, lora_name (always present,
-// null when unset), then extra_keys when HasExtraKeys (or when HasGroupIdx in ArrayForm, as null) and
-// group_idx when HasGroupIdx; BlockRemoved: block_hashes, medium, group_idx?; AllBlocksCleared: no
-// fields. Block hashes are written as signed int64, as vLLM's int hashes are (bitwise u64 → int64).
+// null when unset), then extra_keys, group_idx and kv_cache_spec_kind when set (MapForm: each set one;
+// ArrayForm: up to the last set one, the unset ones before it as null); BlockRemoved: block_hashes,
+// medium, group_idx?; AllBlocksCleared: no fields. Block hashes are written as signed int64, as vLLM's int hashes are (bitwise u64 → int64).
 // Unknown event types, and KeyOther items whose Raw is not one msgpack value, are errors.
 func EncodeVLLM(b *Batch, batchForm, eventForm Form) ([]byte, error) {
 	var buf bytes.Buffer
@@ -147,8 +147,46 @@ func (w *writer) field(ev *Event, name string, form Form) error {
 		}
 	case "group_idx":
 		w.optInt(ev.GroupIdx, ev.HasGroupIdx)
+	case "kv_cache_spec_kind":
+		w.optStr(ev.SpecKind, ev.HasSpecKind)
 	}
 	return nil
+}
+
+// eventFields lists the fields of ev to write: the required first ones, then the optional ones that
+// are set (MapForm: each on its own, as msgspec omits every default; ArrayForm: up to the last set
+// one, the unset ones before it written as null).
+func eventFields(ev *Event, all []string, required int, form Form) []string {
+	names := all[:required]
+	last := required
+	for i := required; i < len(all); i++ {
+		if !optionalSet(ev, all[i]) {
+			continue
+		}
+		last = i + 1
+		if form == MapForm {
+			if len(names) == required {
+				names = append([]string(nil), names...)
+			}
+			names = append(names, all[i])
+		}
+	}
+	if form == MapForm {
+		return names
+	}
+	return all[:last]
+}
+
+func optionalSet(ev *Event, name string) bool {
+	switch name {
+	case "extra_keys":
+		return ev.HasExtraKeys
+	case "group_idx":
+		return ev.HasGroupIdx
+	case "kv_cache_spec_kind":
+		return ev.HasSpecKind
+	}
+	return false
 }
 
 func (w *writer) extraKey(k ExtraKey) error {
@@ -175,21 +213,9 @@ func (w *writer) event(ev *Event, form Form) error {
 	var names []string
 	switch ev.Type {
 	case BlockStored:
-		names = storedFields[:7]
-		switch {
-		case ev.HasGroupIdx:
-			names = storedFields[:9]
-		case ev.HasExtraKeys:
-			names = storedFields[:8]
-		}
-		if form == MapForm && !ev.HasExtraKeys && ev.HasGroupIdx {
-			names = append(append([]string(nil), storedFields[:7]...), "group_idx")
-		}
+		names = eventFields(ev, storedFields[:10], 7, form)
 	case BlockRemoved:
-		names = removedFields[:2]
-		if ev.HasGroupIdx {
-			names = removedFields[:3]
-		}
+		names = eventFields(ev, removedFields[:3], 2, form)
 	case AllBlocksCleared:
 	default:
 		return fmt.Errorf("encoding event type %d: %w", ev.Type, ErrMalformed)

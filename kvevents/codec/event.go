@@ -105,6 +105,13 @@ type Event struct {
 	// GroupIdx is newer vLLM's KV cache group (0 for single-group models); HasGroupIdx false if absent.
 	GroupIdx    int64
 	HasGroupIdx bool
+	// SpecKind is newer vLLM's kv_cache_spec_kind, the kind of the event's KV cache group
+	// ("full_attention", "mamba", "sliding_window", …; vllm/v1/kv_cache_interface.py); HasSpecKind
+	// false if absent or null. kvevents/normalize decides from it (and GroupIdx) whether the event's
+	// blocks line up with the prompt. The other fields newer vLLM adds (kv_cache_spec_sliding_window,
+	// locality, ownership, session_id) and unknown keys are read past in both encodings.
+	SpecKind    string
+	HasSpecKind bool
 
 	// LocalHashes are the publisher's own LocalBlockHash per block (Dynamo tokens_hash); nil otherwise.
 	LocalHashes []uint64

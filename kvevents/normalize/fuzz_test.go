@@ -51,8 +51,8 @@ func FuzzDecodeNormalize(f *testing.F) {
 				t.Fatal(err)
 			}
 			res := n.Apply(bt)
-			if len(res.Ops)+res.Skipped+res.Ignored != len(bt.Events) {
-				t.Fatalf("%d ops + %d skipped + %d ignored for %d events", len(res.Ops), res.Skipped, res.Ignored, len(bt.Events))
+			if len(res.Ops)+res.Skipped+res.Ignored+len(res.Filtered) != len(bt.Events) {
+				t.Fatalf("%d ops + %d skipped + %d ignored + %d filtered for %d events", len(res.Ops), res.Skipped, res.Ignored, len(res.Filtered), len(bt.Events))
 			}
 			if len(n.salts) > 4 || len(n.ring) > 4 {
 				t.Fatalf("salt memory over its bound: %d", len(n.salts))

@@ -22,6 +22,11 @@ type Config struct {
 	// MaxSaltedBlocks bounds the engine hash → cache salt memory used to salt later blocks of a salted
 	// chain; the oldest entries are forgotten first. Default: DefaultMaxSaltedBlocks.
 	MaxSaltedBlocks int
+	// AnyBlockSize indexes every dense BlockStored at its own block_size instead of skipping the ones
+	// whose block_size is not Blocks.BlockSize (BlockSizeMismatch); Blocks.BlockSize may then be 0.
+	// For inspecting a stream (`kvroute events` without --block-size), never for routing: the request
+	// side hashes at the worker's one block size.
+	AnyBlockSize bool
 }
 
 // DefaultConfig is the configuration for the Qwen3-VL test model's vLLM workers: block size 16,
@@ -71,19 +76,31 @@ type Result struct {
 	// Skipped counts events that could not be normalized; FirstErr is the first reason (wraps ErrEvent).
 	Skipped  int
 	FirstErr error
+	// Filtered lists the events kept out of the index by the KV cache group rule, the dense check or
+	// the block size check, in order. They change nothing (a filtered BlockRemoved removes nothing).
+	Filtered []Filtered
+}
+
+// Filtered is one event of a batch that is not indexed, and why.
+type Filtered struct {
+	// Event is the event's position in the batch.
+	Event  int
+	Reason SkipReason
 }
 
 // Normalizer normalizes the batches of ONE worker and data-parallel rank, in sequence order: it keeps
-// the cache salt of salted chains so that a chain continued in a later event gets the same seed. It is
-// not safe for concurrent use.
+// the cache salt of salted chains so that a chain continued in a later event gets the same seed, and
+// the kind each KV cache group learned (the group rule of hybrid models, see SkipReason). It is not
+// safe for concurrent use.
 type Normalizer struct {
-	cfg   Config
-	h     *blocks.Hasher
-	salts map[uint64]uint64 // engine hash → salt term of its chain (salted chains only)
-	ring  []uint64          // insertion order of salts keys, for the bound
-	next  int               // next ring slot to overwrite
-	ids   []uint64          // scratch: the identities of an event's blocks, back to back
-	idEnd []int             // scratch: end of each block's identities in ids
+	cfg    Config
+	h      *blocks.Hasher
+	groups GroupFilter       // learned kinds of the stream's KV cache groups
+	salts  map[uint64]uint64 // engine hash → salt term of its chain (salted chains only)
+	ring   []uint64          // insertion order of salts keys, for the bound
+	next   int               // next ring slot to overwrite
+	ids    []uint64          // scratch: the identities of an event's blocks, back to back
+	idEnd  []int             // scratch: end of each block's identities in ids
 
 	// The last identity string parsed (extra_keys repeat one identifier across a media item's blocks;
 	// kvevents/codec shares the string's bytes, so the comparison is usually a pointer check).
@@ -94,7 +111,11 @@ type Normalizer struct {
 
 // New returns a Normalizer, or an error for an invalid block config or encoding.
 func New(cfg Config) (*Normalizer, error) {
-	h, err := blocks.NewHasher(cfg.Blocks)
+	hc := cfg.Blocks
+	if cfg.AnyBlockSize && hc.BlockSize == 0 {
+		hc.BlockSize = 1 // the Hasher's block size only sizes its first buffer
+	}
+	h, err := blocks.NewHasher(hc)
 	if err != nil {
 		return nil, fmt.Errorf("creating normalizer: %w", err)
 	}
@@ -107,7 +128,9 @@ func New(cfg Config) (*Normalizer, error) {
 	return &Normalizer{cfg: cfg, h: h, salts: map[uint64]uint64{}}, nil
 }
 
-// Apply normalizes one decoded batch. Events that cannot be normalized are skipped and counted.
+// Apply normalizes one decoded batch. Events that cannot be normalized are skipped and counted;
+// events of KV cache groups whose blocks do not line up with the prompt, non-dense stored spans and
+// stored events of another block size are listed in Result.Filtered.
 func (n *Normalizer) Apply(b *codec.Batch) Result {
 	res := Result{Ops: make([]Op, 0, len(b.Events))}
 	// One slab for the Stored entries of the whole batch.
@@ -121,11 +144,25 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 	for i := range b.Events {
 		ev := &b.Events[i]
 		op := Op{Type: ev.Type, Medium: ev.Medium, WorkerID: ev.WorkerID, DPRank: ev.DPRank}
+		if r := n.filter(ev); r != 0 {
+			res.Filtered = append(res.Filtered, Filtered{Event: i, Reason: r})
+			continue
+		}
 		switch ev.Type {
 		case codec.BlockStored:
 			if len(ev.TokenIDs) == 0 && ev.LocalHashes == nil && ev.HasMedium && ev.Medium != "GPU" {
 				res.Ignored++
 				continue
+			}
+			if ev.LocalHashes == nil {
+				if !Dense(ev) {
+					res.Filtered = append(res.Filtered, Filtered{Event: i, Reason: NonDenseBlockSpan})
+					continue
+				}
+				if ev.BlockSize != n.cfg.Blocks.BlockSize && !n.cfg.AnyBlockSize {
+					res.Filtered = append(res.Filtered, Filtered{Event: i, Reason: BlockSizeMismatch})
+					continue
+				}
 			}
 			nb := len(ev.BlockHashes)
 			st, err := n.stored(ev, slab[:nb:nb])
@@ -153,6 +190,14 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 	return res
 }
 
+// filter applies the KV cache group rule to a BlockStored or BlockRemoved event (0: use it).
+func (n *Normalizer) filter(ev *codec.Event) SkipReason {
+	if ev.Type == codec.AllBlocksCleared {
+		return 0
+	}
+	return n.groups.Admit(ev)
+}
+
 // stored fills out (len(ev.BlockHashes) zero entries) with the event's index entries.
 func (n *Normalizer) stored(ev *codec.Event, out []Stored) ([]Stored, error) {
 	nb := len(ev.BlockHashes)
@@ -173,13 +218,7 @@ func (n *Normalizer) stored(ev *codec.Event, out []Stored) ([]Stored, error) {
 		}
 		return out, nil
 	}
-	bs := n.cfg.Blocks.BlockSize
-	if ev.BlockSize != bs {
-		return nil, fmt.Errorf("checking block size %d (want %d): %w", ev.BlockSize, bs, ErrEvent)
-	}
-	if len(ev.TokenIDs) != nb*bs {
-		return nil, fmt.Errorf("checking %d token ids for %d blocks of %d: %w", len(ev.TokenIDs), nb, bs, ErrEvent)
-	}
+	bs := ev.BlockSize // checked by Apply: dense, and the worker's unless AnyBlockSize
 	if ev.HasExtraKeys && len(ev.ExtraKeys) != nb {
 		return nil, fmt.Errorf("checking %d extra_keys entries for %d blocks: %w", len(ev.ExtraKeys), nb, ErrEvent)
 	}

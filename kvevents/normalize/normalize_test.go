@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -252,10 +253,19 @@ func TestSkipsEventsThatDoNotFit(t *testing.T) {
 		{Type: codec.BlockStored, BlockHashes: []uint64{1}, TokenIDs: nil, BlockSize: 16, Medium: "CPU", HasMedium: true},
 		{Type: codec.BlockStored, BlockHashes: []uint64{1}, TokenIDs: make([]uint32, 8), BlockSize: 8},
 		{Type: codec.BlockStored, BlockHashes: []uint64{1}, TokenIDs: make([]uint32, 16), BlockSize: 16, HasExtraKeys: true},
+		{Type: codec.BlockStored, BlockHashes: []uint64{1, 2}, TokenIDs: make([]uint32, 16), BlockSize: 16},
 		{Type: codec.BlockRemoved, BlockHashes: []uint64{1}},
 	}})
-	if res.Skipped != 2 || res.Ignored != 1 || len(res.Ops) != 1 || !errors.Is(res.FirstErr, ErrEvent) {
+	want := []Filtered{{Event: 1, Reason: BlockSizeMismatch}, {Event: 3, Reason: NonDenseBlockSpan}}
+	if res.Skipped != 1 || res.Ignored != 1 || len(res.Ops) != 1 || !errors.Is(res.FirstErr, ErrEvent) || !slices.Equal(res.Filtered, want) {
 		t.Errorf("%+v", res)
+	}
+	// AnyBlockSize indexes the 8-token block at its own size.
+	n, _ = New(Config{Blocks: blocks.Config{ImagePad: qwen.ImagePad, VideoPad: qwen.VideoPad}, Encoding: codec.VLLM, AnyBlockSize: true})
+	toks := []uint32{1, 2, 3, 4, 5, 6, 7, 8}
+	res = n.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []uint64{1}, TokenIDs: toks, BlockSize: 8}}})
+	if len(res.Ops) != 1 || res.Ops[0].Stored[0].LocalHash != blocks.HashTokens(toks, blocks.BaseSeed) {
+		t.Errorf("any block size: %+v", res)
 	}
 }
 

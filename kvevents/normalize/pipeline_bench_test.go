@@ -19,6 +19,10 @@ import (
 //   - chain16: new 16-block text chains (no extra_keys), each a new engine-hash chain; the worker's cap
 //     of 4096 blocks makes every batch an insert that evicts the oldest leaves.
 //   - video64: new 64-block chains holding a video (pair extra_keys), same cap.
+//   - hybrid1056: a Qwen3.5-style hybrid worker's batches: per batch a new 4-block chain of 1056-token
+//     blocks in the full-attention group 0 (with its kind) and the Mamba group 1's store (its kind,
+//     the last hash only, the whole span: skipped by the group rule) and kind-less removal of the
+//     previous chain's end (skipped as learned); blocks/s counts the attention blocks indexed.
 func BenchmarkApplyPipeline(b *testing.B) {
 	for _, form := range []string{"array", "map"} {
 		b.Run("golden-"+form, func(b *testing.B) {
@@ -27,6 +31,38 @@ func BenchmarkApplyPipeline(b *testing.B) {
 	}
 	b.Run("chain16", func(b *testing.B) { runPipeline(b, chainPayloads(b, 1024, 16, false)) })
 	b.Run("video64", func(b *testing.B) { runPipeline(b, chainPayloads(b, 256, 64, true)) })
+	b.Run("hybrid1056", func(b *testing.B) { runPipelineBS(b, hybridPayloads(b, 256, 4, 1056), 1056) })
+}
+
+// hybridPayloads encodes n hybrid batches (see BenchmarkApplyPipeline) of nb blocks of bs tokens.
+func hybridPayloads(b *testing.B, n, nb, bs int) [][]byte {
+	b.Helper()
+	out := make([][]byte, n)
+	for c := range out {
+		toks := make([]uint32, nb*bs)
+		for i := range toks {
+			toks[i] = uint32((c*7919 + i*7) % 150000)
+		}
+		hashes := make([]uint64, nb)
+		for i := range hashes {
+			hashes[i] = uint64(c*nb+i+1) * 0x9e3779b97f4a7c15
+		}
+		full := codec.Event{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: bs, Medium: "GPU", HasMedium: true,
+			GroupIdx: 0, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true}
+		mamba := codec.Event{Type: codec.BlockStored, BlockHashes: hashes[nb-1:], TokenIDs: toks, BlockSize: bs, Medium: "GPU", HasMedium: true,
+			GroupIdx: 1, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
+		evs := []codec.Event{full, mamba}
+		if c > 0 {
+			evs = append(evs, codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{uint64(c*nb) * 0x9e3779b97f4a7c15},
+				Medium: "GPU", HasMedium: true, GroupIdx: 1, HasGroupIdx: true})
+		}
+		raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1.5, Events: evs, HasDPRank: true}, codec.ArrayForm, codec.MapForm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[c] = raw
+	}
+	return out
 }
 
 // chainPayloads encodes n batches of one BlockStored event each: a new chain of nb blocks of 16
@@ -60,7 +96,10 @@ func chainPayloads(b *testing.B, n, nb int, video bool) [][]byte {
 	return out
 }
 
-func runPipeline(b *testing.B, payloads [][]byte) {
+func runPipeline(b *testing.B, payloads [][]byte) { runPipelineBS(b, payloads, qwen.BlockSize) }
+
+// runPipelineBS runs the pipeline for a worker of block size bs.
+func runPipelineBS(b *testing.B, payloads [][]byte, bs int) {
 	ctx := context.Background()
 	ix, err := index.New(&index.Config{MaxBlocksPerWorker: 4096, MaxBlocks: 1 << 20, MaxWorkers: 16})
 	if err != nil {
@@ -68,7 +107,9 @@ func runPipeline(b *testing.B, payloads [][]byte) {
 	}
 	key := index.WorkerKey{ID: "w"}
 	dc := codec.NewDecoder()
-	n, err := New(Config{Blocks: qwen, Encoding: codec.VLLM})
+	cfg := qwen
+	cfg.BlockSize = bs
+	n, err := New(Config{Blocks: cfg, Encoding: codec.VLLM})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,10 +30,12 @@ func DefaultPublisherConfig() *PublisherConfig {
 // every Interval (the bucket forgets records after TTL), and deletes the key on Stop.
 // Its methods are safe for concurrent use.
 type Publisher struct {
-	kv     jetstream.KeyValue
-	cfg    PublisherConfig
+	kv  jetstream.KeyValue
+	cfg PublisherConfig
+	id  string
+
+	recMu  sync.Mutex // guards record (Update runs beside the heartbeat)
 	record []byte
-	id     string
 
 	// mu guards cancel and done (the heartbeat goroutine's lifetime).
 	mu     sync.Mutex
@@ -104,10 +106,38 @@ func (p *Publisher) loop(ctx context.Context, done chan struct{}) {
 	}
 }
 
+// Update replaces the record (same worker id) and, when the Publisher is started, writes it at once;
+// later heartbeats write the new record. The error is the validation's or the put's.
+func (p *Publisher) Update(ctx context.Context, w Worker) error {
+	if err := w.Normalize(); err != nil {
+		return err
+	}
+	if w.WorkerID != p.id {
+		return fmt.Errorf("updating worker record %s: record of %s", p.id, w.WorkerID)
+	}
+	rec, err := w.Encode()
+	if err != nil {
+		return err
+	}
+	p.recMu.Lock()
+	p.record = rec
+	p.recMu.Unlock()
+	p.mu.Lock()
+	started := p.cancel != nil
+	p.mu.Unlock()
+	if !started {
+		return nil
+	}
+	return p.put(ctx)
+}
+
 func (p *Publisher) put(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	if _, err := p.kv.Put(ctx, p.id, p.record); err != nil {
+	p.recMu.Lock()
+	rec := p.record
+	p.recMu.Unlock()
+	if _, err := p.kv.Put(ctx, p.id, rec); err != nil {
 		return fmt.Errorf("putting worker record %s: %w", p.id, err)
 	}
 	return nil

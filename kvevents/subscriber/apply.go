@@ -64,6 +64,14 @@ func (sh *shard) apply(st *stream, p pending) (unknownParent bool) {
 					zap.Uint64("seq", p.seq), zap.Error(res.FirstErr), zap.Uint64("count", n))
 			}
 		}
+		for _, f := range res.Filtered {
+			r := filteredResult(f.Reason)
+			if n := s.count(v, id, r, 1); r == rBlockSizeMismatch && logWorthy(n) {
+				s.log.Warn("kv event subscriber: skipping stored event of another block size than the worker record's",
+					zap.String("worker_id", id), zap.Uint64("seq", p.seq), zap.Int("block_size", ev.BlockSize),
+					zap.Int("worker_block_size", st.w.rec.BlockSize), zap.Uint64("count", n))
+			}
+		}
 		for j := range res.Ops {
 			op := &res.Ops[j]
 			switch op.Type {

@@ -123,7 +123,8 @@ const UnregisteredWorker = "(unregistered)"
 
 // Result names, the `result` label of caddy_kvroute_events_total and the keys of Stats.Events.
 // Units: one per NATS message (batch) for the message-level results, one per event inside a
-// batch for unknown_type, invalid_event, unknown_parent and unknown_removal.
+// batch for unknown_type, invalid_event, unknown_parent, unknown_removal, non_attention_group,
+// non_dense_block_span and block_size_mismatch.
 const (
 	// ResultApplied: a batch applied in sequence order (replayed ones included).
 	ResultApplied = "applied"
@@ -152,7 +153,7 @@ const (
 	// ResultUnknownType: an event of an unknown type, skipped.
 	ResultUnknownType = "unknown_type"
 	// ResultInvalidEvent: an event of a known type with wrongly shaped fields, or that cannot be
-	// normalized (block size, token count, extra_keys length), skipped.
+	// normalized (extra_keys length, tokens_hash count), skipped.
 	ResultInvalidEvent = "invalid_event"
 	// ResultDecodeError: a message that is not one well-formed batch, dropped.
 	ResultDecodeError = "decode_error"
@@ -163,6 +164,16 @@ const (
 	ResultDroppedUnregistered = "dropped_unregistered"
 	// ResultIndexError: a batch the index refused (too many workers), dropped.
 	ResultIndexError = "index_error"
+	// ResultNonAttentionGroup: a BlockStored or BlockRemoved event of a KV cache group whose blocks do
+	// not line up with the prompt (Mamba, sliding window, …: kvevents/normalize KindNotAdmitted,
+	// GroupKindNotAdmitted, GroupUnlearnedNonzero), skipped.
+	ResultNonAttentionGroup = "non_attention_group"
+	// ResultNonDenseBlockSpan: a used BlockStored whose token_ids are not block_size per block hash,
+	// skipped.
+	ResultNonDenseBlockSpan = "non_dense_block_span"
+	// ResultBlockSizeMismatch: a used, dense BlockStored whose block_size is not the worker record's,
+	// skipped (its blocks would not match the request side's).
+	ResultBlockSizeMismatch = "block_size_mismatch"
 )
 
 // result indexes the counters.
@@ -187,6 +198,9 @@ const (
 	rBadHeader
 	rDroppedUnregistered
 	rIndexError
+	rNonAttentionGroup
+	rNonDenseBlockSpan
+	rBlockSizeMismatch
 	numResults
 )
 
@@ -209,6 +223,20 @@ var resultNames = [numResults]string{
 	rBadHeader:           ResultBadHeader,
 	rDroppedUnregistered: ResultDroppedUnregistered,
 	rIndexError:          ResultIndexError,
+	rNonAttentionGroup:   ResultNonAttentionGroup,
+	rNonDenseBlockSpan:   ResultNonDenseBlockSpan,
+	rBlockSizeMismatch:   ResultBlockSizeMismatch,
+}
+
+// filteredResult is the result a normalize.SkipReason is counted under.
+func filteredResult(r normalize.SkipReason) result {
+	switch r {
+	case normalize.NonDenseBlockSpan:
+		return rNonDenseBlockSpan
+	case normalize.BlockSizeMismatch:
+		return rBlockSizeMismatch
+	}
+	return rNonAttentionGroup
 }
 
 // Results lists every result name, in a fixed order.

@@ -41,12 +41,19 @@ func TestBadInputDroppedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	shortTokens := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{999}, TokenIDs: []uint32{1, 2, 3}, BlockSize: 16}
+	badKeys := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{998}, TokenIDs: make([]uint32, 16), BlockSize: 16, HasExtraKeys: true}
+	otherSize := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{997}, TokenIDs: make([]uint32, 32), BlockSize: 32}
+	// A hybrid model's Mamba group: its store (dense here) teaches group 1 "mamba"; its kind-less
+	// removal of a block the attention group holds (same engine hash) must then remove nothing.
+	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{996}, TokenIDs: make([]uint32, 16), BlockSize: 16,
+		GroupIdx: 1, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
 	unknownRemoval := codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{12345, 67890}}
 
 	e.publish("w", 0, 0, "vllm", add(g.stored(t, 2, false, codec.ArrayForm)))
 	e.publish("w", 1, 0, "vllm", add(garbage))
 	e.publish("w", 2, 0, "vllm", add(unknownType))
-	e.publish("w", 3, 0, "vllm", add(encode(t, codec.MapForm, shortTokens)))
+	mambaRemoval := codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{g.last}, GroupIdx: 1, HasGroupIdx: true}
+	e.publish("w", 3, 0, "vllm", add(encode(t, codec.MapForm, shortTokens, badKeys, otherSize, mamba, mambaRemoval)))
 	e.publish("w", 4, 0, "vllm", add(encode(t, codec.ArrayForm, unknownRemoval)))
 	// bad headers: no seq, an unknown encoding, a rank beyond dp_size
 	for _, h := range []nats.Header{
@@ -64,14 +71,17 @@ func TestBadInputDroppedAndCounted(t *testing.T) {
 	e.waitSeq("w", 5)
 
 	want := map[string]uint64{
-		subscriber.ResultApplied:         5, // seqs 0, 2, 3, 4, 5 (seq 1 does not decode)
-		subscriber.ResultDecodeError:     1,
-		subscriber.ResultUnknownType:     1,
-		subscriber.ResultInvalidEvent:    1,
-		subscriber.ResultUnknownRemoval:  1,
-		subscriber.ResultBadHeader:       3,
-		subscriber.ResultReplayFailed:    1, // the registration replay: no bridge answers
-		subscriber.ResultReplayRequested: 1,
+		subscriber.ResultApplied:           5, // seqs 0, 2, 3, 4, 5 (seq 1 does not decode)
+		subscriber.ResultDecodeError:       1,
+		subscriber.ResultUnknownType:       1,
+		subscriber.ResultInvalidEvent:      1, // extra_keys of the wrong length
+		subscriber.ResultNonDenseBlockSpan: 1,
+		subscriber.ResultBlockSizeMismatch: 1,
+		subscriber.ResultNonAttentionGroup: 2, // the Mamba group's store and removal
+		subscriber.ResultUnknownRemoval:    1,
+		subscriber.ResultBadHeader:         3,
+		subscriber.ResultReplayFailed:      1, // the registration replay: no bridge answers
+		subscriber.ResultReplayRequested:   1,
 	}
 	if got := e.events("w"); !mapsEqual(got, want) {
 		t.Errorf("worker counters %v, want %v", got, want)

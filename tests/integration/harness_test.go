@@ -26,6 +26,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/chat"
@@ -51,6 +52,8 @@ type simSpec struct {
 	Oracle       []uint32      // oracle mode tokens; nil = the simulator's own expansion
 	PrefillDelay time.Duration // delay before the first token
 	TokenDelay   time.Duration // delay before each further token
+	BlockSize    int           // KV block size (the attention group's with Hybrid); 0 = blockSize
+	Hybrid       bool          // publish like a hybrid vLLM worker (sim.PublisherConfig.Hybrid)
 }
 
 // simWorker is one running simulator with what reached it.
@@ -64,6 +67,10 @@ type simWorker struct {
 	count  atomic.Int64 // chat requests received
 	mu     sync.Mutex   // guards bodies
 	bodies [][]byte     // every received body, in arrival order
+
+	// nonAttention counts the published events of KV cache groups other than the attention group
+	// (the hybrid simulator's Mamba group), decoded from every batch as published.
+	nonAttention atomic.Int64
 }
 
 func (w *simWorker) serveHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -76,6 +83,19 @@ func (w *simWorker) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
 	w.srv.Handler().ServeHTTP(rw, r)
+}
+
+// countGroups counts a published batch's events of KV cache groups other than 0.
+func (w *simWorker) countGroups(m sim.Message) {
+	bt, err := codec.Decode(codec.VLLM, m.Payload)
+	if err != nil {
+		return
+	}
+	for _, ev := range bt.Events {
+		if ev.HasGroupIdx && ev.GroupIdx != 0 {
+			w.nonAttention.Add(1)
+		}
+	}
 }
 
 // lastBody returns the last body the simulator received.
@@ -92,6 +112,7 @@ func (w *simWorker) lastBody() []byte {
 // embedded NATS on a random port) in front of simulators that register and publish their KV
 // events through that NATS server, plus a loopback file server for the clips.
 type harness struct {
+	modelDir    string             // the model folder of Caddy and of the simulators
 	base, admin string             // http://127.0.0.1:port of the site and of the admin endpoint
 	media       string             // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
 	res         *resolver.Resolver // the simulators' media resolver
@@ -99,6 +120,15 @@ type harness struct {
 	sims        map[string]*simWorker
 	byEndpoint  map[string]*simWorker
 	order       []*simWorker
+	opts        harnessOpts
+}
+
+// harnessOpts varies the harness's Caddyfile.
+type harnessOpts struct {
+	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block).
+	siteDirectives string
+	// mediaOpts are extra lines of the kvroute media block.
+	mediaOpts string
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
@@ -116,6 +146,7 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 		model_dir %s
 		media {
 			allow_loopback
+			%s
 		}
 	}
 }
@@ -128,6 +159,7 @@ http://127.0.0.1:%d {
 		X-Kvroute-Total-Blocks {http.vars.kvroute.total_blocks}
 		X-Kvroute-Fallback {http.vars.kvroute.fallback}
 	}
+%s
 	kvroute
 	reverse_proxy {
 		dynamic kvroute
@@ -136,7 +168,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, modelDir, httpPort)
+`, adminPort, h.modelDir, h.opts.mediaOpts, httpPort, h.opts.siteDirectives)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -159,6 +191,31 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 // every simulator. Everything stops at the test's end.
 func startHarness(t *testing.T, specs []simSpec) *harness {
 	t.Helper()
+	return startHarnessOpts(t, specs, harnessOpts{})
+}
+
+// startHarnessMedia is startHarness with extra kvroute media options (Caddyfile lines), and the
+// clip server's /stall/<n> sending n bytes and then nothing until the client goes away.
+func startHarnessMedia(t *testing.T, specs []simSpec, mediaOpts string) *harness {
+	t.Helper()
+	return startHarnessOpts(t, specs, harnessOpts{mediaOpts: mediaOpts})
+}
+
+// startHarnessModel is startHarness with another model folder for Caddy and the simulators.
+func startHarnessModel(t *testing.T, modelDir string, specs []simSpec) *harness {
+	t.Helper()
+	return startHarnessFull(t, modelDir, specs, harnessOpts{})
+}
+
+// startHarnessOpts is startHarness with Caddyfile options.
+func startHarnessOpts(t *testing.T, specs []simSpec, opts harnessOpts) *harness {
+	t.Helper()
+	return startHarnessFull(t, modelDir, specs, opts)
+}
+
+// startHarnessFull is startHarness with a model folder and Caddyfile options.
+func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harnessOpts) *harness {
+	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	res := newSimResolver(t)
 
@@ -175,10 +232,16 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 	mux.HandleFunc("/random.webm", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(rnd) })
 	mux.HandleFunc("/img1.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img1) })
 	mux.HandleFunc("/img2.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img2) })
+	mux.HandleFunc("/stall/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/stall/"))
+		_, _ = w.Write(make([]byte, n))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
-	h := &harness{media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
+	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
 	httpPort, adminPort := freePort(t), freePort(t)
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
@@ -218,17 +281,22 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		pub, err := sim.NewPublisher(&sim.PublisherConfig{WorkerID: sp.ID, Conn: nc})
+		bs := sp.BlockSize
+		if bs == 0 {
+			bs = blockSize
+		}
+		w := &simWorker{spec: sp}
+		pub, err := sim.NewPublisher(&sim.PublisherConfig{WorkerID: sp.ID, Conn: nc, Hybrid: sp.Hybrid, OnPublish: w.countGroups})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = pub.Close() })
-		bc, err := sim.NewBlockCache(&sim.BlockCacheConfig{BlockSize: blockSize, Capacity: 1 << 16})
+		bc, err := sim.NewBlockCache(&sim.BlockCacheConfig{BlockSize: bs, Capacity: 1 << 16})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := &simWorker{spec: sp, pub: pub}
-		w.srv = sim.New(&sim.Config{WorkerID: sp.ID, Model: sp.Model, BlockSize: blockSize, PrefillDelay: sp.PrefillDelay,
+		w.pub = pub
+		w.srv = sim.New(&sim.Config{WorkerID: sp.ID, Model: sp.Model, BlockSize: bs, PrefillDelay: sp.PrefillDelay,
 			TokenDelay: sp.TokenDelay, Frontend: fe, Blocks: bc, Events: pub})
 		w.ts = httptest.NewServer(http.HandlerFunc(w.serveHTTP))
 		t.Cleanup(w.ts.Close)
