@@ -38,3 +38,8 @@ caddy: deps
 ## demo: the main job on the embedded default (see README).
 demo: deps bins caddy
 	@./demo/run.sh
+
+## bench-proxy: kvroute vs plain reverse_proxy in one Caddy (docs/benchmarks.md); ARGS passes flags.
+.PHONY: bench-proxy
+bench-proxy: deps
+	go run ./bench/proxy $(ARGS)
