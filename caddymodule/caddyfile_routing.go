@@ -16,6 +16,7 @@ import (
 //	model_dir         <dir>
 //	frontend_decoding on|off
 //	max_media         <n>
+//	tokenize_cache_size <size>
 //	media {
 //	    allow_loopback
 //	    allow_private
@@ -69,6 +70,12 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 		})
 	case "max_media":
 		return true, oneArg(d, intInto(d, &rc.MaxMedia))
+	case "tokenize_cache_size":
+		if rc.TokenizeCacheSize != nil {
+			return true, d.Err("tokenize_cache_size already specified")
+		}
+		rc.TokenizeCacheSize = new(int64)
+		return true, oneArg(d, sizeInto(d, rc.TokenizeCacheSize))
 	case "media":
 		if rc.Media != nil {
 			return true, d.Err("media already specified")

@@ -47,6 +47,11 @@ type RoutingConfig struct {
 	// overlap_credit 1, temperature 0, no busy thresholds.
 	Scheduler *scheduler.Config `json:"scheduler,omitempty"`
 
+	// TokenizeCacheSize is the byte budget of the tokenize cache: prompt segment (the text
+	// between two added tokens) → token ids, LRU, so a conversation's earlier turns are not
+	// tokenized again. 0 turns it off. Default: 256 MiB.
+	TokenizeCacheSize *int64 `json:"tokenize_cache_size,omitempty"`
+
 	// Index bounds the KV block index. The index survives config reloads; its bounds are taken
 	// from the config that created it. Default: 1Mi blocks per worker, 16Mi in total.
 	Index *IndexConfig `json:"index,omitempty"`
@@ -242,6 +247,7 @@ func (a *App) loadModel() (*model.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading model: %w", err)
 	}
+	a.setTokenizeCache(m)
 	return m, nil
 }
 

@@ -15,6 +15,7 @@ type Tokenizer struct {
 	known   []bool            // id → whether decode[id] is defined
 	added   addedTokens
 	cache   wordCache
+	segs    *SegmentCache // nil: no segment cache (segcache.go)
 }
 
 // addedTokens finds added tokens in raw text, leftmost-longest.
@@ -62,9 +63,9 @@ func (t *Tokenizer) Encode(text string) []uint32 {
 			start, end, id = t.added.find(text)
 		}
 		if start < 0 {
-			return t.encodeSegment(ids, text)
+			return t.encodeSegmentCached(ids, text)
 		}
-		ids = t.encodeSegment(ids, text[:start])
+		ids = t.encodeSegmentCached(ids, text[:start])
 		ids = append(ids, id)
 		text = text[end:]
 	}
