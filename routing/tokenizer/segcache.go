@@ -131,18 +131,19 @@ func (t *Tokenizer) SetSegmentCache(c *SegmentCache) { t.segs = c }
 func (t *Tokenizer) SegmentCache() *SegmentCache { return t.segs }
 
 // encodeSegmentCached appends the ids of a segment without added tokens, through the segment
-// cache when one is set and the segment is long enough to be worth it.
+// cache when one is set and the segment is long enough to be worth it (encodeSegmentAuto
+// encodes the misses, in parallel when large).
 func (t *Tokenizer) encodeSegmentCached(dst []uint32, seg string) []uint32 {
 	c := t.segs
 	if c == nil || len(seg) < minCachedSegment {
-		return t.encodeSegment(dst, seg)
+		return t.encodeSegmentAuto(dst, seg)
 	}
 	key := xxh3.HashString128(seg)
 	if ids, ok := c.get(key, len(seg)); ok {
 		return append(dst, ids...)
 	}
 	n := len(dst)
-	dst = t.encodeSegment(dst, seg)
+	dst = t.encodeSegmentAuto(dst, seg)
 	c.put(key, len(seg), dst[n:])
 	return dst
 }
