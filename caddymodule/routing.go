@@ -278,6 +278,7 @@ func (a *App) newRoutingCore(m *model.Model, ec *eventCore) (*routingCore, error
 	stage := func(s string, d time.Duration) { a.metrics.routingSeconds.WithLabelValues(s).Observe(d.Seconds()) }
 	res.Stage = stage
 	res.CacheResult = func(result string) { a.metrics.decodeCache.WithLabelValues(result).Inc() }
+	res.Revalidated = func() { a.metrics.decodeCache.WithLabelValues("revalidated").Inc() }
 	cfg := router.DefaultConfig()
 	if rc.FrontendDecoding != nil {
 		cfg.FrontendDecoding = *rc.FrontendDecoding
