@@ -4,9 +4,10 @@ export GOTOOLCHAIN := go1.27.3
 export CGO_ENABLED := 1
 
 APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
-	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl
+	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl \
+	prometheus
 
-.PHONY: deps test vet demo caddy bins
+.PHONY: deps test vet demo caddy bins soak fuzz
 
 ## deps: install the system packages (Debian) and Go modules the project needs.
 deps:
@@ -25,6 +26,18 @@ vet: deps
 ## test: vet, then the whole test suite under the race detector.
 test: deps vet
 	go test -race -count=1 -timeout 40m ./...
+
+## soak: the 10-minute memory soak through an in-process Caddy (docs/benchmarks.md); not part of test.
+SOAK ?= 10m
+soak: deps
+	KVROUTE_SOAK=$(SOAK) nice go test -count=1 -run '^TestSoak$$' -timeout 40m -v ./tests/integration/
+
+## fuzz: each fuzz target of issue 12 for FUZZTIME (default 3m): request parser, event codec, video decoder.
+FUZZTIME ?= 3m
+fuzz: deps
+	go test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./routing/chat/
+	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kvevents/codec/
+	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./media/
 
 ## bins: build the kvroute, kvroute-sim and kvroute-bridge binaries into ./bin.
 bins: deps

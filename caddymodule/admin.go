@@ -53,6 +53,13 @@ type WorkerStatus struct {
 	// LastSeq is the last applied event sequence number (rank 0); null before the first event.
 	LastSeq *uint64 `json:"last_seq"`
 	Healthy bool    `json:"healthy"`
+	// ActivePrefillTokens, ActiveDecodeBlocks and RequestsInFlight are the worker's active load
+	// (WorkerState); LastEventAgeSeconds the seconds since its last KV event message, null before
+	// the first.
+	ActivePrefillTokens int64    `json:"active_prefill_tokens"`
+	ActiveDecodeBlocks  int64    `json:"active_decode_blocks"`
+	RequestsInFlight    int64    `json:"requests_in_flight"`
+	LastEventAgeSeconds *float64 `json:"last_event_age_seconds"`
 }
 
 // Stats is the body of GET /kvroute/stats.
@@ -60,6 +67,19 @@ type Stats struct {
 	Models map[string]ModelStats `json:"models"`
 	Index  IndexStats            `json:"index"`
 	Events EventStats            `json:"events"`
+	Router RouterStats           `json:"router"`
+}
+
+// RouterStats is the router's operating state (RouterState).
+type RouterStats struct {
+	NATSConnected   bool   `json:"nats_connected"`
+	NATSReconnects  uint64 `json:"nats_reconnects"`
+	RegistryWorkers int    `json:"registry_workers"`
+	StaticWorkers   int    `json:"static_workers"`
+	DecodeSlotsBusy int    `json:"decode_slots_busy"`
+	DecodeSlots     int    `json:"decode_slots"`
+	// MediaInflightBytes is null while the router has no media in-flight budget.
+	MediaInflightBytes *int64 `json:"media_inflight_bytes"`
 }
 
 // ModelStats is the agreement state of one model's workers (DESIGN.md §2.3).
@@ -118,13 +138,14 @@ func handleWorkers(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, out)
 }
 
-// workerStatuses lists the app's workers with their index state; a listed worker is healthy (its
-// record is live or static).
+// workerStatuses lists the app's workers with their index state and operating state (state.go);
+// a listed worker is healthy (its record is live or static).
 func workerStatuses(a *App) []WorkerStatus {
 	ws := a.WorkerList()
+	states := a.workerStates()
 	ec := a.eventCore()
 	out := make([]WorkerStatus, 0, len(ws))
-	for _, wk := range ws {
+	for i, wk := range ws {
 		st := WorkerStatus{
 			WorkerID: wk.WorkerID, Endpoint: wk.Endpoint, Model: wk.Model, Engine: wk.Engine,
 			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: true,
@@ -132,6 +153,15 @@ func workerStatuses(a *App) []WorkerStatus {
 		if ec != nil {
 			if s, ok := ec.sub.Worker(wk.WorkerID); ok {
 				st.Blocks, st.LastSeq = int64(s.Blocks), s.LastSeq
+			}
+		}
+		if i < len(states) && states[i].WorkerID == wk.WorkerID { // same list unless it changed in between
+			ps := states[i]
+			st.Healthy = ps.Healthy
+			st.ActivePrefillTokens, st.ActiveDecodeBlocks, st.RequestsInFlight = ps.ActivePrefillTokens, ps.ActiveDecodeBlocks, ps.RequestsInFlight
+			if ps.LastEventAge >= 0 {
+				age := ps.LastEventAge.Seconds()
+				st.LastEventAgeSeconds = &age
 			}
 		}
 		out = append(out, st)
@@ -192,6 +222,13 @@ func appStats(a *App) Stats {
 	}
 	if n := a.NATS(); n != nil {
 		st.Events.InvalidRecords = n.Watcher().Invalid()
+	}
+	rs := a.routerState()
+	st.Router = RouterStats{NATSConnected: rs.NATSConnected, NATSReconnects: rs.NATSReconnects, RegistryWorkers: rs.RegistryWorkers,
+		StaticWorkers: rs.StaticWorkers, DecodeSlotsBusy: rs.DecodeSlotsBusy, DecodeSlots: rs.DecodeSlots}
+	if rs.HasMediaInflight {
+		b := rs.MediaInflightBytes
+		st.Router.MediaInflightBytes = &b
 	}
 	return st
 }

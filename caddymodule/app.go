@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/media"
 )
 
 func init() {
@@ -54,13 +55,19 @@ type App struct {
 	static  []registry.Worker
 	metrics *metrics
 
-	// mu guards state, stop, done, events and routing (the app's running lifetime).
+	// mu guards state, stop, done, events, routing and indexSeries (the app's running lifetime).
 	mu      sync.Mutex
 	state   *natsState
 	stop    context.CancelFunc
 	done    chan struct{}
 	events  *eventCore   // shared with other configs through the NATS state
 	routing *routingCore // this config's router; nil without model_dir
+	// indexSeries are the workers with a caddy_kvroute_index_blocks series set by this app.
+	indexSeries map[string]bool
+
+	// model is the model folder loaded by Validate (nil without model_dir); Start builds the
+	// router on it.
+	model *loadedModel
 
 	// workers is the merged (static + live) worker list, sorted by id; replaced, never mutated.
 	// Read lock-free on the request path.
@@ -113,6 +120,8 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	// FFmpeg's log (process-wide) goes through zap at debug level, never raw to stderr.
+	media.SetLogger(caddy.Log().Named("kvroute.ffmpeg"))
 	repl := caddy.NewReplacer()
 	a.NATSURL = repl.ReplaceAll(a.NATSURL, "")
 	a.NATSCredentials = repl.ReplaceAll(a.NATSCredentials, "")
@@ -219,7 +228,13 @@ func (a *App) Validate() error {
 			}
 		}
 	}
-	return a.RoutingConfig.validateRouting()
+	if err := a.RoutingConfig.validateRouting(); err != nil {
+		return err
+	}
+	// `caddy validate` provisions and validates without starting: the model folder is loaded
+	// here, so a missing or broken model_dir fails validation as it fails `caddy run`.
+	_, err := a.loadModel()
+	return err
 }
 
 // Start connects to NATS (starting the embedded server if needed) through the usage pool, so a
@@ -268,6 +283,7 @@ func (a *App) Start() error {
 			}
 		}
 	}()
+	a.metrics.state.setApp(a)
 	a.logger.Info("kvroute app started", zap.String("nats", st.url), zap.Bool("embedded", st.embedded != nil), zap.Int("static_workers", len(a.static)))
 	return nil
 }
@@ -276,6 +292,9 @@ func (a *App) Start() error {
 // last config to release it closes the connection and the embedded server.
 func (a *App) Stop() error {
 	defer a.markStarted()
+	if a.metrics != nil {
+		a.metrics.state.clearApp(a)
+	}
 	a.mu.Lock()
 	stop, done := a.stop, a.done
 	a.stop, a.done, a.state = nil, nil, nil

@@ -16,6 +16,8 @@ import (
 //	model_dir         <dir>
 //	frontend_decoding on|off
 //	max_media         <n>
+//	max_messages      <n>
+//	max_parts         <n>
 //	tokenize_cache_size <size>
 //	media {
 //	    allow_loopback
@@ -32,6 +34,7 @@ import (
 //	    decode_timeout  <duration>
 //	    decode_slots    <n>
 //	    slot_wait       <duration>
+//	    max_inflight_bytes <size>
 //	}
 //	scheduler {
 //	    prefill_load_scale        <float>
@@ -70,6 +73,10 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 		})
 	case "max_media":
 		return true, oneArg(d, intInto(d, &rc.MaxMedia))
+	case "max_messages":
+		return true, oneArg(d, intInto(d, &rc.MaxMessages))
+	case "max_parts":
+		return true, oneArg(d, intInto(d, &rc.MaxParts))
 	case "tokenize_cache_size":
 		if rc.TokenizeCacheSize != nil {
 			return true, d.Err("tokenize_cache_size already specified")
@@ -155,6 +162,8 @@ func (m *MediaConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneArg(d, intInto(d, &m.DecodeSlots))
 		case "slot_wait":
 			err = oneArg(d, durationInto(d, &m.SlotWait))
+		case "max_inflight_bytes":
+			err = oneArg(d, sizeInto(d, &m.MaxInflightBytes))
 		default:
 			err = d.Errf("unrecognized media option '%s'", d.Val())
 		}

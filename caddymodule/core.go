@@ -22,6 +22,8 @@ type eventCore struct {
 	// tracker is the active-load accounting; shared by every config's scheduler so requests in
 	// flight across a reload stay counted.
 	tracker *scheduler.Tracker
+	// lastEvent records when each worker's last KV event message arrived (state.go).
+	lastEvent *eventClock
 }
 
 // core returns the state's event core, creating and starting it on first use.
@@ -37,8 +39,10 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	}
 	scfg := subscriber.DefaultConfig()
 	scfg.Logger = logger
+	clock := newEventClock()
 	scfg.OnCount = func(worker, result string, n uint64) {
 		kvMetrics.events.WithLabelValues(worker, result).Add(float64(n))
+		clock.observe(worker, result)
 	}
 	if m != nil && m.Vision {
 		scfg.ImagePad, scfg.VideoPad = m.TokenIDs.ImagePad, m.TokenIDs.VideoPad
@@ -51,7 +55,7 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	if err := sub.Start(context.Background()); err != nil {
 		return nil, fmt.Errorf("starting KV event subscriber: %w", err)
 	}
-	st.events = &eventCore{index: ix, sub: sub, tracker: scheduler.NewTracker()}
+	st.events = &eventCore{index: ix, sub: sub, tracker: scheduler.NewTracker(), lastEvent: clock}
 	return st.events, nil
 }
 
@@ -72,7 +76,11 @@ func (a *App) startRouting(st *natsState) error {
 	if err != nil {
 		return err
 	}
-	ec, err := st.core(a.Index.indexConfig(), m, caddy.Log().Named("kvroute.events"))
+	var mm *model.Model
+	if m != nil {
+		mm = m.model
+	}
+	ec, err := st.core(a.Index.indexConfig(), mm, caddy.Log().Named("kvroute.events"))
 	if err != nil {
 		return err
 	}
@@ -106,13 +114,26 @@ func (a *App) routingCore() *routingCore {
 	return a.routing
 }
 
-// updateIndexGauges sets caddy_kvroute_index_blocks{worker} from the subscriber's view.
+// updateIndexGauges sets caddy_kvroute_index_blocks{worker} from the subscriber's view and drops
+// the series of workers the subscriber no longer tracks, so worker churn does not grow the label
+// set.
 func (a *App) updateIndexGauges() {
 	ec := a.eventCore()
 	if ec == nil {
 		return
 	}
+	live := map[string]bool{}
 	for _, w := range ec.sub.Stats().Workers {
+		live[w.WorkerID] = true
 		kvMetrics.indexBlocks.WithLabelValues(w.WorkerID).Set(float64(w.Blocks))
+	}
+	a.mu.Lock()
+	gone := a.indexSeries
+	a.indexSeries = live
+	a.mu.Unlock()
+	for id := range gone {
+		if !live[id] {
+			kvMetrics.indexBlocks.DeleteLabelValues(id)
+		}
 	}
 }

@@ -101,8 +101,11 @@ type Decider interface {
 // preference, so the selection policy's fallback picks the upstream.
 type NoPreference struct{}
 
-// Decide returns an empty decision.
-func (NoPreference) Decide(context.Context, *RouteInput) (*Decision, error) { return &Decision{}, nil }
+// Decide returns a decision without a worker, marked not_routed (no model_dir: nothing is routed
+// by KV overlap, and such decisions must not count as exact).
+func (NoPreference) Decide(context.Context, *RouteInput) (*Decision, error) {
+	return &Decision{Fallback: reason.NotRouted}, nil
+}
 
 // ranked returns the chosen endpoint and the next-best candidates' endpoints, best first.
 func (d *Decision) ranked() []string {

@@ -135,7 +135,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		d = &Decision{Fallback: code}
 	}
 	if d == nil {
-		d = &Decision{}
+		d = &Decision{Fallback: reason.NotRouted}
 	}
 	d.RequestID = reqID
 	if d.Body != nil && body != nil {
@@ -159,7 +159,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // record sets the request vars, counts the decision and logs the [ROUTING] line.
 func (h *Handler) record(r *http.Request, d *Decision) {
 	setDecisionVars(r, d, d.WorkerID)
-	h.metrics.decisions.WithLabelValues(d.Model, d.WorkerID, string(d.Fallback)).Inc()
+	h.metrics.decisions.WithLabelValues(modelLabel(d.Model, h.app.WorkerList()), d.WorkerID, string(d.Fallback)).Inc()
 	if d.TotalBlocks > 0 {
 		h.metrics.hitRatio.Observe(float64(d.OverlapBlocks) / float64(d.TotalBlocks))
 	}

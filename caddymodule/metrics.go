@@ -18,7 +18,13 @@ type metrics struct {
 	indexBlocks       *prometheus.GaugeVec
 	contractAgreement *prometheus.GaugeVec
 	layoutVerified    *prometheus.CounterVec
+	// state reports the running app's per-worker and router operating state (state_metrics.go).
+	state *stateCollector
 }
+
+// hitRatioBuckets are the upper bounds of caddy_kvroute_predicted_hit_ratio: exact decimals from
+// 0 to 1, so a full hit (ratio exactly 1) is counted in le="1".
+var hitRatioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 
 // kvMetrics is created once per process and registered with every config's registry: Caddy gives
 // each config load a fresh registry, and re-creating collectors would reset the counters on every
@@ -28,9 +34,10 @@ var kvMetrics = newMetrics()
 func newMetrics() *metrics {
 	const ns, sub = "caddy", "kvroute"
 	return &metrics{
+		state: newStateCollector(ns, sub),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "decisions_total",
-			Help: "Routing decisions by model, chosen worker and fallback reason (empty when exact).",
+			Help: "Routing decisions by model (a model some worker declares, else other), chosen worker and fallback reason (empty when exact, not_routed when not routed by KV overlap).",
 		}, []string{"model", "worker", "fallback"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "errors_total",
@@ -38,8 +45,10 @@ func newMetrics() *metrics {
 		}, []string{"code"}),
 		hitRatio: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "predicted_hit_ratio",
-			Help:    "Overlap blocks of the chosen worker divided by the request's total blocks.",
-			Buckets: prometheus.LinearBuckets(0, 0.1, 11),
+			Help: "Overlap blocks of the chosen worker divided by the request's total blocks.",
+			// Written out: LinearBuckets(0, 0.1, 11) accumulates float steps (0.30000000000000004,
+			// top bucket 0.9999999999999999), and a full hit (exactly 1) then lands only in +Inf.
+			Buckets: hitRatioBuckets,
 		}),
 		routingSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "routing_seconds",
@@ -71,7 +80,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.errors, m.hitRatio, m.routingSeconds, m.decodeCache,
-		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, tokenizeCacheCollector{}}
+		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, m.state, tokenizeCacheCollector{}}
 }
 
 // registerMetrics registers the process-wide collectors with reg (one config's registry; nil is

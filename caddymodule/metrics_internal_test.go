@@ -1,10 +1,14 @@
 package caddymodule
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kvroute/kvroute/kvevents/registry"
 )
 
 // TestMetricsRegisterPerConfig registers the collectors with a registry twice (as two handlers of
@@ -56,6 +60,45 @@ func TestMetricsRegisterPerConfig(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("metric %s missing", want)
+		}
+	}
+}
+
+// TestHitRatioBucketsExact: the buckets are the decimals 0, 0.1, …, 1 exactly, and a full hit
+// (ratio 1) is counted in le="1", not only in +Inf (issue 15).
+func TestHitRatioBucketsExact(t *testing.T) {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "t", Buckets: hitRatioBuckets})
+	h.Observe(1)
+	h.Observe(0.3)
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	var bounds []string
+	counts := map[string]uint64{}
+	for _, b := range m.GetHistogram().GetBucket() {
+		k := strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)
+		bounds = append(bounds, k)
+		counts[k] = b.GetCumulativeCount()
+	}
+	if got := strings.Join(bounds, " "); got != "0 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1" {
+		t.Fatalf("bucket bounds %s", got)
+	}
+	if counts["1"] != 2 || counts["0.9"] != 1 || counts["0.3"] != 1 || counts["0.2"] != 0 {
+		t.Fatalf("cumulative counts %v: want le=1 2, le=0.9 1, le=0.3 1, le=0.2 0", counts)
+	}
+	if kvMetrics.hitRatio.Desc().String() == "" {
+		t.Fatal("no hit ratio collector")
+	}
+}
+
+// TestModelLabelBounded: a model a worker declares is its own label, any other client value is
+// "other", an absent model stays "".
+func TestModelLabelBounded(t *testing.T) {
+	ws := []registry.Worker{{WorkerID: "w1", Model: "qwen"}, {WorkerID: "w2", Model: "llama"}}
+	for in, want := range map[string]string{"qwen": "qwen", "llama": "llama", "": "", "qwen ": "other", "x9f3": "other"} {
+		if got := modelLabel(in, ws); got != want {
+			t.Errorf("modelLabel(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -18,6 +19,7 @@ import (
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -38,6 +40,12 @@ type RoutingConfig struct {
 	// MaxMedia caps the media items of one request; more is answered with 400 `too_many_media`.
 	// Default: 32.
 	MaxMedia int `json:"max_media,omitempty"`
+
+	// MaxMessages caps the messages of one request and MaxParts the content parts of all its
+	// messages together, checked while the body is decoded; more, or more than 16 JSON values per
+	// allowed message and part, is answered with 400 `too_many_parts`. Default: 4096 and 8192.
+	MaxMessages int `json:"max_messages,omitempty"`
+	MaxParts    int `json:"max_parts,omitempty"`
 
 	// Media configures fetching and decoding of media URLs (DESIGN.md §6). Default: the
 	// DESIGN.md limits, public addresses only.
@@ -108,8 +116,14 @@ type MediaConfig struct {
 	// DecodeSlots is how many videos decode at once. Default: the CPU count.
 	DecodeSlots int `json:"decode_slots,omitempty"`
 
-	// SlotWait is how long a decode waits for a slot (fallback `decode_timeout`). Default: 5s.
+	// SlotWait is how long a decode waits for a slot (fallback `decode_timeout`), and how long a
+	// request waits in total for room in the in-flight budget (fallback `media_busy`). Default: 5s.
 	SlotWait caddy.Duration `json:"slot_wait,omitempty"`
+
+	// MaxInflightBytes is the process-wide budget of media bytes in flight, in bytes: the
+	// buffers of running fetches and decoded data: URLs, held until their decode ends. A request
+	// that cannot reserve its media within slot_wait falls back (`media_busy`). Default: 1 GiB.
+	MaxInflightBytes int64 `json:"max_inflight_bytes,omitempty"`
 }
 
 // IndexConfig bounds the KV block index (LRU eviction of the oldest leaves beyond the caps).
@@ -135,6 +149,7 @@ func (c *IndexConfig) indexConfig() *index.Config {
 
 func (m *MediaConfig) fetchConfig() *fetch.Config {
 	cfg := fetch.DefaultConfig()
+	cfg.Budget = m.budget()
 	if m == nil {
 		return cfg
 	}
@@ -149,6 +164,38 @@ func (m *MediaConfig) fetchConfig() *fetch.Config {
 	}
 	return cfg
 }
+
+// budget returns the process-wide media budget for this config: one per (size, slot_wait), shared
+// by every config load of the process, so a reload does not add a second budget beside the one
+// that in-flight requests still hold.
+func (m *MediaConfig) budget() *fetch.Budget {
+	size, wait := fetch.DefaultBudgetBytes, media.DefaultDecoderConfig().SlotWait
+	if m != nil && m.MaxInflightBytes > 0 {
+		size = m.MaxInflightBytes
+	}
+	if m != nil && m.SlotWait > 0 {
+		wait = time.Duration(m.SlotWait)
+	}
+	budgetsMu.Lock()
+	defer budgetsMu.Unlock()
+	k := budgetKey{size, wait}
+	b := budgets[k]
+	if b == nil {
+		b = fetch.NewBudget(size, wait)
+		budgets[k] = b
+	}
+	return b
+}
+
+type budgetKey struct {
+	size int64
+	wait time.Duration
+}
+
+var (
+	budgetsMu sync.Mutex // guards budgets
+	budgets   = map[budgetKey]*fetch.Budget{}
+)
 
 func (m *MediaConfig) decoderConfig() *media.DecoderConfig {
 	cfg := media.DefaultDecoderConfig()
@@ -194,12 +241,25 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 	if rc.MaxMedia < 0 {
 		return errors.New("max_media must not be negative")
 	}
+	if rc.MaxMessages < 0 || rc.MaxParts < 0 {
+		return errors.New("max_messages and max_parts must not be negative")
+	}
+	if m := rc.Media; m != nil {
+		if m.MaxInflightBytes < 0 {
+			return errors.New("media max_inflight_bytes must not be negative")
+		}
+		// A fetch of max_bytes holds its chunks (at most max_bytes+1) and then the assembled
+		// copy for a moment: a smaller budget would answer media_busy to every media that large.
+		maxBytes := m.fetchConfig().MaxBytes
+		if b := m.budget().Size(); b <= 2*maxBytes {
+			return fmt.Errorf("media max_inflight_bytes (%d) must be more than twice max_bytes (%d)", b, maxBytes)
+		}
+	}
 	return nil
 }
 
-// validateRouting checks what can be checked without touching the file system or the network:
-// the media allow-lists parse. (model_dir and file_root are read at start: `caddy validate` of a
-// config meant for another machine should not fail on its paths.)
+// validateRouting checks what can be checked without the network: the media allow-lists parse.
+// (The model folder is checked by App.Validate through loadModel.)
 func (rc *RoutingConfig) validateRouting() error {
 	if m := rc.Media; m != nil {
 		for _, c := range m.AllowCIDRs {
@@ -221,6 +281,8 @@ type routingCore struct {
 	router  *router.Router
 	fetcher *fetch.Fetcher
 	sync    *loadsync.Sync // replica load sharing (DESIGN.md §9); nil without NATS
+	decoder *media.Decoder // for the decode-slot gauges (state.go)
+	budget  *fetch.Budget  // the process-wide media bytes in flight, shared across reloads (state.go)
 }
 
 func (c *routingCore) close() {
@@ -238,29 +300,42 @@ func (c *routingCore) close() {
 // replicaID names this process among the routers sharing load on kvroute.sync.load.
 var replicaID = newRequestID()[:16]
 
-// loadModel loads the configured model folder; nil without model_dir.
-func (a *App) loadModel() (*model.Model, error) {
+// loadedModel is the model folder read by Validate, kept for Start.
+type loadedModel struct {
+	model  *model.Model
+	layout *layout.Model // nil for a text-only model
+}
+
+// loadModel loads and checks the configured model folder (tokenizer, chat template, config.json
+// and, for a vision model, the processor configs); nil without model_dir. Validate calls it, so
+// `caddy validate` rejects a model_dir that Start would reject; the result is kept and Start does
+// not read the folder again.
+func (a *App) loadModel() (*loadedModel, error) {
 	if a.ModelDir == "" {
 		return nil, nil
+	}
+	if a.model != nil {
+		return a.model, nil
 	}
 	m, err := model.Load(a.ModelDir)
 	if err != nil {
 		return nil, fmt.Errorf("loading model: %w", err)
 	}
-	a.setTokenizeCache(m)
-	return m, nil
-}
-
-// newRoutingCore builds the router for model m over the shared index and load tracker.
-func (a *App) newRoutingCore(m *model.Model, ec *eventCore) (*routingCore, error) {
-	rc := &a.RoutingConfig
-	var lm *layout.Model
-	var err error
+	lm := &loadedModel{model: m}
 	if m.Vision {
-		if lm, err = layout.LoadModel(rc.ModelDir); err != nil {
+		if lm.layout, err = layout.LoadModel(a.ModelDir); err != nil {
 			return nil, fmt.Errorf("loading model processor config: %w", err)
 		}
 	}
+	a.model = lm
+	return lm, nil
+}
+
+// newRoutingCore builds the router for model m over the shared index and load tracker.
+func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, error) {
+	rc := &a.RoutingConfig
+	m, lm := loaded.model, loaded.layout
+	a.setTokenizeCache(m) // before the router shares the tokenizer
 	sched, err := scheduler.NewWithTracker(rc.Scheduler, nil, ec.tracker)
 	if err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
@@ -286,6 +361,12 @@ func (a *App) newRoutingCore(m *model.Model, ec *eventCore) (*routingCore, error
 	if rc.MaxMedia > 0 {
 		cfg.MaxMedia = rc.MaxMedia
 	}
+	if rc.MaxMessages > 0 {
+		cfg.MaxMessages = rc.MaxMessages
+	}
+	if rc.MaxParts > 0 {
+		cfg.MaxParts = rc.MaxParts
+	}
 	hooks := router.Hooks{
 		Stage:    stage,
 		Verified: func(result string) { a.metrics.layoutVerified.WithLabelValues(result).Inc() },
@@ -295,7 +376,7 @@ func (a *App) newRoutingCore(m *model.Model, ec *eventCore) (*routingCore, error
 		f.Close()
 		return nil, err
 	}
-	core := &routingCore{router: r, fetcher: f}
+	core := &routingCore{router: r, fetcher: f, decoder: dec, budget: a.RoutingConfig.Media.budget()}
 	if st := a.NATS(); st != nil {
 		ls, err := loadsync.New(loadsync.Config{Replica: replicaID, Logger: a.logger.Named("loadsync")}, st.Conn(), sched.Tracker(), a.workerIDs)
 		if err == nil {
@@ -339,9 +420,14 @@ type routerDecider struct {
 // Decide routes one request with the routing core.
 func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, error) {
 	if in.Body == nil {
-		return &Decision{}, nil
+		// not a chat or completions POST: the handler did not read the body
+		return &Decision{Fallback: reason.NotRouted}, nil
 	}
+	parent := ctx
+	ctx = media.WithRequestID(ctx, in.RequestID) // FFmpeg log lines of this request's decodes
+	ctx, spans := traceStages(ctx)               // stage spans when Caddy's tracing is on
 	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: routerWorkers(in.Workers)})
+	spans.end(parent, res, err)
 	if err != nil {
 		return nil, err
 	}
@@ -364,3 +450,7 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 	}
 	return dec, nil
 }
+
+// MediaInflightBytes is the number of bytes reserved now in the process-wide media budget this
+// app's config uses (`media { max_inflight_bytes }`): fetch buffers and media held for decoding.
+func (a *App) MediaInflightBytes() int64 { return a.RoutingConfig.Media.budget().Held() }

@@ -117,6 +117,10 @@ func (d *Decoder) acquire(ctx context.Context) error {
 
 func (d *Decoder) release() { <-d.slots }
 
+// SlotsBusy returns how many decode slots are taken now (decodes and probes running) and how many
+// there are (DecoderConfig.Slots), for the operator's gauges. Safe for concurrent use.
+func (d *Decoder) SlotsBusy() (busy, total int) { return len(d.slots), cap(d.slots) }
+
 // Decode decodes data (a WebM, MKV or MP4 file in memory), selects frames with sampler, converts
 // them to rgb24 and computes the identity (DESIGN.md §3). The total frame count is the decoded
 // count: when the container announces a count (nb_frames, else duration × fps) the sampler runs on

@@ -3,6 +3,7 @@ package media_test
 import (
 	"context"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -37,7 +38,15 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		r, err := d.Decode(context.Background(), data, dynamoMaxFrames, media.DecodeOptions{})
+		runtime.ReadMemStats(&after)
+		// Go allocations stay within the RGB cap plus a little per input byte: no buffer is
+		// sized from what the container claims (FFmpeg's own buffers are bounded by max_pixels).
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20+2*uint64(len(data))+8<<20 {
+			t.Fatalf("decoding %d bytes allocated %d bytes on the Go heap", len(data), alloc)
+		}
 		if err != nil {
 			if reason.CodeOf(err) == "" {
 				t.Fatalf("untyped error: %v", err)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
+	"unsafe"
 
 	"github.com/asticode/go-astiav"
 
@@ -62,57 +62,10 @@ func (s Stats) ContainerFrames() int {
 	return 0
 }
 
-// memReader serves a byte slice to FFmpeg's custom AVIO read and seek callbacks.
-type memReader struct {
-	ctx context.Context // a done ctx ends every read with AVERROR_EXIT
-	b   []byte
-	off int64
-}
-
-// errEinval is AVERROR(EINVAL) (Linux errno 22), which go-astiav names nowhere.
-var errEinval = astiav.Error(-22)
-
-// avseekSize is AVSEEK_SIZE: the callback is asked for the stream size.
-const avseekSize = 0x10000
-
-func (m *memReader) read(p []byte) (int, error) {
-	if m.ctx != nil && m.ctx.Err() != nil {
-		return 0, astiav.ErrExit
-	}
-	if m.off >= int64(len(m.b)) {
-		return 0, astiav.ErrEof
-	}
-	n := copy(p, m.b[m.off:])
-	m.off += int64(n)
-	return n, nil
-}
-
-func (m *memReader) seek(offset int64, whence int) (int64, error) {
-	if whence&avseekSize != 0 {
-		return int64(len(m.b)), nil
-	}
-	var abs int64
-	switch whence & 0xffff {
-	case io.SeekStart:
-		abs = offset
-	case io.SeekCurrent:
-		abs = m.off + offset
-	case io.SeekEnd:
-		abs = int64(len(m.b)) + offset
-	default:
-		return 0, errEinval
-	}
-	if abs < 0 {
-		return 0, errEinval
-	}
-	m.off = abs
-	return abs, nil
-}
-
 // input is one opened clip: demuxer over memory, the video stream and its decoder.
 type input struct {
 	cfg    *DecoderConfig
-	ioc    *astiav.IOContext
+	mio    *memIO
 	fc     *astiav.FormatContext
 	opened bool
 	closed bool
@@ -120,6 +73,7 @@ type input struct {
 	cc     *astiav.CodecContext
 	stream *astiav.Stream
 	stats  Stats
+	logs   *logTags // FFmpeg log lines of fc and cc carry the request id (avlog.go)
 }
 
 // openInput demuxes data from memory, selects the video stream and checks it (DESIGN.md §3, §6):
@@ -137,17 +91,18 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if len(data) == 0 {
 		return nil, reason.New(reason.MediaUndecodable, "decoding video: empty input")
 	}
-	mr := &memReader{ctx: ctx, b: data}
-	in.ioc, err = astiav.AllocIOContext(64<<10, false, mr.read, mr.seek, nil)
-	if err != nil {
-		return nil, fmt.Errorf("allocating io context: %w", err)
-	}
 	in.fc = astiav.AllocFormatContext()
 	if in.fc == nil {
 		return nil, errors.New("allocating format context failed")
 	}
-	in.fc.SetPb(in.ioc)
+	in.logs = newLogTags(ctx)
+	in.logs.tag(unsafe.Pointer(formatContextPtr(in.fc)))
 	in.intr = installInterrupt(ctx, in.fc)
+	// Not astiav.AllocIOContext: v0.16.0 keeps its read callback, and through it data, in a global
+	// map that IOContext.Free never clears, so every decoded clip stayed live (issue 12).
+	if in.mio, err = attachMemIO(in.fc, data, in.intr); err != nil {
+		return nil, err
+	}
 	if err := in.fc.OpenInput("", nil, nil); err != nil {
 		// avformat_open_input frees the context on failure. go-astiav keeps a stale entry for its
 		// address in its classer map; the next context at that address replaces it.
@@ -221,6 +176,9 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if in.cc == nil {
 		return nil, errors.New("allocating codec context failed")
 	}
+	// go-astiav keeps the AVCodecContext as CodecContext's first field; the pointer is only a
+	// log-owner key, never dereferenced.
+	in.logs.tag(*(*unsafe.Pointer)(unsafe.Pointer(in.cc)))
 	if err := cp.ToCodecContext(in.cc); err != nil {
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "copying codec parameters")
 	}
@@ -255,6 +213,7 @@ func (in *input) close() {
 	}
 	in.closed = true
 	liveInputs.Add(-1)
+	defer in.logs.untag() // after the contexts are freed: their last lines still carry the id
 	if in.cc != nil {
 		in.cc.Free()
 		in.cc = nil
@@ -266,10 +225,8 @@ func (in *input) close() {
 		in.fc.Free()
 		in.fc = nil
 	}
-	if in.ioc != nil {
-		in.ioc.Free()
-		in.ioc = nil
-	}
+	in.mio.free() // after the format context: avformat_close_input leaves a custom pb to us
+	in.mio = nil
 	in.intr.free()
 	in.intr = nil
 }

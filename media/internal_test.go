@@ -107,29 +107,6 @@ func TestSlotWait(t *testing.T) {
 	}
 }
 
-func TestMemReader(t *testing.T) {
-	m := &memReader{b: []byte("abcdef")}
-	buf := make([]byte, 4)
-	if n, err := m.read(buf); n != 4 || err != nil {
-		t.Fatalf("read %d %v", n, err)
-	}
-	if n, _ := m.seek(0, avseekSize); n != 6 {
-		t.Fatalf("size %d", n)
-	}
-	if n, err := m.seek(-1, 2); n != 5 || err != nil {
-		t.Fatalf("seek end %d %v", n, err)
-	}
-	if n, _ := m.read(buf); n != 1 || buf[0] != 'f' {
-		t.Fatalf("read tail %d %q", n, buf[:n])
-	}
-	if _, err := m.read(buf); err == nil {
-		t.Fatal("read past the end: no EOF")
-	}
-	if _, err := m.seek(-10, 0); err == nil {
-		t.Fatal("negative seek accepted")
-	}
-}
-
 // TestNoLeaks decodes good and bad clips and checks that every demuxer/decoder and every scaler was
 // freed (field report 30: no AVFrame or AVPacket leaks).
 func TestNoLeaks(t *testing.T) {

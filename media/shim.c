@@ -1,5 +1,7 @@
 #include "shim.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <libavcodec/avcodec.h>
 #include <libavutil/cpu.h>
@@ -72,6 +74,86 @@ int *kv_interrupt_install(AVFormatContext *fc) {
 void kv_interrupt(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
 
 void kv_interrupt_free(int *flag) { av_free(flag); }
+
+struct kv_mem_io {
+	AVIOContext *pb;
+	const uint8_t *data;
+	int64_t size, pos;
+	const int *stop;
+};
+
+static int kv_mem_read(void *opaque, uint8_t *buf, int buf_size) {
+	kv_mem_io *m = opaque;
+	if (m->stop && __atomic_load_n(m->stop, __ATOMIC_RELAXED))
+		return AVERROR_EXIT;
+	if (m->pos >= m->size)
+		return AVERROR_EOF;
+	int64_t n = m->size - m->pos;
+	if (n > buf_size)
+		n = buf_size;
+	memcpy(buf, m->data + m->pos, (size_t)n);
+	m->pos += n;
+	return (int)n;
+}
+
+// kv_mem_seek follows the AVIOContext seek contract (libavformat/avio.h): AVSEEK_SIZE asks for the
+// size; AVSEEK_FORCE is a hint and ignored; a position past the end is allowed (reads give EOF).
+static int64_t kv_mem_seek(void *opaque, int64_t offset, int whence) {
+	kv_mem_io *m = opaque;
+	int64_t abs;
+	if (whence & AVSEEK_SIZE)
+		return m->size;
+	switch (whence & ~AVSEEK_FORCE) {
+	case SEEK_SET:
+		abs = offset;
+		break;
+	case SEEK_CUR:
+		abs = m->pos + offset;
+		break;
+	case SEEK_END:
+		abs = m->size + offset;
+		break;
+	default:
+		return AVERROR(EINVAL);
+	}
+	if (abs < 0)
+		return AVERROR(EINVAL);
+	m->pos = abs;
+	return abs;
+}
+
+kv_mem_io *kv_mem_io_attach(AVFormatContext *fc, const uint8_t *data, int64_t size, int buf_size, const int *stop) {
+	kv_mem_io *m = av_mallocz(sizeof(*m));
+	if (!m)
+		return NULL;
+	m->data = data;
+	m->size = size;
+	m->stop = stop;
+	uint8_t *buf = av_malloc(buf_size);
+	if (!buf) {
+		av_free(m);
+		return NULL;
+	}
+	m->pb = avio_alloc_context(buf, buf_size, 0, m, kv_mem_read, NULL, kv_mem_seek);
+	if (!m->pb) {
+		av_free(buf);
+		av_free(m);
+		return NULL;
+	}
+	fc->pb = m->pb;
+	fc->flags |= AVFMT_FLAG_CUSTOM_IO;
+	return m;
+}
+
+void kv_mem_io_free(kv_mem_io *m) {
+	if (!m)
+		return;
+	if (m->pb) {
+		av_freep(&m->pb->buffer); // may have been replaced by a larger one (ffio_ensure_seekback)
+		avio_context_free(&m->pb);
+	}
+	av_free(m);
+}
 
 int kv_best_video_stream(AVFormatContext *fc) {
 	return av_find_best_stream(fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -93,6 +94,45 @@ func (it *interrupter) free() {
 	}
 	C.kv_interrupt_free(it.flag)
 	it.flag = nil
+}
+
+// avioBufferSize is the AVIOContext buffer: 64 KiB, the size go-astiav callers and ffmpeg's file
+// protocol use (IO_BUFFER_SIZE is 32 KiB; larger means fewer callbacks).
+const avioBufferSize = 64 << 10
+
+// memIO serves a clip in Go memory to the demuxer through kv_mem_io (C read and seek callbacks,
+// no Go callback and no global map). The clip is pinned while FFmpeg holds a pointer to it.
+type memIO struct {
+	c   *C.kv_mem_io
+	pin runtime.Pinner
+}
+
+// attachMemIO makes data the input of fc (fc->pb, custom IO); reads fail with AVERROR_EXIT once the
+// interrupter is raised (it may be nil). data must not be empty; it is pinned until free.
+func attachMemIO(fc *astiav.FormatContext, data []byte, it *interrupter) (*memIO, error) {
+	var stop *C.int
+	if it != nil {
+		stop = it.flag
+	}
+	m := &memIO{}
+	m.pin.Pin(&data[0])
+	m.c = C.kv_mem_io_attach(formatContextPtr(fc), (*C.uint8_t)(unsafe.Pointer(&data[0])), C.int64_t(len(data)),
+		C.int(avioBufferSize), stop)
+	if m.c == nil {
+		m.pin.Unpin()
+		return nil, errors.New("allocating io context failed")
+	}
+	return m, nil
+}
+
+// free releases the AVIOContext and unpins the clip; call after the format context is closed.
+func (m *memIO) free() {
+	if m == nil {
+		return
+	}
+	C.kv_mem_io_free(m.c)
+	m.c = nil
+	m.pin.Unpin()
 }
 
 // selectVideoStream returns the index of the one real (not attached picture) video stream, the

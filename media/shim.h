@@ -33,6 +33,20 @@ int *kv_interrupt_install(AVFormatContext *fc);
 void kv_interrupt(int *flag);
 void kv_interrupt_free(int *flag);
 
+// kv_mem_io is a read-only, seekable AVIOContext over a caller-owned byte range. It replaces
+// go-astiav's AllocIOContext, whose v0.16.0 handler map keeps every read callback (and the clip
+// bytes it closes over) after Free. The bytes must stay valid (pinned) until kv_mem_io_free.
+typedef struct kv_mem_io kv_mem_io;
+
+// kv_mem_io_attach allocates a kv_mem_io over data[0:size] with a buffer of buf_size bytes and
+// sets it as fc->pb (AVFMT_FLAG_CUSTOM_IO). A read returns AVERROR_EXIT once *stop is non-zero
+// (stop may be NULL). NULL when out of memory.
+kv_mem_io *kv_mem_io_attach(AVFormatContext *fc, const uint8_t *data, int64_t size, int buf_size, const int *stop);
+
+// kv_mem_io_free frees the AVIOContext, its buffer and m; call after the format context is
+// closed (avformat_close_input leaves a custom pb to its owner). NULL is a no-op.
+void kv_mem_io_free(kv_mem_io *m);
+
 void kv_force_cpu_flags(int flags);
 int kv_get_cpu_flags(void);
 

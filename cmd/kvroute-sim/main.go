@@ -70,7 +70,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.workerID, "worker-id", "sim-1", "worker id ([A-Za-z0-9_-]{1,64})")
 	fs.StringVar(&f.model, "model", sim.DefaultModelDir, "model folder (tokenizer.json, chat template, config.json); a value that is not a directory is taken as -served-model-name")
 	fs.StringVar(&f.served, "served-model-name", "kvroute-sim", "served model name (the request's model field)")
-	fs.StringVar(&f.contract, "contract", "", "video contract JSON file (default: the hub hf_fps contract of DESIGN.md §2.3)")
+	fs.StringVar(&f.contract, "contract", "", "video contract JSON file (default: the hub hf_fps contract of DESIGN.md §2.3; for a Nemotron 3 Nano Omni model folder, layout.NemotronContractJSON)")
 	fs.StringVar(&f.oracle, "oracle-tokens", "", "JSON array file of the worker-visible prompt token ids used for every request (oracle mode)")
 	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens (with -hybrid: the full-attention group's, default 1056)")
 	fs.BoolVar(&f.hybrid, "hybrid", false, "publish KV events like a hybrid vLLM worker (Qwen3.5): a full-attention group beside a Mamba group whose stores are not dense, with group_idx and kv_cache_spec_kind")

@@ -3,12 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/routing/layout"
 )
 
 func TestWorkerFromFlags(t *testing.T) {
@@ -66,6 +68,47 @@ func TestServedNameCompat(t *testing.T) {
 		if _, _, err := worker(f, nil, zap.NewNop()); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// TestNemotronWorkerFromFlags: -model with the Nemotron test folder and no -contract gives a
+// simulated Nemotron worker publishing the nemotron_omni contract; -contract with EVS is taken.
+func TestNemotronWorkerFromFlags(t *testing.T) {
+	f, err := parseFlags([]string{"-model", "../../testdata/nemotron-test-model", "-served-model-name", "nemotron"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := worker(f, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Frontend == nil || string(cfg.Frontend.ContractJSON()) != layout.NemotronContractJSON {
+		t.Fatalf("contract %s", cfg.Frontend.ContractJSON())
+	}
+	path := filepath.Join(t.TempDir(), "evs.json")
+	evs := strings.Replace(layout.NemotronContractJSON, `"video_pruning_rate": 0.0`, `"video_pruning_rate": 0.7`, 1)
+	if err := os.WriteFile(path, []byte(evs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = parseFlags([]string{"-model", "../../testdata/nemotron-test-model", "-contract", path}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _, err = worker(f, nil, zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Frontend.Contract().PruningRate(); r != 0.7 {
+		t.Fatalf("pruning rate %v", r)
+	}
+	// A Qwen contract does not fit the Nemotron folder: refused at start.
+	qwen := filepath.Join(t.TempDir(), "qwen.json")
+	if err := os.WriteFile(qwen, []byte(sim.HubContract), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = parseFlags([]string{"-model", "../../testdata/nemotron-test-model", "-contract", qwen}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := worker(f, nil, zap.NewNop()); err == nil {
+		t.Fatal("a qwen3_vl contract on the Nemotron folder started")
 	}
 }
 

@@ -53,6 +53,9 @@ func runBlocks(args []string) (any, error) {
 // worker-visible token sequence and its media spans; complete blocks only.
 func blocksCmd(args []string, stdin io.Reader) (any, error) {
 	if len(args) > 0 {
+		if isHelpFlag(args[0]) {
+			return nil, &helpError{}
+		}
 		return nil, fmt.Errorf("blocks: unexpected argument %q", args[0])
 	}
 	body, err := readLimited(stdin, maxBlocksInput, "blocks input")

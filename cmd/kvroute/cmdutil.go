@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,13 +16,31 @@ func newFlags(name string) *flag.FlagSet {
 }
 
 // parseFlags parses args into fs and rejects positional arguments. Errors read
-// "parsing NAME flags: ..." or "NAME: unexpected argument ...".
+// "parsing NAME flags: ..." or "NAME: unexpected argument ..."; -h or --help returns a *helpError
+// (runMain prints the usage and exits 0).
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("parsing %s flags: %w", fs.Name(), err)
+	if err := parseOnly(fs, args); err != nil {
+		return err
 	}
 	return noArgs(fs)
 }
+
+// parseOnly is fs.Parse with parseFlags' error wording and help handling.
+func parseOnly(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return &helpError{flags: fs}
+		}
+		return fmt.Errorf("parsing %s flags: %w", fs.Name(), err)
+	}
+	return nil
+}
+
+// helpError is returned by a subcommand asked for -h or --help; flags, when set, are the
+// subcommand's flags, printed under its usage line.
+type helpError struct{ flags *flag.FlagSet }
+
+func (e *helpError) Error() string { return "help requested" }
 
 // noArgs rejects the positional arguments left after parsing fs.
 func noArgs(fs *flag.FlagSet) error {

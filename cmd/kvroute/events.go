@@ -200,9 +200,14 @@ func padIDs(path string) (image, video uint32, err error) {
 	var cfg struct {
 		Image *uint32 `json:"image_token_id"`
 		Video *uint32 `json:"video_token_id"`
+		// ImgContext is Nemotron 3 Nano Omni's <image> id, which images and video share.
+		ImgContext *uint32 `json:"img_context_token_id"`
 	}
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return 0, 0, fmt.Errorf("decoding model config %s: %w", path, err)
+	}
+	if cfg.Image == nil && cfg.Video == nil && cfg.ImgContext != nil {
+		return *cfg.ImgContext, *cfg.ImgContext, nil
 	}
 	if cfg.Image == nil || cfg.Video == nil {
 		return 0, 0, fmt.Errorf("decoding model config %s: image_token_id and video_token_id are required", path)

@@ -50,13 +50,13 @@ func runIdentity(args []string) (any, error) {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		file, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing identity flags: %w", err)
+	if err := parseOnly(fs, args); err != nil {
+		return nil, err
 	}
 	if file == "" && fs.NArg() > 0 {
 		file = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return nil, fmt.Errorf("parsing identity flags: %w", err)
+		if err := parseOnly(fs, fs.Args()[1:]); err != nil {
+			return nil, err
 		}
 	}
 	if err := noArgs(fs); err != nil {
@@ -179,7 +179,15 @@ func ContractSampler(c *layout.Contract) media.Sampler {
 			}
 			total = n
 		}
-		l, err := layout.LayoutVideo(c, layout.VideoInput{TotalFrames: total, SourceFPS: s.FPS, Width: s.Width, Height: s.Height})
+		in := layout.VideoInput{TotalFrames: total, SourceFPS: s.FPS, Width: s.Width, Height: s.Height}
+		if c.Adapter == layout.AdapterNemotronOmni {
+			l, err := layout.LayoutNemotronVideoFor(c, in)
+			if err != nil {
+				return nil, err
+			}
+			return l.Indices, nil
+		}
+		l, err := layout.LayoutVideo(c, in)
 		if err != nil {
 			return nil, err
 		}

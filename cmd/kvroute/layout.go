@@ -13,7 +13,8 @@ import (
 const maxContractFile = 1 << 16
 
 func init() {
-	register("layout", "layout --model DIR --contract FILE (--total-frames N --source-fps F | --image) --width W --height H", runLayout)
+	register("layout", "layout --model DIR --contract FILE (--total-frames N --source-fps F | --image) --width W --height H"+
+		" | layout --adapter nemotron_omni --input FILE [--image]", runLayout)
 }
 
 // videoLayoutOutput is the output of `kvroute layout` for a video, keys in DESIGN.md §10a order.
@@ -40,6 +41,9 @@ type imageLayoutOutput struct {
 // size, grid, timestamp texts and the replacement token ids, each timestamp tokenized alone), or
 // with --image for an image (the contract's image_resize, else the model's preprocessor_config.json
 // budget). The model folder is checked as at startup (layout.LoadModel) and must fit the contract.
+// A nemotron_omni contract prints the Nemotron fields and replacement_token_ids instead
+// (nemotronContractLayout); --adapter nemotron_omni --input FILE lays out a golden record's inputs
+// without a model folder (runNemotronLayout).
 func runLayout(args []string) (any, error) {
 	fs := newFlags("layout")
 	dir := fs.String("model", "", "model directory (config.json, processor configs, tokenizer.json)")
@@ -49,10 +53,22 @@ func runLayout(args []string) (any, error) {
 	fps := fs.Float64("source-fps", 0, "source frame rate of the video")
 	width := fs.Int("width", 0, "frame or image width in pixels")
 	height := fs.Int("height", 0, "frame or image height in pixels")
+	adapter := fs.String("adapter", layout.AdapterQwen3VL, "model adapter: qwen3_vl or nemotron_omni")
+	input := fs.String("input", "", "nemotron_omni: a golden layout record (or its inputs object) as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	set := flagsSet(fs)
+	switch *adapter {
+	case layout.AdapterNemotronOmni:
+		return runNemotronLayout(set, *input, *image)
+	case layout.AdapterQwen3VL:
+		if set["input"] {
+			return nil, errors.New("layout: --input is for --adapter nemotron_omni")
+		}
+	default:
+		return nil, fmt.Errorf("layout: --adapter %q is not qwen3_vl or nemotron_omni", *adapter)
+	}
 	need := []string{"model", "contract", "width", "height"}
 	if !*image {
 		need = append(need, "total-frames", "source-fps")
@@ -64,7 +80,17 @@ func runLayout(args []string) (any, error) {
 			return nil, fmt.Errorf("layout: --%s is required", n)
 		}
 	}
-	a, err := loadAdapter(*dir, *contractPath)
+	c, m, tok, err := loadContractModel(*dir, *contractPath)
+	if err != nil {
+		return nil, err
+	}
+	if c.Adapter == layout.AdapterNemotronOmni {
+		if *image {
+			return nil, errors.New("layout: a nemotron_omni image layout depends on the request (max_model_len, text_prompt_len): use --adapter nemotron_omni --input FILE --image")
+		}
+		return nemotronContractLayout(c, m, tok, layout.VideoInput{TotalFrames: *total, SourceFPS: *fps, Width: *width, Height: *height})
+	}
+	a, err := layout.NewQwen3VL(c, m, tok)
 	if err != nil {
 		return nil, err
 	}
@@ -74,22 +100,22 @@ func runLayout(args []string) (any, error) {
 	return videoLayout(a, layout.VideoInput{TotalFrames: *total, SourceFPS: *fps, Width: *width, Height: *height})
 }
 
-// loadAdapter reads and validates the contract, loads and checks the model folder, and returns
-// the Qwen3-VL adapter over the model's tokenizer.
-func loadAdapter(dir, contractPath string) (*layout.Qwen3VL, error) {
+// loadContractModel reads and validates the contract, loads and checks the model folder as at
+// startup, and loads the model's tokenizer.
+func loadContractModel(dir, contractPath string) (*layout.Contract, *layout.Model, *tokenizer.Tokenizer, error) {
 	c, err := readContract(contractPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	m, err := layout.LoadModel(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
-		return nil, fmt.Errorf("loading tokenizer: %w", err)
+		return nil, nil, nil, fmt.Errorf("loading tokenizer: %w", err)
 	}
-	return layout.NewQwen3VL(c, m, tok)
+	return c, m, tok, nil
 }
 
 func videoLayout(a *layout.Qwen3VL, in layout.VideoInput) (*videoLayoutOutput, error) {

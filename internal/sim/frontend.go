@@ -39,7 +39,8 @@ type FrontendConfig struct {
 	Model       *model.Model
 	LayoutModel *layout.Model
 	// Contract is the worker's video contract (JSON); its sampler, resize and layout rules are the
-	// ones the simulator applies to its own decodes. Default: HubContract.
+	// ones the simulator applies to its own decodes. Default: HubContract, or
+	// layout.NemotronContractJSON for a Nemotron 3 Nano Omni model folder.
 	Contract []byte
 	// Media fetches and decodes media parts. Default: media/resolver over a fetcher built from
 	// Fetch and a decoder with the DESIGN.md §6 defaults.
@@ -58,12 +59,15 @@ type FrontendConfig struct {
 // Frontend turns a chat request into the worker-visible prompt the way a vLLM worker does: it
 // renders the chat template and tokenizes, fetches and decodes each media part itself with its own
 // contract, takes a client uuid verbatim as the item's identifier (otherwise its own content
-// identity in kvroute's forwarded form), and expands the placeholders with the Qwen3-VL adapter.
+// identity in kvroute's forwarded form), and expands the placeholders with the contract's adapter
+// (Qwen3-VL, or Nemotron 3 Nano Omni for a nemotron_omni contract: one video per request, no images).
 // Nothing the router computed is used except the uuids it spliced into the body. It is safe for
 // concurrent use.
 type Frontend struct {
 	model       *model.Model
-	adapter     *layout.Qwen3VL // nil: the model has no vision processor
+	adapter     *layout.Qwen3VL      // nil: the model has no vision processor, or the contract is nemotron_omni
+	nemotron    *layout.NemotronOmni // set for a nemotron_omni contract
+	expander    layout.Adapter       // adapter or nemotron; nil without a vision processor
 	contract    *layout.Contract
 	contractRaw json.RawMessage
 	media       router.Media
@@ -85,9 +89,6 @@ func NewFrontend(cfg *FrontendConfig) (*Frontend, error) {
 	if c.ModelDir == "" {
 		c.ModelDir = DefaultModelDir
 	}
-	if len(c.Contract) == 0 {
-		c.Contract = []byte(HubContract)
-	}
 	if c.MaxMedia <= 0 {
 		c.MaxMedia = router.DefaultMaxMedia
 	}
@@ -98,6 +99,14 @@ func NewFrontend(cfg *FrontendConfig) (*Frontend, error) {
 			return nil, fmt.Errorf("creating simulator frontend: %w", err)
 		}
 	}
+	// A Nemotron folder: one placeholder id for images and video.
+	nemotronFolder := f.model.Vision && f.model.TokenIDs.ImagePad == f.model.TokenIDs.VideoPad
+	if len(c.Contract) == 0 {
+		c.Contract = []byte(HubContract)
+		if nemotronFolder {
+			c.Contract = []byte(layout.NemotronContractJSON)
+		}
+	}
 	if f.contract, err = layout.ParseContract(c.Contract); err != nil {
 		return nil, fmt.Errorf("creating simulator frontend: %w", err)
 	}
@@ -106,17 +115,27 @@ func NewFrontend(cfg *FrontendConfig) (*Frontend, error) {
 	}
 	f.contractRaw = json.RawMessage(append([]byte(nil), c.Contract...))
 	lm := c.LayoutModel
+	nemotron := f.contract.Adapter == layout.AdapterNemotronOmni
 	if lm == nil && f.model.Vision {
-		if _, err := os.Stat(filepath.Join(c.ModelDir, "preprocessor_config.json")); err == nil {
+		// A Nemotron folder has no processor configs: its config.json says everything (and a
+		// contract of another adapter is then refused by the adapter's model check).
+		if _, err := os.Stat(filepath.Join(c.ModelDir, "preprocessor_config.json")); err == nil || nemotron || nemotronFolder {
 			if lm, err = layout.LoadModel(c.ModelDir); err != nil {
 				return nil, fmt.Errorf("creating simulator frontend: %w", err)
 			}
 		}
 	}
-	if lm != nil {
+	switch {
+	case lm != nil && nemotron:
+		if f.nemotron, err = layout.NewNemotronOmni(f.contract, lm, f.model.Tokenizer); err != nil {
+			return nil, fmt.Errorf("creating simulator frontend: %w", err)
+		}
+		f.expander = f.nemotron
+	case lm != nil:
 		if f.adapter, err = layout.NewQwen3VL(f.contract, lm, f.model.Tokenizer); err != nil {
 			return nil, fmt.Errorf("creating simulator frontend: %w", err)
 		}
+		f.expander = f.adapter
 	}
 	if f.media == nil {
 		fc := c.Fetch
@@ -143,7 +162,7 @@ func (f *Frontend) Model() *model.Model { return f.model }
 // ContractJSON returns the contract document the simulator applies (for its registry record), or
 // nil when the model has no vision processor.
 func (f *Frontend) ContractJSON() json.RawMessage {
-	if f.adapter == nil {
+	if f.expander == nil {
 		return nil
 	}
 	return f.contractRaw
@@ -173,7 +192,7 @@ func (f *Frontend) Prepare(ctx context.Context, body []byte) (*Prompt, error) {
 	if len(req.Media) > f.maxMedia {
 		return nil, fmt.Errorf("%w: %w", errRequest, reason.New(reason.TooManyMedia, "%d media items, at most %d", len(req.Media), f.maxMedia))
 	}
-	if len(req.Media) > 0 && f.adapter == nil {
+	if len(req.Media) > 0 && f.expander == nil {
 		return nil, fmt.Errorf("%w: the model has no vision processor", errRequest)
 	}
 	var kwargs []byte
@@ -219,7 +238,7 @@ func (f *Frontend) Prepare(ctx context.Context, body []byte) (*Prompt, error) {
 	for i, it := range items {
 		ms[i] = it.media
 	}
-	exp, err := f.adapter.ExpandEncoded(prompt, ids, ms)
+	exp, err := f.expander.ExpandEncoded(prompt, ids, ms)
 	if err != nil {
 		return nil, fmt.Errorf("%w: expanding the prompt: %w", errRequest, err)
 	}

@@ -96,6 +96,9 @@ func mixIdentifier(identifier string, kwargs []byte) string {
 // decode fetches and decodes a part with the simulator's contract and returns its own content
 // identity (DESIGN.md §3 for video, the pixel hash for images) and its layout.
 func (f *Frontend) decode(ctx context.Context, p chat.MediaPart) (uint64, layout.Media, error) {
+	if p.Kind == blocks.Image && f.nemotron != nil {
+		return 0, layout.Media{}, fmt.Errorf("the simulator does not lay out images for adapter %s", layout.AdapterNemotronOmni)
+	}
 	if p.Kind == blocks.Image {
 		info, err := f.media.Image(ctx, p.URL)
 		if err != nil {
@@ -115,7 +118,18 @@ func (f *Frontend) decode(ctx context.Context, p chat.MediaPart) (uint64, layout
 	if f.contract.FrameCountSource == layout.FrameCountContainer && info.ContainerFrames > 0 {
 		total = info.ContainerFrames // what a loader that trusts the container samples from
 	}
-	vl, err := f.adapter.VideoLayout(layout.VideoInput{TotalFrames: total, SourceFPS: info.SourceFPS, Width: info.Width, Height: info.Height})
+	in := layout.VideoInput{TotalFrames: total, SourceFPS: info.SourceFPS, Width: info.Width, Height: info.Height}
+	if f.nemotron != nil {
+		nl, err := f.nemotron.VideoLayout(in)
+		if err != nil {
+			return 0, layout.Media{}, err
+		}
+		if total == info.DecodedFrames && !slices.Equal(nl.Indices, info.Indices) {
+			return 0, layout.Media{}, reason.New(reason.IdentityError, "the decoded frames differ from the layout's")
+		}
+		return info.Identity, layout.Media{Kind: blocks.Video, Nemotron: nl}, nil
+	}
+	vl, err := f.adapter.VideoLayout(in)
 	if err != nil {
 		return 0, layout.Media{}, err
 	}

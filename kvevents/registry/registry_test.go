@@ -8,6 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
@@ -54,7 +57,8 @@ func startBucket(t *testing.T) jetstream.KeyValue {
 func TestPublisherWatcher(t *testing.T) {
 	kv := startBucket(t)
 	ctx := context.Background()
-	w := registry.NewWatcher(kv, nil)
+	core, logs := observer.New(zapcore.InfoLevel)
+	w := registry.NewWatcher(kv, &registry.WatcherConfig{Logger: zap.New(core)})
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +82,11 @@ func TestPublisherWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, "heartbeat", func() bool { e2, err := kv.Get(ctx, "w1"); return err == nil && e2.Revision() > e1.Revision() })
+	// the join is logged once at info, heartbeats are not
+	if joins := logs.FilterMessage("worker registered").FilterField(zap.String("worker_id", "w1")).All(); len(joins) != 1 ||
+		joins[0].Level != zapcore.InfoLevel || joins[0].ContextMap()["endpoint"] != "127.0.0.1:9001" {
+		t.Fatalf("join log lines %v", joins)
+	}
 
 	// an invalid record is dropped and counted
 	if _, err := kv.Put(ctx, "bad", []byte(`{"worker_id":"bad"}`)); err != nil {
@@ -92,6 +101,9 @@ func TestPublisherWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, "w1 deregistered", func() bool { return len(w.Snapshot()) == 0 })
+	if left := logs.FilterMessage("worker left").FilterField(zap.String("worker_id", "w1")).FilterField(zap.String("reason", "deregistered")).Len(); left != 1 {
+		t.Fatalf("graceful deregistration logged %d times: %v", left, logs.All())
+	}
 	if err := p.Stop(ctx); err != nil { // idempotent
 		t.Fatal(err)
 	}
@@ -103,7 +115,8 @@ func TestWatcherExpiresSilentRecords(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	w := registry.NewWatcher(kv, &registry.WatcherConfig{SweepInterval: 5 * time.Millisecond, Now: clock})
+	core, logs := observer.New(zapcore.InfoLevel)
+	w := registry.NewWatcher(kv, &registry.WatcherConfig{SweepInterval: 5 * time.Millisecond, Now: clock, Logger: zap.New(core)})
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -125,4 +138,7 @@ func TestWatcherExpiresSilentRecords(t *testing.T) {
 	now = now.Add(2 * time.Second)
 	mu.Unlock()
 	wait.For(t, "w2 expired", func() bool { return len(w.Snapshot()) == 0 })
+	wait.For(t, "expiry logged", func() bool {
+		return logs.FilterMessage("worker left").FilterField(zap.String("worker_id", "w2")).FilterField(zap.String("reason", "expired")).Len() == 1
+	})
 }

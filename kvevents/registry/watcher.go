@@ -169,14 +169,36 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 		old, had := w.seen[key]
 		w.seen[key] = entry{w: rec, seen: w.cfg.Now()}
 		if !had || !sameWorker(old.w, rec) {
+			if !had {
+				// joins and leaves are logged at info (issue 15); heartbeats are not
+				w.cfg.Logger.Info("worker registered", zap.String("worker_id", rec.WorkerID), zap.String("endpoint", rec.Endpoint),
+					zap.String("model", rec.Model), zap.String("engine", rec.Engine), zap.Int("block_size", rec.BlockSize))
+			} else {
+				w.cfg.Logger.Info("worker record changed", zap.String("worker_id", rec.WorkerID), zap.String("endpoint", rec.Endpoint),
+					zap.String("model", rec.Model), zap.Int("block_size", rec.BlockSize))
+			}
 			w.publishLocked()
 		}
 	default: // delete, purge, or an expiry marker
 		if _, ok := w.seen[key]; ok {
 			delete(w.seen, key)
+			w.cfg.Logger.Info("worker left", zap.String("worker_id", key), zap.String("reason", leaveReason(e.Operation())))
 			w.publishLocked()
 		}
 	}
+}
+
+// leaveReason names why a bucket entry removed a worker: "deregistered" (the publisher deleted
+// its key on a graceful shutdown), "purged" (an operator purged the key) or "expired" (a server
+// expiry marker).
+func leaveReason(op jetstream.KeyValueOp) string {
+	switch op {
+	case jetstream.KeyValueDelete:
+		return "deregistered"
+	case jetstream.KeyValuePurge:
+		return "purged"
+	}
+	return "expired"
 }
 
 // sweep drops records not rewritten within TTL.
@@ -189,7 +211,7 @@ func (w *Watcher) sweep() {
 		if now.Sub(e.seen) > w.cfg.TTL {
 			delete(w.seen, k)
 			changed = true
-			w.cfg.Logger.Info("worker record expired", zap.String("worker_id", k))
+			w.cfg.Logger.Info("worker left", zap.String("worker_id", k), zap.String("reason", "expired"))
 		}
 	}
 	if changed {

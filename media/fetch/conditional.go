@@ -19,7 +19,7 @@ type Validators struct {
 // Revalidatable reports whether v can make a conditional request.
 func (v Validators) Revalidatable() bool { return v.ETag != "" || v.LastModified != "" }
 
-// ErrNotModified is returned by FetchConditional when the server answered 304 Not Modified:
+// ErrNotModified is returned by FetchConditionalHeld when the server answered 304 Not Modified:
 // the bytes behind the URL are the ones the validators describe.
 var ErrNotModified = errors.New("media not modified")
 
@@ -31,22 +31,23 @@ type conditional struct {
 	send, got Validators
 }
 
-// FetchConditional is Fetch for an http(s) URL whose earlier response had validators prev:
-// it sends If-None-Match / If-Modified-Since and returns ErrNotModified on a 304 (no body read).
-// On a 200 it returns the bytes and the new response's validators. With prev not revalidatable,
-// and for data: and file: URLs, it is Fetch (the returned validators are then those of the
-// response, empty for data: and file:).
-func (f *Fetcher) FetchConditional(ctx context.Context, rawURL string, prev Validators) ([]byte, Validators, error) {
+// FetchConditionalHeld is FetchHeld for an http(s) URL whose earlier response had validators
+// prev: it sends If-None-Match / If-Modified-Since and returns ErrNotModified on a 304 (no body
+// read, nothing reserved). On a 200 it returns the bytes, still reserved until release, and the
+// new response's validators. With prev not revalidatable, and for data: and file: URLs, it is
+// FetchHeld (the returned validators are then those of the response, empty for data: and
+// file:). release is never nil.
+func (f *Fetcher) FetchConditionalHeld(ctx context.Context, rawURL string, prev Validators) (data []byte, v Validators, release func(), err error) {
 	c := &conditional{send: prev}
-	data, err := f.Fetch(context.WithValue(ctx, conditionalKey{}, c), rawURL)
+	data, release, err = f.FetchHeld(context.WithValue(ctx, conditionalKey{}, c), rawURL)
 	if err != nil {
-		return nil, Validators{}, err
+		return nil, Validators{}, release, err
 	}
 	c.got.Length = int64(len(data))
-	return data, c.got, nil
+	return data, c.got, release, nil
 }
 
-// setConditional adds the conditional headers of a FetchConditional call to req.
+// setConditional adds the conditional headers of a FetchConditionalHeld call to req.
 func setConditional(ctx context.Context, req *http.Request) {
 	c, _ := ctx.Value(conditionalKey{}).(*conditional)
 	if c == nil {
@@ -60,7 +61,7 @@ func setConditional(ctx context.Context, req *http.Request) {
 	}
 }
 
-// conditionalResult handles the response of a FetchConditional call: ErrNotModified for a 304
+// conditionalResult handles the response of a FetchConditionalHeld call: ErrNotModified for a 304
 // answering validators that were sent, else it records the response's validators and returns nil.
 func conditionalResult(ctx context.Context, resp *http.Response) error {
 	c, _ := ctx.Value(conditionalKey{}).(*conditional)

@@ -62,6 +62,10 @@ type Config struct {
 	Resolver Resolver
 	// TLS is the client TLS configuration for https (e.g. a private CA). Default: system roots.
 	TLS *tls.Config
+	// Budget, when set, bounds the media bytes all fetches hold at once (shared by every Fetcher
+	// of the process that uses it); a fetch that cannot reserve gets reason.MediaBusy. Default:
+	// none (each fetch is bounded by MaxBytes only).
+	Budget *Budget
 }
 
 // DefaultConfig returns the DESIGN.md §6 defaults: 256 MiB, 30 s, 5 redirects, public addresses only,
@@ -77,6 +81,7 @@ func DefaultConfig() *Config {
 // policy is the compiled, immutable form of a Config.
 type policy struct {
 	maxBytes      int64
+	budget        *Budget
 	timeout       time.Duration
 	maxRedirects  int
 	exactDomains  map[string]bool
@@ -94,6 +99,7 @@ type policy struct {
 func compile(cfg *Config) (*policy, error) {
 	p := &policy{
 		maxBytes:      cfg.MaxBytes,
+		budget:        cfg.Budget,
 		timeout:       cfg.Timeout,
 		maxRedirects:  cfg.MaxRedirects,
 		allowLoopback: cfg.AllowLoopback,

@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"context"
 	"encoding/base64"
 	"net/url"
 	"strings"
@@ -13,8 +14,10 @@ import (
 // (https://infra.spec.whatwg.org/#forgiving-base64-decode): percent-escapes are decoded first, ASCII
 // whitespace is ignored, the '=' padding is optional, and any other non-alphabet byte fails. Other data
 // is percent-decoded. Errors: reason.MediaFetchFailed for malformed data, reason.MediaTooLarge above
-// MaxBytes (checked on the exact decoded length before decoding).
-func (f *Fetcher) fetchData(rawURL string) ([]byte, error) {
+// MaxBytes (checked on the exact decoded length before decoding), reason.MediaBusy when the decoded
+// length cannot be reserved in the budget. The URL text itself is part of the request body (bounded
+// by the body cap), so only the decoded copy is reserved.
+func (f *Fetcher) fetchData(ctx context.Context, rawURL string, h *hold) ([]byte, error) {
 	rest := rawURL[len("data:"):]
 	meta, payload, ok := strings.Cut(rest, ",")
 	if !ok {
@@ -35,12 +38,18 @@ func (f *Fetcher) fetchData(rawURL string) ([]byte, error) {
 		if int64(len(payload)) > f.p.maxBytes {
 			return nil, reason.New(reason.MediaTooLarge, "media is larger than %d bytes", f.p.maxBytes)
 		}
+		if err := h.reserve(ctx, int64(len(payload))); err != nil {
+			return nil, err
+		}
 		return []byte(payload), nil
 	}
 	payload = forgivingBase64(payload)
 	// Exact decoded size, checked before allocating it.
 	if int64(base64.RawStdEncoding.DecodedLen(len(payload))) > f.p.maxBytes {
 		return nil, reason.New(reason.MediaTooLarge, "media is larger than %d bytes", f.p.maxBytes)
+	}
+	if err := h.reserve(ctx, int64(base64.RawStdEncoding.DecodedLen(len(payload)))); err != nil {
+		return nil, err
 	}
 	b, err := base64.RawStdEncoding.DecodeString(payload)
 	if err != nil {

@@ -16,6 +16,13 @@
 //	                          missing or non-regular file                                 (400)
 //	reason.MediaTooLarge      more than Config.MaxBytes (declared or read)                (413)
 //	reason.MediaFetchTimeout  not complete within Config.Timeout                          (400)
+//	reason.MediaBusy          no room in Config.Budget within its wait          (fallback, forwarded)
+//
+// Memory: a body is read into chunks that grow with the bytes received (32 KiB doubling to 4 MiB,
+// never past MaxBytes+1) and copied once into an exact slice at EOF; a declared length of at most
+// 8 MiB sizes the first chunk. With Config.Budget, every chunk and the decoded data: bytes are
+// reserved before they are allocated; FetchHeld keeps the result reserved until the caller has
+// decoded it, so the bytes all requests hold at once stay under the budget.
 //
 // The address policy (which IPs are refused by default) follows the IANA IPv4 and IPv6 special-purpose
 // address registries (RFC 6890 and updates): only global unicast is allowed. Loopback, private

@@ -66,18 +66,39 @@ func (f *Fetcher) Close() { f.transport.CloseIdleConnections() }
 
 // Fetch returns the bytes behind rawURL (http, https, data:, or file: under Config.FileRoot), at most
 // Config.MaxBytes of them, within Config.Timeout and ctx. Errors are *reason.Error (package doc).
+// The bytes are reserved in Config.Budget while they are read and released on return; a caller
+// that keeps them for a while (decoding) uses FetchHeld.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string) ([]byte, error) {
+	b, release, err := f.FetchHeld(ctx, rawURL)
+	release()
+	return b, err
+}
+
+// FetchHeld is Fetch with the returned bytes still reserved in Config.Budget until release is
+// called (once; release is never nil, also on error). Without room in the budget within its wait
+// the error is reason.MediaBusy.
+func (f *Fetcher) FetchHeld(ctx context.Context, rawURL string) (data []byte, release func(), err error) {
+	h := &hold{b: f.p.budget}
+	data, err = f.fetch(ctx, rawURL, h)
+	if err != nil {
+		h.release()
+		return nil, func() {}, err
+	}
+	return data, h.release, nil
+}
+
+func (f *Fetcher) fetch(ctx context.Context, rawURL string, h *hold) ([]byte, error) {
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok || !validScheme(scheme) {
 		return nil, reason.New(reason.MediaURLBlocked, "unsupported media URL scheme")
 	}
 	switch strings.ToLower(scheme) {
 	case "data":
-		return f.fetchData(rawURL)
+		return f.fetchData(ctx, rawURL, h)
 	case "file":
-		return f.fetchFile(ctx, rawURL)
+		return f.fetchFile(ctx, rawURL, h)
 	case "http", "https":
-		return f.fetchHTTP(ctx, rawURL)
+		return f.fetchHTTP(ctx, rawURL, h)
 	}
 	return nil, reason.New(reason.MediaURLBlocked, "unsupported media URL scheme %q", strings.ToLower(scheme))
 }
@@ -165,7 +186,7 @@ func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string) ([]byte, error) {
+func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string, h *hold) ([]byte, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, reason.Wrap(reason.MediaURLBlocked, err, "media URL is malformed")
@@ -182,7 +203,7 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string) ([]byte, error) 
 	}
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("Accept", "*/*")
-	setConditional(ctx, req) // FetchConditional (conditional.go)
+	setConditional(ctx, req) // FetchConditionalHeld (conditional.go)
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return nil, f.mapErr(ctx, err, host)
@@ -198,7 +219,7 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string) ([]byte, error) 
 	if resp.ContentLength > f.p.maxBytes {
 		return nil, reason.New(reason.MediaTooLarge, "media is larger than %d bytes", f.p.maxBytes)
 	}
-	b, err := readCapped(resp.Body, f.p.maxBytes, resp.ContentLength)
+	b, err := readCapped(ctx, resp.Body, f.p.maxBytes, resp.ContentLength, h)
 	if err != nil {
 		return nil, f.mapErr(ctx, err, host)
 	}
@@ -208,41 +229,85 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string) ([]byte, error) 
 // maxHintAlloc bounds the first buffer sized from a declared length (8 MiB).
 const maxHintAlloc = 8 << 20
 
+// Chunk sizes of readCapped without a usable declared length: the first chunk, and the largest.
+const (
+	minChunk = 32 << 10
+	maxChunk = 4 << 20
+)
+
 // errTooLarge is returned by readCapped when the source has more than the limit.
 var errTooLarge = errors.New("size limit exceeded")
 
-// readCapped reads r to EOF into a slice whose capacity never exceeds limit+1 bytes, and reads at most
-// limit+1 bytes from r. More than limit bytes gives a reason.MediaTooLarge error. sizeHint (a declared
-// length, -1 if unknown) sizes the first allocation (hint+1, so EOF needs no growth), but never beyond
-// maxHintAlloc: a server's declaration alone cannot make the router allocate much.
-func readCapped(r io.Reader, limit, sizeHint int64) ([]byte, error) {
-	initial := int64(32 << 10)
-	if sizeHint >= 0 {
-		initial = min(sizeHint+1, maxHintAlloc)
-	}
-	buf := make([]byte, 0, min(initial, limit+1))
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) > limit {
-				return nil, reason.Wrap(reason.MediaTooLarge, errTooLarge, "media is larger than %d bytes", limit)
-			}
-			next := min(int64(cap(buf))*2, limit+1)
-			nb := make([]byte, len(buf), next)
-			copy(nb, buf)
-			buf = nb
+// readCapped reads r to EOF and returns its bytes, reading at most limit+1 bytes from r. More than
+// limit bytes gives a reason.MediaTooLarge error. Memory grows with the bytes received: reads go
+// into chunks that double with the total up to maxChunk (4 MiB) and never reach past limit+1, so
+// the chunks hold at most max(total, 32 KiB)+4 MiB; at EOF they are copied once into a slice of
+// the exact length (no chunk left over when one suffices). A declared length (sizeHint, -1 if
+// unknown) of at most maxHintAlloc sizes the first chunk to hint+1, so EOF needs no copy; a
+// server's declaration alone cannot make the router allocate much. Every allocation is reserved
+// with h first (reason.MediaBusy when the budget stays full); on success the returned bytes stay
+// reserved in h, the chunks' reservation is given back.
+func readCapped(ctx context.Context, r io.Reader, limit, sizeHint int64, h *hold) ([]byte, error) {
+	var (
+		chunks   [][]byte
+		total    int64 // bytes read
+		reserved int64 // bytes reserved for chunks
+	)
+	grow := func() error {
+		size := max(min(total, maxChunk), minChunk)
+		if len(chunks) == 0 && sizeHint >= 0 && sizeHint < maxHintAlloc {
+			size = sizeHint + 1
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			if int64(len(buf)) > limit {
+		size = min(size, limit+1-total)
+		if err := h.reserve(ctx, size); err != nil {
+			return err
+		}
+		reserved += size
+		chunks = append(chunks, make([]byte, 0, size))
+		return nil
+	}
+	for {
+		if len(chunks) == 0 || len(chunks[len(chunks)-1]) == cap(chunks[len(chunks)-1]) {
+			if total > limit {
+				h.unreserve(reserved)
 				return nil, reason.Wrap(reason.MediaTooLarge, errTooLarge, "media is larger than %d bytes", limit)
 			}
-			return buf, nil
+			if err := grow(); err != nil {
+				h.unreserve(reserved)
+				return nil, err
+			}
+		}
+		c := chunks[len(chunks)-1]
+		n, err := r.Read(c[len(c):cap(c)])
+		chunks[len(chunks)-1] = c[:len(c)+n]
+		total += int64(n)
+		if err == io.EOF {
+			break
 		}
 		if err != nil {
+			h.unreserve(reserved)
 			return nil, err
 		}
 	}
+	if total > limit {
+		h.unreserve(reserved)
+		return nil, reason.Wrap(reason.MediaTooLarge, errTooLarge, "media is larger than %d bytes", limit)
+	}
+	if len(chunks) == 1 {
+		h.unreserve(reserved - int64(cap(chunks[0]))) // nothing: kept whole
+		return chunks[0], nil
+	}
+	if err := h.reserve(ctx, total); err != nil {
+		h.unreserve(reserved)
+		return nil, err
+	}
+	out := make([]byte, 0, total)
+	for i, c := range chunks {
+		out = append(out, c...)
+		chunks[i] = nil
+	}
+	h.unreserve(reserved)
+	return out, nil
 }
 
 // mapErr turns a client or body error into a *reason.Error. ctx is the fetch's own context (with the

@@ -20,7 +20,7 @@ import (
 // swapped in after the check still cannot lead out of it, with O_NONBLOCK so a FIFO cannot stall the
 // open, and must be a regular file. Errors: reason.MediaURLBlocked (no root, outside the root, not a
 // regular file), reason.MediaFetchFailed (missing or unreadable), reason.MediaTooLarge.
-func (f *Fetcher) fetchFile(ctx context.Context, rawURL string) ([]byte, error) {
+func (f *Fetcher) fetchFile(ctx context.Context, rawURL string, h *hold) ([]byte, error) {
 	if f.p.fileRoot == "" {
 		return nil, reason.New(reason.MediaURLBlocked, "file media URLs are not enabled")
 	}
@@ -80,7 +80,7 @@ func (f *Fetcher) fetchFile(ctx context.Context, rawURL string) ([]byte, error) 
 	if fi.Size() > f.p.maxBytes {
 		return nil, reason.New(reason.MediaTooLarge, "media is larger than %d bytes", f.p.maxBytes)
 	}
-	b, err := readCapped(fh, f.p.maxBytes, fi.Size())
+	b, err := readCapped(ctx, fh, f.p.maxBytes, fi.Size(), h)
 	if err != nil {
 		if reason.CodeOf(err) != "" {
 			return nil, err

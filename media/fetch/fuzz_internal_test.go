@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
@@ -52,7 +53,7 @@ func FuzzDataURL(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		b, err := fe.fetchData("data:" + s)
+		b, err := fe.fetchData(context.Background(), "data:"+s, &hold{})
 		if err != nil {
 			var re *reason.Error
 			if !errors.As(err, &re) || !re.Code.IsClientError() {

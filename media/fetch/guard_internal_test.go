@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/netip"
 	"os"
@@ -229,7 +230,7 @@ func (r *countingReader) Read(p []byte) (int, error) {
 func TestReadCapped(t *testing.T) {
 	const limit = 100_000
 	r := &countingReader{}
-	_, err := readCapped(r, limit, -1)
+	_, err := readCapped(context.Background(), r, limit, -1, &hold{})
 	if reason.CodeOf(err) != reason.MediaTooLarge {
 		t.Fatalf("endless source: err = %v, want %s", err, reason.MediaTooLarge)
 	}
@@ -238,19 +239,19 @@ func TestReadCapped(t *testing.T) {
 	}
 
 	exact := bytes.Repeat([]byte("ab"), limit/2)
-	got, err := readCapped(bytes.NewReader(exact), limit, int64(len(exact)))
+	got, err := readCapped(context.Background(), bytes.NewReader(exact), limit, int64(len(exact)), &hold{})
 	if err != nil || !bytes.Equal(got, exact) {
 		t.Fatalf("exactly limit bytes: err = %v, equal = %v", err, bytes.Equal(got, exact))
 	}
 	if cap(got) > limit+1 {
 		t.Errorf("exactly limit bytes: cap %d > limit+1", cap(got))
 	}
-	if _, err := readCapped(bytes.NewReader(append(exact, 'z')), limit, -1); reason.CodeOf(err) != reason.MediaTooLarge {
+	if _, err := readCapped(context.Background(), bytes.NewReader(append(exact, 'z')), limit, -1, &hold{}); reason.CodeOf(err) != reason.MediaTooLarge {
 		t.Errorf("limit+1 bytes: err = %v, want %s", err, reason.MediaTooLarge)
 	}
 
 	// A false size hint must not size the buffer.
-	got, err = readCapped(strings.NewReader("tiny"), 1<<30, 1<<40)
+	got, err = readCapped(context.Background(), strings.NewReader("tiny"), 1<<30, 1<<40, &hold{})
 	if err != nil || string(got) != "tiny" {
 		t.Fatalf("lying hint: got %q, %v", got, err)
 	}
@@ -258,7 +259,7 @@ func TestReadCapped(t *testing.T) {
 		t.Errorf("lying hint: cap %d, want at most %d", cap(got), maxHintAlloc)
 	}
 	// Errors other than EOF pass through.
-	if _, err := readCapped(io.MultiReader(strings.NewReader("ab"), errReader{}), 10, -1); err != io.ErrUnexpectedEOF {
+	if _, err := readCapped(context.Background(), io.MultiReader(strings.NewReader("ab"), errReader{}), 10, -1, &hold{}); err != io.ErrUnexpectedEOF {
 		t.Errorf("reader error: got %v, want io.ErrUnexpectedEOF", err)
 	}
 }

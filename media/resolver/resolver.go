@@ -52,16 +52,21 @@ func New(f *fetch.Fetcher, d *media.Decoder) *Resolver { return &Resolver{fetche
 
 var _ router.Media = (*Resolver)(nil)
 
-func (r *Resolver) stage(name string, t time.Time) {
+// stage reports one stage that began at t to the Stage hook and to the request's stage observer
+// (router.WithStageObserver), if any.
+func (r *Resolver) stage(ctx context.Context, name string, t time.Time) {
+	d := time.Since(t)
 	if r.Stage != nil {
-		r.Stage(name, time.Since(t))
+		r.Stage(name, d)
 	}
+	router.ObserveStage(ctx, name, t, d)
 }
 
 // Video fetches url and decodes it with the frames contract c samples; the result's identity
 // comes from the decode cache when the same bytes were decoded under the same contract before.
 // A URL fetched before with validators is revalidated instead (revalidate.go): a 304 reuses
-// the earlier result without reading the body.
+// the earlier result without reading the body. The fetched bytes stay reserved in the fetcher's
+// budget until the decode ends.
 func (r *Resolver) Video(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
 	return r.videoRevalidated(ctx, url, c)
 }
@@ -81,7 +86,7 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 	}
 	t := time.Now()
 	res, err := r.decoder.Identify(ctx, data, sampler, "contract:"+digest)
-	r.stage("decode", t)
+	r.stage(ctx, "decode", t)
 	if err != nil {
 		return nil, err
 	}
@@ -107,16 +112,18 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 // CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
 func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
-// Image fetches url and decodes it (PNG, JPEG, GIF).
+// Image fetches url and decodes it (PNG, JPEG, GIF), the bytes reserved in the fetcher's budget
+// until then.
 func (r *Resolver) Image(ctx context.Context, url string) (*router.ImageInfo, error) {
 	t := time.Now()
-	data, err := r.fetcher.Fetch(ctx, url)
-	r.stage("fetch", t)
+	data, release, err := r.fetcher.FetchHeld(ctx, url)
+	defer release()
+	r.stage(ctx, "fetch", t)
 	if err != nil {
 		return nil, err
 	}
 	t = time.Now()
-	defer r.stage("decode", t)
+	defer r.stage(ctx, "decode", t)
 	return DecodeImage(data)
 }
 

@@ -84,8 +84,9 @@ func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.C
 	key := digest + "\x00" + url
 	prev, known := r.reval.get(key)
 	t := time.Now()
-	data, v, err := r.fetcher.FetchConditional(ctx, url, prev.v)
-	r.stage("fetch", t)
+	data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
+	defer release()
+	r.stage(ctx, "fetch", t)
 	if errors.Is(err, fetch.ErrNotModified) && known {
 		if r.Revalidated != nil {
 			r.Revalidated()
@@ -106,11 +107,13 @@ func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.C
 	return info, err
 }
 
-// videoFetch fetches url unconditionally and decodes it.
+// videoFetch fetches url unconditionally and decodes it, the bytes reserved in the fetcher's
+// budget until the decode ends.
 func (r *Resolver) videoFetch(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
 	t := time.Now()
-	data, err := r.fetcher.Fetch(ctx, url)
-	r.stage("fetch", t)
+	data, release, err := r.fetcher.FetchHeld(ctx, url)
+	defer release()
+	r.stage(ctx, "fetch", t)
 	if err != nil {
 		return nil, err
 	}

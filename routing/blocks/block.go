@@ -48,7 +48,9 @@ type Config struct {
 	// BlockSize is the worker's KV block size in tokens (vLLM block_size, SGLang page_size). Must be > 0.
 	BlockSize int
 	// ImagePad and VideoPad are the model's placeholder token ids (Qwen3-VL: 151655 and 151656). When
-	// they are equal, no block is normalized (Dynamo does the same for such models).
+	// they are equal (Nemotron 3 Nano Omni: image and video features share <image>), every run of
+	// that id starts a media object, as image runs do: Dynamo's event side for such models uses
+	// the image normalizer alone (event_video_token_id None).
 	ImagePad, VideoPad uint32
 }
 
@@ -144,9 +146,6 @@ func (h *Hasher) Block(tokens []uint32, identities []uint64, seed uint64, routin
 func (h *Hasher) findRuns(tokens []uint32) (runs, objects int) {
 	h.run, h.obj = h.run[:0], h.obj[:0]
 	img, vid := h.cfg.ImagePad, h.cfg.VideoPad
-	if img == vid {
-		return 0, 0
-	}
 	prevVideo := false
 	for i := 0; i < len(tokens); {
 		t := tokens[i]
@@ -158,7 +157,7 @@ func (h *Hasher) findRuns(tokens []uint32) (runs, objects int) {
 		for j < len(tokens) && tokens[j] == t {
 			j++
 		}
-		isVideo := t == vid
+		isVideo := t == vid && vid != img
 		if !(isVideo && prevVideo) {
 			objects++
 		}

@@ -67,14 +67,14 @@ func referenceBlock(cfg Config, toks []uint32, ids []uint64, seed uint64) (uint6
 	obj := -1
 	prevVideo := false
 	for i := 0; i < len(blk); i++ {
-		if blk[i] != cfg.ImagePad && blk[i] != cfg.VideoPad || cfg.ImagePad == cfg.VideoPad {
+		if blk[i] != cfg.ImagePad && blk[i] != cfg.VideoPad {
 			continue
 		}
 		j := i
 		for j+1 < len(blk) && blk[j+1] == blk[i] {
 			j++
 		}
-		v := blk[i] == cfg.VideoPad
+		v := blk[i] == cfg.VideoPad && cfg.VideoPad != cfg.ImagePad // a shared id counts as an image run
 		if !v || !prevVideo {
 			obj++
 		}
@@ -97,6 +97,9 @@ func FuzzHashPrompt(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 1, 1, 1, 2, 2, 0, 2, 2, 2, 2, 1, 0, 0, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1}, uint8(4), uint16(3), uint16(20))
 	f.Fuzz(func(t *testing.T, raw []byte, bs uint8, s0, s1 uint16) {
 		cfg := Config{BlockSize: int(bs%17) + 1, ImagePad: 1, VideoPad: 2}
+		if s0%3 == 0 {
+			cfg.VideoPad = 1 // one placeholder id for images and video (Nemotron)
+		}
 		toks := make([]uint32, len(raw))
 		for i, c := range raw {
 			toks[i] = uint32(c % 4)
@@ -134,6 +137,35 @@ func FuzzHashPrompt(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSharedPlaceholderRuns checks the rule for a model whose images and video share one
+// placeholder id (Nemotron's <image> 18): every run starts a media object, so two tubelet runs of
+// one video in a block are two objects against one span (boundary), while two items' runs are
+// filled with their own pad values (normalized).
+func TestSharedPlaceholderRuns(t *testing.T) {
+	cfg := Config{BlockSize: 8, ImagePad: 18, VideoPad: 18}
+	h, err := NewHasher(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk := []uint32{18, 18, 20, 7, 19, 18, 18, 18}
+	const a, b = uint64(0x1234567890), uint64(0xfedcba98)
+	pa, pb := PadValue(a), PadValue(b)
+	got := h.Block(blk, []uint64{a, b}, BaseSeed, nil)
+	want := HashTokens([]uint32{pa, pa, 20, 7, 19, pb, pb, pb}, BaseSeed)
+	if got.Kind != Normalized || got.Hash != want || got.Runs != 2 || got.Objects != 2 {
+		t.Errorf("two items: %+v, want normalized %d", got, want)
+	}
+	got = h.Block(blk, []uint64{a}, BaseSeed, nil)
+	if got.Kind != Boundary || got.Hash != HashBoundary(blk, []uint64{a}, BaseSeed) || got.Objects != 2 {
+		t.Errorf("one item, two runs: %+v, want boundary", got)
+	}
+	one := []uint32{7, 19, 18, 18, 18, 18, 18, 18}
+	got = h.Block(one, []uint64{a}, BaseSeed, nil)
+	if got.Kind != Normalized || got.Hash != HashTokens([]uint32{7, 19, pa, pa, pa, pa, pa, pa}, BaseSeed) {
+		t.Errorf("one run: %+v, want normalized", got)
+	}
 }
 
 func TestHashPromptErrors(t *testing.T) {

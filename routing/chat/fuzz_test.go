@@ -3,6 +3,8 @@ package chat_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -22,6 +24,26 @@ func FuzzParseRequest(f *testing.F) {
 		isObject := json.Valid(body) && len(trimmed) > 0 && trimmed[0] == '{'
 		if (err == nil) != isObject {
 			t.Fatalf("err %v but json.Valid-object %v for %q", err, isObject, body)
+		}
+		// Under limits, the same body is accepted or refused alike (skipped top-level members
+		// are checked as strictly), and the parts the router reads are the same. Over a limit
+		// the decoder stops at once: the rest of the body is not checked (both answers are 400).
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		lr, lerr := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: 4, MaxParts: 4})
+		runtime.ReadMemStats(&after)
+		// At most 128 values are built (16 per allowed message and part); their strings are
+		// copies of body bytes (escaped ones decoded by encoding/json).
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<10+8*uint64(len(body)) {
+			t.Fatalf("ParseRequestLimited of %d bytes allocated %d bytes", len(body), alloc)
+		}
+		switch {
+		case errors.Is(lerr, chat.ErrTooManyParts): // stopped at the limit; the rest is not checked
+		case (lerr == nil) != (err == nil):
+			t.Fatalf("ParseRequestLimited err %v, ParseRequest err %v for %q", lerr, err, body)
+		case err == nil && (len(lr.Media) != len(r.Media) || lr.Model != r.Model || (lr.SchemaErr == nil) != (r.SchemaErr == nil)):
+			t.Fatalf("ParseRequestLimited read %d media, model %q, schema %v; ParseRequest %d, %q, %v for %q",
+				len(lr.Media), lr.Model, lr.SchemaErr, len(r.Media), r.Model, r.SchemaErr, body)
 		}
 		if err != nil {
 			return

@@ -89,13 +89,20 @@ type decoder struct {
 	// allowNaN accepts NaN, Infinity and -Infinity like Python's json.loads (used for tool call
 	// arguments, which vLLM decodes with json.loads).
 	allowNaN bool
+	// count, when set, counts a request's messages, parts and values as they are decoded and
+	// skips the top-level members the router never reads (ParseRequestLimited).
+	count *counter
 }
 
 // parseJSON decodes src, which must hold exactly one JSON value (surrounding whitespace allowed).
 func parseJSON(src []byte, allowNaN bool) (*node, error) {
-	d := &decoder{src: src, allowNaN: allowNaN}
+	return decode(&decoder{src: src, allowNaN: allowNaN})
+}
+
+// decode decodes d.src, which must hold exactly one JSON value.
+func decode(d *decoder) (*node, error) {
 	d.skipSpace()
-	n, err := d.value(0)
+	n, err := d.value(0, roleRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -129,19 +136,22 @@ func (d *decoder) literal(lit string) bool {
 	return false
 }
 
-func (d *decoder) value(depth int) (*node, error) {
+func (d *decoder) value(depth int, r role) (*node, error) {
 	if depth > maxDepth {
 		return nil, d.errorf("nesting deeper than %d", maxDepth)
 	}
 	if d.pos >= len(d.src) {
 		return nil, d.errorf("unexpected end of input")
 	}
+	if err := d.count.value(d.pos); err != nil {
+		return nil, err
+	}
 	start := d.pos
 	switch c := d.src[d.pos]; {
 	case c == '{':
-		return d.object(depth)
+		return d.object(depth, r)
 	case c == '[':
-		return d.array(depth)
+		return d.array(depth, r)
 	case c == '"':
 		s, err := d.string()
 		if err != nil {
@@ -272,7 +282,7 @@ var plainStringByte = func() (t [256]bool) {
 	return t
 }()
 
-func (d *decoder) array(depth int) (*node, error) {
+func (d *decoder) array(depth int, r role) (*node, error) {
 	n := &node{kind: kindArray, start: d.pos}
 	d.pos++
 	d.skipSpace()
@@ -283,7 +293,10 @@ func (d *decoder) array(depth int) (*node, error) {
 	}
 	for {
 		d.skipSpace()
-		v, err := d.value(depth + 1)
+		if err := d.count.item(r, d.pos); err != nil {
+			return nil, err
+		}
+		v, err := d.value(depth+1, r.item())
 		if err != nil {
 			return nil, err
 		}
@@ -305,7 +318,7 @@ func (d *decoder) array(depth int) (*node, error) {
 	}
 }
 
-func (d *decoder) object(depth int) (*node, error) {
+func (d *decoder) object(depth int, r role) (*node, error) {
 	n := &node{kind: kindObject, start: d.pos}
 	d.pos++
 	d.skipSpace()
@@ -329,12 +342,18 @@ func (d *decoder) object(depth int) (*node, error) {
 		}
 		d.pos++
 		d.skipSpace()
-		v, err := d.value(depth + 1)
-		if err != nil {
-			return nil, err
+		if d.count != nil && r == roleRoot && !readMembers[k] {
+			if err := d.skip(depth + 1); err != nil {
+				return nil, err
+			}
+		} else {
+			v, err := d.value(depth+1, r.member(k))
+			if err != nil {
+				return nil, err
+			}
+			n.keys = append(n.keys, k)
+			n.vals = append(n.vals, v)
 		}
-		n.keys = append(n.keys, k)
-		n.vals = append(n.vals, v)
 		d.skipSpace()
 		if d.pos >= len(d.src) {
 			return nil, d.errorf("unterminated object")

@@ -83,7 +83,11 @@ type MediaPart struct {
 // not one valid JSON object (→ body_invalid); a JSON object that does not fit the chat schema is
 // returned with SchemaErr set.
 func ParseRequest(body []byte) (*Request, error) {
-	root, err := parseJSON(body, false)
+	return parseRequest(body, &decoder{src: body})
+}
+
+func parseRequest(body []byte, d *decoder) (*Request, error) {
+	root, err := decode(d)
 	if err != nil {
 		return nil, fmt.Errorf("parsing request body: %w", err)
 	}

@@ -15,7 +15,8 @@ const Schema = "kvroute.video_contract/v1"
 
 // Contract field values (DESIGN.md §2.3).
 const (
-	AdapterQwen3VL = "qwen3_vl"
+	AdapterQwen3VL      = "qwen3_vl"
+	AdapterNemotronOmni = "nemotron_omni"
 
 	EngineVLLM   = "vllm"
 	EngineSGLang = "sglang"
@@ -54,6 +55,9 @@ type Contract struct {
 	TokenIDs              TokenIDs          `json:"token_ids"`
 	VideoPruningRate      *float64          `json:"video_pruning_rate"`
 	SGLangPreprocess      *SGLangPreprocess `json:"sglang_preprocess"`
+	// Nemotron is the checkpoint geometry of adapter nemotron_omni (null for qwen3_vl; left out of
+	// a qwen3_vl contract's canonical form so its digest is unchanged).
+	Nemotron *NemotronContract `json:"nemotron,omitempty"`
 }
 
 // Sampler selects the frames of a clip. Which fields are set depends on Kind (see Validate).
@@ -63,6 +67,9 @@ type Sampler struct {
 	MinFrames *int     `json:"min_frames"`
 	MaxFrames *int     `json:"max_frames"`
 	NumFrames *int     `json:"num_frames"`
+	// MaxDuration (seconds) is set for sampler.kind vllm_opencv_dynamic only (left out of the
+	// canonical form when null, so qwen3_vl digests are unchanged).
+	MaxDuration *float64 `json:"max_duration,omitempty"`
 }
 
 // Resize is the video smart_resize setup: Mode is ResizeLegacyCeil or ResizeRoundTiesEven;
@@ -127,7 +134,8 @@ func ParseContract(data []byte) (*Contract, error) {
 }
 
 // Validate checks c against the validity table of DESIGN.md §2.3 and kvroute's support (adapter
-// qwen3_vl, video_pruning_rate 0). The error wraps ErrInvalidContract and names the field.
+// qwen3_vl with video_pruning_rate 0, or nemotron_omni: see validateNemotron). The error wraps
+// ErrInvalidContract and names the field.
 func (c *Contract) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidContract, fmt.Sprintf(format, args...))
@@ -138,8 +146,21 @@ func (c *Contract) Validate() error {
 	if c.Schema != Schema {
 		return bad("schema %q is not %q", c.Schema, Schema)
 	}
-	if c.Adapter != AdapterQwen3VL {
-		return bad("adapter %q is not supported (have %q)", c.Adapter, AdapterQwen3VL)
+	switch c.Adapter {
+	case AdapterQwen3VL:
+		if c.Nemotron != nil {
+			return bad("nemotron must be null for adapter %s", c.Adapter)
+		}
+		if c.Sampler.MaxDuration != nil {
+			return bad("sampler.max_duration must be null for adapter %s", c.Adapter)
+		}
+	case AdapterNemotronOmni:
+		if err := c.validateNemotron(); err != nil {
+			return bad("%v", err)
+		}
+		return nil
+	default:
+		return bad("adapter %q is not supported (have %q, %q)", c.Adapter, AdapterQwen3VL, AdapterNemotronOmni)
 	}
 	if c.Engine != EngineVLLM && c.Engine != EngineSGLang {
 		return bad("engine %q is not %q or %q", c.Engine, EngineVLLM, EngineSGLang)
@@ -212,11 +233,11 @@ func (c *Contract) validateSampler() error {
 		}
 		return nil
 	}
-	want := map[string][4]bool{ // fps, min_frames, max_frames, num_frames
-		SamplerHFFPS:            {true, true, true, false},
-		SamplerUniformNumFrames: {false, false, false, true},
-		SamplerDynamoMaxFrames:  {false, false, true, false},
-		SamplerSGLang:           {false, false, false, false},
+	want := map[string][5]bool{ // fps, min_frames, max_frames, num_frames, max_duration
+		SamplerHFFPS:            {true, true, true, false, false},
+		SamplerUniformNumFrames: {false, false, false, true, false},
+		SamplerDynamoMaxFrames:  {false, false, true, false, false},
+		SamplerSGLang:           {false, false, false, false, false},
 	}
 	w, ok := want[s.Kind]
 	if !ok {
@@ -225,7 +246,8 @@ func (c *Contract) validateSampler() error {
 	for i, f := range []struct {
 		name string
 		set  bool
-	}{{"fps", s.FPS != nil}, {"min_frames", s.MinFrames != nil}, {"max_frames", s.MaxFrames != nil}, {"num_frames", s.NumFrames != nil}} {
+	}{{"fps", s.FPS != nil}, {"min_frames", s.MinFrames != nil}, {"max_frames", s.MaxFrames != nil},
+		{"num_frames", s.NumFrames != nil}, {"max_duration", s.MaxDuration != nil}} {
 		if err := set(f.set, f.name, w[i]); err != nil {
 			return err
 		}

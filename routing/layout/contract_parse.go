@@ -30,11 +30,12 @@ func (n *num) UnmarshalJSON(b []byte) error {
 }
 
 type rawSampler struct {
-	Kind      *string `json:"kind"`
-	FPS       num     `json:"fps"`
-	MinFrames num     `json:"min_frames"`
-	MaxFrames num     `json:"max_frames"`
-	NumFrames num     `json:"num_frames"`
+	Kind        *string `json:"kind"`
+	FPS         num     `json:"fps"`
+	MinFrames   num     `json:"min_frames"`
+	MaxFrames   num     `json:"max_frames"`
+	NumFrames   num     `json:"num_frames"`
+	MaxDuration num     `json:"max_duration"`
 }
 
 type rawResize struct {
@@ -82,6 +83,7 @@ type rawContract struct {
 	TokenIDs              *rawTokenIDs    `json:"token_ids"`
 	VideoPruningRate      num             `json:"video_pruning_rate"`
 	SGLangPreprocess      *rawSGLang      `json:"sglang_preprocess"`
+	Nemotron              *rawNemotron    `json:"nemotron"`
 }
 
 // conv turns the raw numbers into typed fields, collecting the first error.
@@ -157,27 +159,48 @@ func (cv *conv) u32(name string, n num) uint32 {
 func (r *rawContract) contract() (*Contract, error) {
 	var cv conv
 	c := &Contract{
-		Schema:                cv.str("schema", r.Schema),
-		Adapter:               cv.str("adapter", r.Adapter),
-		Engine:                cv.str("engine", r.Engine),
-		FrameCountSource:      cv.str("frame_count_source", r.FrameCountSource),
-		PlaceholderTarget:     cv.str("placeholder_target", r.PlaceholderTarget),
-		TimestampTokenization: cv.str("timestamp_tokenization", r.TimestampTokenization),
-		VideoPruningRate:      cv.optF64(r.VideoPruningRate),
+		Schema:           cv.str("schema", r.Schema),
+		Adapter:          cv.str("adapter", r.Adapter),
+		Engine:           cv.str("engine", r.Engine),
+		FrameCountSource: cv.str("frame_count_source", r.FrameCountSource),
+		VideoPruningRate: cv.optF64(r.VideoPruningRate),
+	}
+	nemotron := c.Adapter == AdapterNemotronOmni
+	if nemotron {
+		// The Qwen-only fields must be null; the geometry is in the nemotron object.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"resize", r.Resize != nil}, {"image_resize", r.ImageResize != nil}, {"placeholder_target", r.PlaceholderTarget != nil},
+			{"timestamp_tokenization", r.TimestampTokenization != nil}, {"sglang_preprocess", r.SGLangPreprocess != nil}} {
+			if f.set {
+				cv.fail("%s must be null for adapter %s", f.name, AdapterNemotronOmni)
+			}
+		}
+		c.Nemotron = cv.nemotron(r.Nemotron)
+	} else {
+		c.PlaceholderTarget = cv.str("placeholder_target", r.PlaceholderTarget)
+		c.TimestampTokenization = cv.str("timestamp_tokenization", r.TimestampTokenization)
+		if r.Nemotron != nil {
+			cv.fail("nemotron must be null for adapter %s", c.Adapter)
+		}
 	}
 	if s := r.Sampler; s == nil {
 		cv.fail("sampler is missing")
 	} else {
 		c.Sampler = Sampler{
-			Kind:      cv.str("sampler.kind", s.Kind),
-			FPS:       cv.optF64(s.FPS),
-			MinFrames: cv.optInt("sampler.min_frames", s.MinFrames),
-			MaxFrames: cv.optInt("sampler.max_frames", s.MaxFrames),
-			NumFrames: cv.optInt("sampler.num_frames", s.NumFrames),
+			Kind:        cv.str("sampler.kind", s.Kind),
+			FPS:         cv.optF64(s.FPS),
+			MinFrames:   cv.optInt("sampler.min_frames", s.MinFrames),
+			MaxFrames:   cv.optInt("sampler.max_frames", s.MaxFrames),
+			NumFrames:   cv.optInt("sampler.num_frames", s.NumFrames),
+			MaxDuration: cv.optF64(s.MaxDuration),
 		}
 	}
 	if z := r.Resize; z == nil {
-		cv.fail("resize is missing")
+		if !nemotron {
+			cv.fail("resize is missing")
+		}
 	} else {
 		c.Resize = Resize{
 			Mode:              cv.str("resize.mode", z.Mode),

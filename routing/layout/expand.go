@@ -35,6 +35,8 @@ type Media struct {
 	// Video is the layout of a video item (Kind blocks.Video); Image that of an image item.
 	Video *VideoLayout
 	Image *ImageLayout
+	// Nemotron is the layout of a video item under adapter nemotron_omni (Video is then nil).
+	Nemotron *NemotronVideoLayout
 }
 
 // Expansion is a prompt as the worker sees it.

@@ -27,6 +27,20 @@ func (c *Contract) Canonical() ([]byte, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("decoding contract: %w", err)
 	}
+	if m, ok := v.(map[string]any); ok && c.Adapter == AdapterNemotronOmni {
+		// The Qwen-only fields are null in a nemotron_omni contract; its own fields are always present.
+		for _, k := range []string{"resize", "image_resize", "placeholder_target", "timestamp_tokenization", "sglang_preprocess"} {
+			m[k] = nil
+		}
+		if _, ok := m["nemotron"]; !ok {
+			m["nemotron"] = nil
+		}
+		if s, ok := m["sampler"].(map[string]any); ok {
+			if _, ok := s["max_duration"]; !ok {
+				s["max_duration"] = nil
+			}
+		}
+	}
 	var buf bytes.Buffer
 	if err := writeJCS(&buf, v); err != nil {
 		return nil, fmt.Errorf("canonicalizing contract: %w", err)

@@ -22,6 +22,9 @@ type Model struct {
 	Video ImageResize
 	// Image is the hub image processor's per-image pixel budget.
 	Image ImageResize
+	// Nemotron is set for a Nemotron 3 Nano Omni folder (the Qwen fields above are then zero,
+	// except TokenIDs.ImagePad and VideoPad, both the <image> id).
+	Nemotron *NemotronModel
 }
 
 // supportedArch maps each supported config.json model_type to its required architecture.
@@ -125,10 +128,15 @@ type processorJSON struct {
 // video_processor_type Qwen3VLVideoProcessor and image_processor_type Qwen2VLImageProcessor(Fast);
 // do_resize absent or true; cap_pixels_per_frame absent, null or false; patch, temporal patch and
 // merge sizes equal to config.json's; 0 < shortest_edge <= longest_edge pixel budgets.
+//
+// A Nemotron 3 Nano Omni folder (IsNemotronConfig) is loaded by LoadNemotronModel instead.
 func LoadModel(dir string) (*Model, error) {
 	var c configJSON
 	if err := readJSON(filepath.Join(dir, "config.json"), &c); err != nil {
 		return nil, fmt.Errorf("loading model: %w", err)
+	}
+	if isNemotron(c.ModelType, c.Architectures) {
+		return LoadNemotronModel(dir)
 	}
 	arch, ok := supportedArch[c.ModelType]
 	if !ok {
@@ -196,6 +204,9 @@ func LoadModel(dir string) (*Model, error) {
 // CheckContract reports whether a contract fits this model: its geometry (patch, merge and
 // temporal patch sizes) and token ids must equal the model's. The error wraps ErrInvalidContract.
 func (m *Model) CheckContract(c *Contract) error {
+	if m.Nemotron != nil || c.Adapter == AdapterNemotronOmni {
+		return m.checkNemotronContract(c)
+	}
 	r := c.Resize
 	if r.PatchSize != m.PatchSize || r.MergeSize != m.MergeSize || r.TemporalPatchSize != m.TemporalPatchSize {
 		return fmt.Errorf("%w: resize patch/merge/temporal sizes %d/%d/%d differ from the model's %d/%d/%d",

@@ -35,7 +35,9 @@ type Model struct {
 }
 
 // Load reads dir: tokenizer.json (required), the chat template (optional) and config.json
-// (optional; when it names vision_start_token_id, all four vision ids must be valid). Errors
+// (optional; when it names vision_start_token_id, all four vision ids must be valid; a Nemotron 3
+// Nano Omni config.json must hold every field layout.LoadNemotronModel needs, and the tokenizer
+// must give <img>, </img> and <image> one id each: layout.NemotronTokenIDs). Errors
 // are wrapped with the file they come from.
 func Load(dir string) (*Model, error) {
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
@@ -48,6 +50,21 @@ func Load(dir string) (*Model, error) {
 		return nil, fmt.Errorf("loading model %s: %w", dir, err)
 	}
 	cfgPath := filepath.Join(dir, "config.json")
+	if nemotron, err := isNemotron(cfgPath); err != nil {
+		return nil, fmt.Errorf("loading model %s: %w", dir, err)
+	} else if nemotron {
+		// Nemotron 3 Nano Omni: the <img>/</img> ids come from the tokenizer, and a folder that
+		// lacks a field the adapter needs is refused here, at start.
+		lm, err := layout.LoadNemotronModel(dir)
+		if err != nil {
+			return nil, fmt.Errorf("loading model %s: %w", dir, err)
+		}
+		if m.TokenIDs, err = layout.NemotronTokenIDs(lm, tok); err != nil {
+			return nil, fmt.Errorf("loading model %s: %w", dir, err)
+		}
+		m.Vision = true
+		return m, nil
+	}
 	vision, err := hasVisionIDs(cfgPath)
 	if err != nil {
 		return nil, fmt.Errorf("loading model %s: %w", dir, err)
@@ -59,6 +76,18 @@ func Load(dir string) (*Model, error) {
 		m.Vision = true
 	}
 	return m, nil
+}
+
+// isNemotron reports whether config.json exists and names the Nemotron 3 Nano Omni architecture.
+func isNemotron(path string) (bool, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	ok, err := layout.IsNemotronConfig(path)
+	if err != nil {
+		return false, fmt.Errorf("reading config.json: %w", err)
+	}
+	return ok, nil
 }
 
 // hasVisionIDs reports whether config.json exists and names vision_start_token_id.

@@ -37,12 +37,22 @@ const (
 	FrameLimit          Code = "frame_limit"
 	DecodeTimeout       Code = "decode_timeout"
 	EngineNoMMHashes    Code = "engine_no_mm_hashes"
+	// MediaMixUnsupported: the model's adapter routes exactly only some media combinations
+	// (nemotron_omni: one video and no other media, as Dynamo's nemotron.rs).
+	MediaMixUnsupported Code = "media_mix_unsupported"
+	// MediaBusy: the process-wide budget of media bytes in flight (media max_inflight_bytes) had
+	// no room for this request's media within slot_wait.
+	MediaBusy Code = "media_busy"
 )
 
 // Fallbacks to load-only routing: forwarded, no prefix to score.
 const (
 	TemplateError    Code = "template_error"
 	IndexUnavailable Code = "index_unavailable"
+	// NotRouted marks a request kvroute does not route by KV overlap at all: a path other than
+	// chat or completions (GET /v1/models, …), or no model_dir configured. It keeps such requests
+	// apart from exact decisions (Fallback "") in metrics, logs and explain (issue 15).
+	NotRouted Code = "not_routed"
 )
 
 // Errors: answered with a 4xx and the JSON body of DESIGN.md §8, never forwarded.
@@ -57,6 +67,9 @@ const (
 	MediaUndecodable  Code = "media_undecodable"
 	FrameTooLarge     Code = "frame_too_large"
 	TooManyMedia      Code = "too_many_media"
+	// TooManyParts: more messages, content parts or JSON values than the request limits
+	// (max_messages, max_parts).
+	TooManyParts Code = "too_many_parts"
 )
 
 // status maps each client error code to its HTTP status (DESIGN.md §6).
@@ -71,6 +84,7 @@ var status = map[Code]int{
 	MediaUndecodable:  http.StatusBadRequest,
 	FrameTooLarge:     http.StatusBadRequest,
 	TooManyMedia:      http.StatusBadRequest,
+	TooManyParts:      http.StatusBadRequest,
 }
 
 // IsClientError reports whether c is answered with a 4xx instead of being forwarded.
@@ -80,7 +94,7 @@ func (c Code) IsClientError() bool { _, ok := status[c]; return ok }
 func (c Code) HTTPStatus() int { return status[c] }
 
 // LoadOnly reports whether c routes on load alone (no prefix to score).
-func (c Code) LoadOnly() bool { return c == TemplateError || c == IndexUnavailable }
+func (c Code) LoadOnly() bool { return c == TemplateError || c == IndexUnavailable || c == NotRouted }
 
 // Error carries a reason code and a human message. It wraps the underlying cause, if any.
 type Error struct {

@@ -13,7 +13,7 @@ import (
 type cohortState struct {
 	key     string
 	cohort  layout.Cohort
-	adapter *layout.Qwen3VL
+	adapter layout.Adapter
 	err     error // a *reason.Error when exact video routing is off
 }
 
@@ -57,7 +57,7 @@ func (r *Router) evalCohort(workers []Worker) *cohortState {
 		}
 		return &cohortState{cohort: c, err: err}
 	}
-	a, err := layout.NewQwen3VL(c.Contract, r.lmodel, r.model.Tokenizer)
+	a, err := layout.NewAdapter(c.Contract, r.lmodel, r.model.Tokenizer)
 	if err != nil {
 		return &cohortState{cohort: c, err: reason.Wrap(reason.ContractUnsupported, err, "the adapter does not support the contract")}
 	}

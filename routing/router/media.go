@@ -50,7 +50,18 @@ type ImageInfo struct {
 // Sampler returns the frame sampler of contract c for a clip of the given geometry: the indices
 // layout.LayoutVideo picks. It is what Media implementations call once they know the frame count.
 func Sampler(c *layout.Contract, total int, fps float64, width, height int) ([]int, error) {
-	l, err := layout.LayoutVideo(c, layout.VideoInput{TotalFrames: total, SourceFPS: fps, Width: width, Height: height})
+	in := layout.VideoInput{TotalFrames: total, SourceFPS: fps, Width: width, Height: height}
+	if c != nil && c.Adapter == layout.AdapterNemotronOmni {
+		l, err := layout.LayoutNemotronVideoFor(c, in)
+		if len(l.Indices) > 0 {
+			return l.Indices, nil
+		}
+		if err == nil {
+			err = errNoFrames
+		}
+		return nil, err
+	}
+	l, err := layout.LayoutVideo(c, in)
 	if l != nil && len(l.Indices) > 0 {
 		// Sampling succeeded; a later layout stage that fails is reported by the layout step.
 		return l.Indices, nil

@@ -60,6 +60,9 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 		return nil, reason.LayoutMismatch, "a worker's KV events disagreed with the router's layout", nil
 	}
 
+	if code, detail := mediaMix(cs.cohort.Contract, req.Media); code != "" {
+		return nil, code, detail, nil
+	}
 	rs, code, detail, err := r.resolveAll(ctx, req.Media, cs.cohort.Contract)
 	if err != nil || code != "" {
 		return nil, code, detail, err
@@ -70,7 +73,7 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 	}
 	t := time.Now()
 	exp, err := cs.adapter.Expand(prompt, items)
-	r.stage("layout", t)
+	r.stage(ctx, "layout", t)
 	if err != nil {
 		code := reason.CodeOf(err)
 		if code == "" {
@@ -82,7 +85,10 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 	for i, it := range items {
 		s := exp.Spans[i]
 		ms := MediaSummary{Kind: it.Kind.String(), Identity: fmt.Sprintf("%016x", it.Identity), Tokens: s.End - s.Start}
-		if it.Video != nil {
+		if it.Nemotron != nil {
+			// [tubelets, patch rows, patch columns]
+			ms.Frames, ms.GridTHW = len(it.Nemotron.Indices), [3]int{it.Nemotron.NumTubelets, it.Nemotron.PatchGridWH[1], it.Nemotron.PatchGridWH[0]}
+		} else if it.Video != nil {
 			ms.Frames, ms.GridTHW = it.Video.NumFrames, it.Video.GridTHW
 		} else {
 			ms.Frames, ms.GridTHW = 1, it.Image.GridTHW
@@ -135,7 +141,25 @@ func (r *Router) resolveAll(ctx context.Context, parts []chat.MediaPart, c *layo
 	return out, "", "", nil
 }
 
+// mediaMix applies the adapter's limits on the media of one request before anything is fetched:
+// nemotron_omni routes exactly only one video and no other media (Dynamo's nemotron.rs rule), since
+// its image budget is shared by the request's images and depends on which of them hit vLLM's
+// processor cache (golden/nemotron/README.md §1).
+func mediaMix(c *layout.Contract, parts []chat.MediaPart) (reason.Code, string) {
+	if c.Adapter != layout.AdapterNemotronOmni {
+		return "", ""
+	}
+	if len(parts) != 1 || parts[0].Kind != blocks.Video {
+		return reason.MediaMixUnsupported, fmt.Sprintf("adapter %s routes exactly only one video and no other media (the request has %d media items)",
+			layout.AdapterNemotronOmni, len(parts))
+	}
+	return "", ""
+}
+
 func (r *Router) resolveOne(ctx context.Context, p chat.MediaPart, c *layout.Contract) resolved {
+	if p.Kind == blocks.Image && c.Adapter == layout.AdapterNemotronOmni {
+		return resolved{err: reason.New(reason.MediaMixUnsupported, "adapter %s does not route images exactly", layout.AdapterNemotronOmni)}
+	}
 	if p.Kind == blocks.Image {
 		info, err := r.media.Image(ctx, p.URL)
 		if err != nil {
@@ -160,7 +184,11 @@ func (r *Router) resolveOne(ctx context.Context, p chat.MediaPart, c *layout.Con
 		return resolved{err: reason.New(reason.FrameCountMismatch,
 			"the container says %d frames, %d decode", info.ContainerFrames, info.DecodedFrames)}
 	}
-	vl, err := layout.LayoutVideo(c, layout.VideoInput{TotalFrames: total, SourceFPS: info.SourceFPS, Width: info.Width, Height: info.Height})
+	in := layout.VideoInput{TotalFrames: total, SourceFPS: info.SourceFPS, Width: info.Width, Height: info.Height}
+	if c.Adapter == layout.AdapterNemotronOmni {
+		return resolveNemotron(c, in, info)
+	}
+	vl, err := layout.LayoutVideo(c, in)
 	if err != nil {
 		return resolved{err: reason.Wrap(reason.LayoutError, err, "video layout")}
 	}
@@ -172,4 +200,16 @@ func (r *Router) resolveOne(ctx context.Context, p chat.MediaPart, c *layout.Con
 			zap.Int("replacement_tokens", vl.VideoPadTokens()), zap.String("identity", fmt.Sprintf("%016x", info.Identity)))
 	}
 	return resolved{item: layout.Media{Kind: blocks.Video, Identity: info.Identity, Video: vl}, width: info.Width, height: info.Height}
+}
+
+// resolveNemotron lays out a decoded clip under a nemotron_omni contract.
+func resolveNemotron(c *layout.Contract, in layout.VideoInput, info *VideoInfo) resolved {
+	nl, err := layout.LayoutNemotronVideoFor(c, in)
+	if err != nil {
+		return resolved{err: reason.Wrap(reason.LayoutError, err, "video layout")}
+	}
+	if !slices.Equal(nl.Indices, info.Indices) {
+		return resolved{err: reason.New(reason.IdentityError, "the identity covers other frames than the layout samples")}
+	}
+	return resolved{item: layout.Media{Kind: blocks.Video, Identity: info.Identity, Nemotron: nl}, width: info.Width, height: info.Height}
 }

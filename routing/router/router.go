@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,10 +35,17 @@ type Config struct {
 	FrontendDecoding bool
 	// MaxMedia caps the media items of one request (too_many_media above). Default: 32.
 	MaxMedia int
+	// MaxMessages and MaxParts cap the messages and the content parts (all messages together)
+	// of one request, checked while the body is decoded (too_many_parts above; chat.Limits).
+	// Default: 4096 and 8192.
+	MaxMessages, MaxParts int
 }
 
 // DefaultConfig returns the DESIGN.md defaults.
-func DefaultConfig() Config { return Config{FrontendDecoding: true, MaxMedia: DefaultMaxMedia} }
+func DefaultConfig() Config {
+	return Config{FrontendDecoding: true, MaxMedia: DefaultMaxMedia,
+		MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts}
+}
 
 // Hooks observe the router; every field may be nil.
 type Hooks struct {
@@ -53,11 +61,14 @@ type Router struct {
 	cfg    Config
 	model  *model.Model
 	lmodel *layout.Model // nil: the model folder has no vision processor (no media support)
-	index  *index.Index
-	sched  *scheduler.Scheduler
-	media  Media
-	hooks  Hooks
-	log    *zap.Logger
+	// videoPlaceholder is the token run of a prompt placeholder that is not a vision token (Nemotron's
+	// "<video>", several ids): a text prefix stops there too. Nil for Qwen.
+	videoPlaceholder []uint32
+	index            *index.Index
+	sched            *scheduler.Scheduler
+	media            Media
+	hooks            Hooks
+	log              *zap.Logger
 
 	// mu protects cohorts.
 	mu      sync.Mutex
@@ -80,6 +91,9 @@ func New(cfg Config, m *model.Model, lmodel *layout.Model, ix *index.Index, s *s
 	}
 	r := &Router{cfg: cfg, model: m, lmodel: lmodel, index: ix, sched: s, media: media, hooks: hooks, log: log,
 		cohorts: map[string]*cohortState{}}
+	if lmodel != nil && lmodel.Nemotron != nil && m.Tokenizer != nil {
+		r.videoPlaceholder = m.Tokenizer.Encode(layout.NemotronVideoToken)
+	}
 	r.verify = newVerifier(r)
 	return r, nil
 }
@@ -143,6 +157,8 @@ type Result struct {
 	Costs map[string]float64
 	// Media summarizes the media items in prompt order (only when they were resolved).
 	Media []MediaSummary
+	// MediaItems is the number of media parts in the request (resolved or not).
+	MediaItems int
 	// Body is the body to forward: the client's bytes, with each media part's uuid spliced in
 	// when identities are forwarded (Forwarded).
 	Body      []byte
@@ -161,10 +177,14 @@ func (r *Router) Begin(res *Result) *scheduler.Handle {
 	return r.sched.Begin(res.decision)
 }
 
-func (r *Router) stage(name string, start time.Time) {
+// stage reports one stage that began at start to the Stage hook and to the request's stage
+// observer (WithStageObserver), if any.
+func (r *Router) stage(ctx context.Context, name string, start time.Time) {
+	d := time.Since(start)
 	if r.hooks.Stage != nil {
-		r.hooks.Stage(name, time.Since(start))
+		r.hooks.Stage(name, d)
 	}
+	observeStage(ctx, name, start, d)
 }
 
 // Route computes the decision for one request. The error is non-nil only for a request that must
@@ -173,12 +193,15 @@ func (r *Router) stage(name string, start time.Time) {
 func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	res := &Result{Body: in.Body}
 	t0 := time.Now()
-	req, err := chat.ParseRequest(in.Body)
-	r.stage("parse", t0)
+	req, err := chat.ParseRequestLimited(in.Body, chat.Limits{MaxMessages: r.cfg.MaxMessages, MaxParts: r.cfg.MaxParts})
+	r.stage(ctx, "parse", t0)
+	if errors.Is(err, chat.ErrTooManyParts) {
+		return nil, reason.Wrap(reason.TooManyParts, err, "the request has too many messages or content parts")
+	}
 	if err != nil {
 		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not a JSON object")
 	}
-	res.Model = req.Model
+	res.Model, res.MediaItems = req.Model, len(req.Media)
 	kind := pathKind(in.Path)
 	if kind != pathOther && req.SchemaErr == nil {
 		// Client errors come first, whatever the routing outcome: a forwarded media part is
@@ -192,6 +215,13 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 	r.verify.setWorkers(in.Workers)
 	workers, matched := workersFor(in.Workers, req.Model)
+	if kind == pathOther {
+		if len(workers) == 0 {
+			res.Fallback, res.Detail = reason.NotRouted, "path is not routed by KV overlap"
+			return res, nil
+		}
+		return r.loadOnly(ctx, res, workers, in, reason.NotRouted, "path is not routed by KV overlap")
+	}
 	if len(workers) == 0 {
 		res.Fallback, res.Detail = reason.IndexUnavailable, "no registered workers"
 		return res, nil
@@ -199,27 +229,24 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	if !matched && req.Model != "" {
 		// No record declares the model: nothing says these workers' caches or contracts are for
 		// it, so route on load alone (the workers answer as they do for an unknown model).
-		return r.loadOnly(res, workers, in, reason.IndexUnavailable, "no registered worker serves model "+strconv.Quote(req.Model))
-	}
-	if kind == pathOther {
-		return r.loadOnly(res, workers, in, "", "path is not routed by KV overlap")
+		return r.loadOnly(ctx, res, workers, in, reason.IndexUnavailable, "no registered worker serves model "+strconv.Quote(req.Model))
 	}
 	if req.SchemaErr != nil {
-		return r.loadOnly(res, workers, in, reason.TemplateError, req.SchemaErr.Error())
+		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, req.SchemaErr.Error())
 	}
-	prompt, ids, err := r.promptTokens(req, kind)
+	prompt, ids, err := r.promptTokens(ctx, req, kind)
 	if err != nil {
-		return r.loadOnly(res, workers, in, reason.TemplateError, err.Error())
+		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, err.Error())
 	}
 
 	bs := workers[0].BlockSize
 	for _, w := range workers {
 		if w.BlockSize != bs {
-			return r.loadOnly(res, workers, in, reason.BlockSizeMismatch, "workers of the model disagree on block_size")
+			return r.loadOnly(ctx, res, workers, in, reason.BlockSizeMismatch, "workers of the model disagree on block_size")
 		}
 	}
 	if bs <= 0 {
-		return r.loadOnly(res, workers, in, reason.IndexUnavailable, "worker has no block_size")
+		return r.loadOnly(ctx, res, workers, in, reason.IndexUnavailable, "worker has no block_size")
 	}
 
 	tokens := ids
@@ -231,7 +258,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		}
 		if code != "" {
 			res.Fallback, res.Detail = code, detail
-			tokens = textPrefix(ids, r.model.TokenIDs)
+			tokens = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder)
 		} else {
 			tokens, spans = exp.Tokens, exp.Spans
 		}
@@ -239,14 +266,14 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 
 	t1 := time.Now()
 	p, err := r.hashPrompt(workers, bs, blocks.SeedFor("", req.CacheSalt), tokens, spans)
-	r.stage("hash", t1)
+	r.stage(ctx, "hash", t1)
 	if err != nil {
 		// Spans come from our own expansion; a failure here is a bug, not a client error.
 		res.Fallback, res.Detail = reason.LayoutError, err.Error()
-		tokens, spans = textPrefix(ids, r.model.TokenIDs), nil
+		tokens, spans = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder), nil
 		if p, err = blocks.HashPrompt(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad},
 			blocks.SeedFor("", req.CacheSalt), tokens, nil); err != nil {
-			return r.loadOnly(res, workers, in, reason.LayoutError, err.Error())
+			return r.loadOnly(ctx, res, workers, in, reason.LayoutError, err.Error())
 		}
 	}
 	hashes := p.Hashes()
@@ -255,7 +282,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	if res.Fallback != "" && len(ids) > requestTokens {
 		requestTokens = len(ids)
 	}
-	if err := r.score(res, workers, in, hashes, requestTokens, bs); err != nil {
+	if err := r.score(ctx, res, workers, in, hashes, requestTokens, bs); err != nil {
 		return res, nil
 	}
 	if res.Fallback == "" && len(spans) > 0 {
@@ -325,7 +352,7 @@ func pathKind(p string) pathType {
 	return pathOther
 }
 
-func (r *Router) promptTokens(req *chat.Request, kind pathType) (string, []uint32, error) {
+func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind pathType) (string, []uint32, error) {
 	var prompt string
 	switch {
 	case kind == pathChat && req.HasMessages:
@@ -335,7 +362,7 @@ func (r *Router) promptTokens(req *chat.Request, kind pathType) (string, []uint3
 		t := time.Now()
 		var err error
 		prompt, err = r.model.Template.Render(req)
-		r.stage("template", t)
+		r.stage(ctx, "template", t)
 		if err != nil {
 			return "", nil, err
 		}
@@ -346,15 +373,17 @@ func (r *Router) promptTokens(req *chat.Request, kind pathType) (string, []uint3
 	}
 	t := time.Now()
 	ids := r.model.Tokenizer.Encode(prompt)
-	r.stage("tokenize", t)
+	r.stage(ctx, "tokenize", t)
 	return prompt, ids, nil
 }
 
-// textPrefix returns the prompt tokens before the first vision token: what can be routed exactly
-// when the media cannot (DESIGN.md §1: a fallback routes on its text prefix).
-func textPrefix(ids []uint32, t layout.TokenIDs) []uint32 {
+// textPrefix returns the prompt tokens before the first vision token or the first run of
+// placeholder (when not empty): what can be routed exactly when the media cannot (DESIGN.md §1: a
+// fallback routes on its text prefix).
+func textPrefix(ids []uint32, t layout.TokenIDs, placeholder []uint32) []uint32 {
 	for i, id := range ids {
-		if id == t.VisionStart || id == t.ImagePad || id == t.VideoPad {
+		if id == t.VisionStart || id == t.ImagePad || id == t.VideoPad ||
+			len(placeholder) > 0 && id == placeholder[0] && slices.Equal(ids[i:min(i+len(placeholder), len(ids))], placeholder) {
 			return ids[:i:i]
 		}
 	}
@@ -362,18 +391,18 @@ func textPrefix(ids []uint32, t layout.TokenIDs) []uint32 {
 }
 
 // loadOnly scores the workers on load alone (no prefix) and records the fallback.
-func (r *Router) loadOnly(res *Result, workers []Worker, in *Input, code reason.Code, detail string) (*Result, error) {
+func (r *Router) loadOnly(ctx context.Context, res *Result, workers []Worker, in *Input, code reason.Code, detail string) (*Result, error) {
 	res.Fallback, res.Detail = code, detail
 	bs := workers[0].BlockSize
 	if bs <= 0 {
 		bs = 1
 	}
-	_ = r.score(res, workers, in, nil, 0, bs)
+	_ = r.score(ctx, res, workers, in, nil, 0, bs)
 	return res, nil
 }
 
 // score looks the hashes up, scores every worker and fills the decision fields of res.
-func (r *Router) score(res *Result, workers []Worker, in *Input, hashes []uint64, requestTokens, bs int) error {
+func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *Input, hashes []uint64, requestTokens, bs int) error {
 	t := time.Now()
 	overlap := map[string]int{}
 	if len(hashes) > 0 {
@@ -383,7 +412,7 @@ func (r *Router) score(res *Result, workers []Worker, in *Input, hashes []uint64
 			}
 		}
 	}
-	r.stage("index", t)
+	r.stage(ctx, "index", t)
 	t = time.Now()
 	cands := make([]scheduler.Candidate, len(workers))
 	for i := range workers {
@@ -393,7 +422,7 @@ func (r *Router) score(res *Result, workers []Worker, in *Input, hashes []uint64
 	}
 	res.RequestTokens = requestTokens
 	d, err := r.sched.Select(scheduler.Request{Tokens: requestTokens, BlockSize: bs}, cands)
-	r.stage("score", t)
+	r.stage(ctx, "score", t)
 	res.Costs = map[string]float64{}
 	for _, c := range d.Candidates {
 		res.Costs[c.Worker.ID] = c.Cost

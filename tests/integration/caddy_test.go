@@ -238,8 +238,9 @@ func TestKVRoute(t *testing.T) {
 		}
 		b, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		want := fmt.Sprintf(`[{"worker_id":"w1","endpoint":"%s","model":"m","engine":"vllm","block_size":16,"contract_digest":"","blocks":0,"last_seq":null,"healthy":true},`+
-			`{"worker_id":"w2","endpoint":"%s","model":"m","engine":"vllm","block_size":16,"contract_digest":"","blocks":0,"last_seq":null,"healthy":true}]`, e.w1.addr(), e.w2.addr())
+		const state = `"active_prefill_tokens":0,"active_decode_blocks":0,"requests_in_flight":0,"last_event_age_seconds":null`
+		want := fmt.Sprintf(`[{"worker_id":"w1","endpoint":"%s","model":"m","engine":"vllm","block_size":16,"contract_digest":"","blocks":0,"last_seq":null,"healthy":true,%s},`+
+			`{"worker_id":"w2","endpoint":"%s","model":"m","engine":"vllm","block_size":16,"contract_digest":"","blocks":0,"last_seq":null,"healthy":true,%s}]`, e.w1.addr(), state, e.w2.addr(), state)
 		if strings.TrimSpace(string(b)) != want {
 			t.Errorf("workers:\n got %s\nwant %s", b, want)
 		}

@@ -111,6 +111,7 @@ func (w *simWorker) lastBody() []byte {
 // embedded NATS on a random port) in front of simulators that register and publish their KV
 // events through that NATS server, plus a loopback file server for the clips.
 type harness struct {
+	modelDir    string             // the model folder of Caddy and of the simulators
 	base, admin string             // http://127.0.0.1:port of the site and of the admin endpoint
 	media       string             // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
 	res         *resolver.Resolver // the simulators' media resolver
@@ -118,6 +119,15 @@ type harness struct {
 	sims        map[string]*simWorker
 	byEndpoint  map[string]*simWorker
 	order       []*simWorker
+	opts        harnessOpts
+}
+
+// harnessOpts varies the harness's Caddyfile.
+type harnessOpts struct {
+	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block).
+	siteDirectives string
+	// mediaOpts are extra lines of the kvroute media block.
+	mediaOpts string
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
@@ -135,6 +145,7 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 		model_dir %s
 		media {
 			allow_loopback
+			%s
 		}
 	}
 }
@@ -147,6 +158,7 @@ http://127.0.0.1:%d {
 		X-Kvroute-Total-Blocks {http.vars.kvroute.total_blocks}
 		X-Kvroute-Fallback {http.vars.kvroute.fallback}
 	}
+%s
 	kvroute
 	reverse_proxy {
 		dynamic kvroute
@@ -155,7 +167,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, modelDir, httpPort)
+`, adminPort, h.modelDir, h.opts.mediaOpts, httpPort, h.opts.siteDirectives)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -178,6 +190,31 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 // every simulator. Everything stops at the test's end.
 func startHarness(t *testing.T, specs []simSpec) *harness {
 	t.Helper()
+	return startHarnessOpts(t, specs, harnessOpts{})
+}
+
+// startHarnessMedia is startHarness with extra kvroute media options (Caddyfile lines), and the
+// clip server's /stall/<n> sending n bytes and then nothing until the client goes away.
+func startHarnessMedia(t *testing.T, specs []simSpec, mediaOpts string) *harness {
+	t.Helper()
+	return startHarnessOpts(t, specs, harnessOpts{mediaOpts: mediaOpts})
+}
+
+// startHarnessModel is startHarness with another model folder for Caddy and the simulators.
+func startHarnessModel(t *testing.T, modelDir string, specs []simSpec) *harness {
+	t.Helper()
+	return startHarnessFull(t, modelDir, specs, harnessOpts{})
+}
+
+// startHarnessOpts is startHarness with Caddyfile options.
+func startHarnessOpts(t *testing.T, specs []simSpec, opts harnessOpts) *harness {
+	t.Helper()
+	return startHarnessFull(t, modelDir, specs, opts)
+}
+
+// startHarnessFull is startHarness with a model folder and Caddyfile options.
+func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harnessOpts) *harness {
+	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	res := newSimResolver(t)
 
@@ -194,10 +231,16 @@ func startHarness(t *testing.T, specs []simSpec) *harness {
 	mux.HandleFunc("/random.webm", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(rnd) })
 	mux.HandleFunc("/img1.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img1) })
 	mux.HandleFunc("/img2.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img2) })
+	mux.HandleFunc("/stall/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/stall/"))
+		_, _ = w.Write(make([]byte, n))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
-	h := &harness{media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
+	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
 	httpPort, adminPort := freePort(t), freePort(t)
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)

@@ -1,0 +1,65 @@
+package caddymodule_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+)
+
+// validate runs what `caddy validate --adapter caddyfile` runs: adapt, then caddy.Validate
+// (provision and validate every module, start nothing).
+func validate(t *testing.T, caddyfile string) error {
+	t.Helper()
+	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatalf("adapting: %v", err)
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return caddy.Validate(&cfg)
+}
+
+// TestValidateChecksModelDir: `caddy validate` loads the model folder, so a model_dir that does
+// not exist, or is not a model folder, fails validation as it fails `caddy run` (issue 15); the
+// test model passes.
+func TestValidateChecksModelDir(t *testing.T) {
+	cf := func(dir string) string {
+		return `{
+	admin off
+	kvroute {
+		embedded_nats {
+			port random
+		}
+		model_dir ` + dir + `
+	}
+}
+:0 {
+	kvroute
+	reverse_proxy 127.0.0.1:1
+}
+`
+	}
+	for name, tc := range map[string]struct{ dir, want string }{
+		"missing folder":  {t.TempDir() + "/nosuch", "loading model"},
+		"not a model dir": {"testdata", "loading model"},
+		"test model":      {"../testdata/golden/qwen3vl-test-model", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := validate(t, cf(tc.dir))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid model folder rejected: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("model_dir %s: error %v, want one containing %q", tc.dir, err, tc.want)
+			}
+		})
+	}
+}
