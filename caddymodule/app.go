@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -45,6 +46,16 @@ type App struct {
 	// bucket (a static record wins over a live one with the same id). Default: none.
 	Workers []StaticWorker `json:"workers,omitempty"`
 
+	// UpstreamCIDRs are the address ranges (CIDR or single address) worker endpoints from the
+	// registry must fall in; a record pointing elsewhere (or at a host name resolving elsewhere)
+	// is refused and logged. The static workers' addresses are always allowed. Default:
+	// DefaultUpstreamCIDRs (loopback and private ranges).
+	UpstreamCIDRs []string `json:"upstream_cidrs,omitempty"`
+
+	// HealthChecks configures passive failure detection and the active health probes of every
+	// worker (see HealthChecks). Default: GET /health every 5s, 2s timeout.
+	HealthChecks *HealthChecks `json:"health_checks,omitempty"`
+
 	// RoutingConfig holds the routing core's settings (model_dir, media, scheduler, index);
 	// its fields sit directly in the app's JSON.
 	RoutingConfig
@@ -54,6 +65,9 @@ type App struct {
 	poolKey string
 	static  []registry.Worker
 	metrics *metrics
+	health  *workerHealth // this replica's down-marked workers
+	allow   *upstreamAllowList
+	refused sync.Map // "worker_id|endpoint" of refused records already logged
 
 	// mu guards state, stop, done, events, routing and indexSeries (the app's running lifetime).
 	mu      sync.Mutex
@@ -85,8 +99,8 @@ type App struct {
 
 // EmbeddedNATS configures the embedded NATS server.
 type EmbeddedNATS struct {
-	// Host is the listen address; it must be a loopback address, since the embedded server has no
-	// authentication. Default: 127.0.0.1.
+	// Host is the listen address; it must be a loopback address (the token only keeps other
+	// local processes out; the server has no TLS). Default: 127.0.0.1.
 	Host string `json:"host,omitempty"`
 
 	// Port is the client port. -1 picks a free port (tests). Default: 4222, the standard NATS port,
@@ -96,6 +110,17 @@ type EmbeddedNATS struct {
 	// StoreDir is the JetStream store directory. Default: a temporary directory removed when the
 	// server stops.
 	StoreDir string `json:"store_dir,omitempty"`
+
+	// TokenFile is where the server's token is written (mode 0600, a new random token at every
+	// start, removed at stop): the server requires it from every client, so other local
+	// processes cannot inject KV events or worker records. kvroute-bridge and kvroute-sim of the
+	// same user read it from the default place by their NATS URL's port, or from
+	// --nats-token-file / KVROUTE_NATS_TOKEN_FILE. Default:
+	// $XDG_CONFIG_HOME/kvroute/nats-<port>.token (~/.config/kvroute/...).
+	TokenFile string `json:"token_file,omitempty"`
+
+	// NoAuth starts the server without a token (any local process may publish). Default: false.
+	NoAuth bool `json:"no_auth,omitempty"`
 }
 
 // StaticWorker is a worker declared in the configuration instead of the registry bucket.
@@ -135,6 +160,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.EmbeddedNATS.Port = natsutil.DefaultEmbeddedPort
 	}
 	a.EmbeddedNATS.StoreDir = repl.ReplaceAll(a.EmbeddedNATS.StoreDir, "")
+	a.EmbeddedNATS.TokenFile = repl.ReplaceAll(a.EmbeddedNATS.TokenFile, "")
 	if err := a.provisionRouting(repl); err != nil {
 		return err
 	}
@@ -164,11 +190,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	merged := registry.Merge(a.static, nil)
 	a.workers.Store(&merged)
+	allow, err := newUpstreamAllowList(a.UpstreamCIDRs, a.static)
+	if err != nil {
+		return err
+	}
+	a.allow = allow
 
 	if a.NATSURL != "" {
 		a.poolKey = "nats_url=" + a.NATSURL + ";creds=" + a.NATSCredentials
 	} else {
-		a.poolKey = "embedded=" + a.EmbeddedNATS.Host + ":" + strconv.Itoa(a.EmbeddedNATS.Port) + ";store=" + a.EmbeddedNATS.StoreDir
+		a.poolKey = "embedded=" + a.EmbeddedNATS.Host + ":" + strconv.Itoa(a.EmbeddedNATS.Port) + ";store=" + a.EmbeddedNATS.StoreDir +
+			";token_file=" + a.EmbeddedNATS.TokenFile + ";no_auth=" + strconv.FormatBool(a.EmbeddedNATS.NoAuth)
 		if a.EmbeddedNATS.Port == natsutil.RandomPort {
 			// a random port cannot be shared by key between configs that did not agree on it
 			a.poolKey += ";random"
@@ -179,6 +211,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	if a.HealthChecks == nil {
+		a.HealthChecks = new(HealthChecks)
+	}
+	a.HealthChecks.setDefaults()
+	a.health = newWorkerHealth(a.logger.Named("health"), nil)
 	a.metrics = m
 	if a.decider.Load() == nil {
 		a.decider.Store(&deciderBox{NoPreference{}})
@@ -261,6 +298,9 @@ func (a *App) Start() error {
 		return fmt.Errorf("starting kvroute routing: %w", err)
 	}
 	a.refreshWorkers()
+	p := &prober{cfg: *a.HealthChecks, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		health: a.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
+	go p.run(ctx)
 	changes, unsub := st.watcher.Subscribe()
 	go func() {
 		defer close(done)
@@ -317,11 +357,13 @@ func (a *App) Stop() error {
 
 func (a *App) natsConfig() natsConfig {
 	return natsConfig{
-		url:      a.NATSURL,
-		creds:    a.NATSCredentials,
-		host:     a.EmbeddedNATS.Host,
-		port:     a.EmbeddedNATS.Port,
-		storeDir: a.EmbeddedNATS.StoreDir,
+		url:       a.NATSURL,
+		creds:     a.NATSCredentials,
+		host:      a.EmbeddedNATS.Host,
+		port:      a.EmbeddedNATS.Port,
+		storeDir:  a.EmbeddedNATS.StoreDir,
+		tokenFile: a.EmbeddedNATS.TokenFile,
+		noAuth:    a.EmbeddedNATS.NoAuth,
 	}
 }
 
@@ -331,10 +373,11 @@ func (a *App) refreshWorkers() {
 	a.mu.Unlock()
 	var live []registry.Worker
 	if st != nil {
-		live = st.watcher.Snapshot()
+		live = a.filterLive(st.watcher.Snapshot())
 	}
 	merged := registry.Merge(a.static, live)
 	a.workers.Store(&merged)
+	a.health.forget(merged)
 	a.mu.Lock()
 	ec, rcore := a.events, a.routing
 	a.mu.Unlock()

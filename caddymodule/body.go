@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/kvroute/kvroute/routing/reason"
@@ -67,53 +67,36 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	return buf.Bytes(), nil
 }
 
-// replayBody is the request body handed to the proxy: the exact bytes read from the client. The
-// kvroute selection policy rewinds it before every proxy attempt, so a retry on another upstream
-// resends the same bytes even when an earlier attempt consumed part of it; Close is a no-op for
-// the same reason (the server frees the original body). req.GetBody returns fresh readers for
-// the transport's own rewinds.
+// replayBody is the request body handed to the proxy: the exact bytes read from the client,
+// immutable. Every proxy attempt gets its own reader over them (attach, called by the kvroute
+// selection policy for each attempt), so a retry on another upstream resends the same bytes even
+// when an earlier attempt consumed part of its reader, and nothing that wraps the body in between
+// can see it restart: reverse_proxy's `request_buffers` reads the first N bytes of the installed
+// body into its own buffer before the first attempt; rewinding a shared reader under that buffer
+// made the upstream receive those N bytes and then the whole body again (issue 11 item 3).
 type replayBody struct {
 	data []byte
-
-	// mu guards off: a failed attempt's transport goroutine may still read while the next attempt
-	// rewinds.
-	mu  sync.Mutex
-	off int
 }
 
 func newReplayBody(b []byte) *replayBody { return &replayBody{data: b} }
 
-// Read implements io.Reader.
-func (b *replayBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.off >= len(b.data) {
-		return 0, io.EOF
+// reader returns a fresh reader over the bytes; its Close does nothing (the server frees the
+// client's body).
+func (b *replayBody) reader() io.ReadCloser {
+	if len(b.data) == 0 {
+		return http.NoBody
 	}
-	n := copy(p, b.data[b.off:])
-	b.off += n
-	return n, nil
+	return io.NopCloser(bytes.NewReader(b.data))
 }
 
-// Close implements io.Closer; it does nothing (see the type doc).
-func (b *replayBody) Close() error { return nil }
-
-// Rewind moves the read position back to the first byte.
-func (b *replayBody) Rewind() {
-	b.mu.Lock()
-	b.off = 0
-	b.mu.Unlock()
-}
-
-// install makes b the body of r with an exact Content-Length and a GetBody for rewinds.
+// install makes the bytes the body of r with an exact Content-Length, no transfer coding and a
+// GetBody for the transport's own rewinds.
 func (b *replayBody) install(r *http.Request) {
-	r.Body = b
+	r.Body = b.reader()
 	r.ContentLength = int64(len(b.data))
 	r.TransferEncoding = nil
-	data := b.data
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-	if len(data) == 0 {
-		r.Body = http.NoBody
-		r.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+	r.GetBody = func() (io.ReadCloser, error) { return b.reader(), nil }
+	if r.Header != nil {
+		r.Header.Set("Content-Length", strconv.Itoa(len(b.data)))
 	}
 }

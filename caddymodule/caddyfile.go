@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -30,6 +31,14 @@ func init() {
 //	        host      <loopback address>
 //	        port      <port>|random
 //	        store_dir <dir>
+//	        token_file <file>
+//	        no_auth
+//	    }
+//	    upstream_cidrs <cidr|address...>
+//	    health_checks off | {
+//	        uri      <path>
+//	        interval <duration>
+//	        timeout  <duration>
 //	    }
 //	    worker <id> {
 //	        endpoint       <host:port>
@@ -102,6 +111,20 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := a.EmbeddedNATS.unmarshalCaddyfile(d); err != nil {
 				return err
 			}
+		case "upstream_cidrs":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			a.UpstreamCIDRs = append(a.UpstreamCIDRs, args...)
+		case "health_checks":
+			if a.HealthChecks != nil {
+				return d.Err("health_checks already specified")
+			}
+			a.HealthChecks = new(HealthChecks)
+			if err := a.HealthChecks.unmarshalCaddyfile(d); err != nil {
+				return err
+			}
 		case "worker":
 			var sw StaticWorker
 			if err := sw.unmarshalCaddyfile(d); err != nil {
@@ -129,6 +152,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
+		if opt == "no_auth" {
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			e.NoAuth = true
+			continue
+		}
 		if !d.NextArg() {
 			return d.ArgErr()
 		}
@@ -137,6 +167,8 @@ func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 		switch opt {
+		case "token_file":
+			e.TokenFile = val
 		case "host":
 			if e.Host != "" {
 				return d.Err("host already specified")
@@ -336,3 +368,45 @@ var (
 	_ caddyfile.Unmarshaler = (*Selection)(nil)
 	_ caddyfile.Unmarshaler = (*Upstreams)(nil)
 )
+
+// unmarshalCaddyfile parses `health_checks off` (active probes off; passive detection stays on)
+// or a block of uri, interval and timeout.
+func (h *HealthChecks) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.ArgErr()
+		}
+		h.Interval = -1
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		val := d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		switch opt {
+		case "uri":
+			if !strings.HasPrefix(val, "/") {
+				return d.Errf("health_checks uri %q must start with /", val)
+			}
+			h.URI = val
+		case "interval", "timeout":
+			dur, err := caddy.ParseDuration(val)
+			if err != nil || dur <= 0 {
+				return d.Errf("health_checks %s %q: want a positive duration", opt, val)
+			}
+			if opt == "interval" {
+				h.Interval = caddy.Duration(dur)
+			} else {
+				h.Timeout = caddy.Duration(dur)
+			}
+		default:
+			return d.Errf("unrecognized health_checks option '%s'", opt)
+		}
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -181,6 +182,33 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
 		switch d.Val() {
+		case "cost":
+			err = oneArg(d, func(v string) error {
+				if v != scheduler.CostTTFT && v != scheduler.CostLinear {
+					return d.Errf("cost must be %s or %s, not %q", scheduler.CostTTFT, scheduler.CostLinear, v)
+				}
+				c.CostModel = v
+				return nil
+			})
+		case "max_running":
+			err = oneArg(d, int64Into(d, &c.MaxRunning))
+		case "queue_wait_tokens":
+			err = oneArg(d, floatInto(d, &c.QueueWaitTokens))
+		case "balance_factor":
+			err = oneArg(d, func(v string) error {
+				if v == "off" {
+					c.BalanceFactor = -1
+					return nil
+				}
+				f, perr := strconv.ParseFloat(v, 64)
+				if perr != nil || f < 1 || math.IsInf(f, 0) {
+					return d.Errf("balance_factor: %q is not off or a number >= 1", v)
+				}
+				c.BalanceFactor = f
+				return nil
+			})
+		case "balance_window":
+			err = oneArg(d, intInto(d, &c.BalanceWindow))
 		case "prefill_load_scale":
 			err = oneArg(d, floatInto(d, &c.PrefillLoadScale))
 		case "overlap_credit":

@@ -101,6 +101,15 @@ func (a *App) startRouting(st *natsState) error {
 }
 
 // eventCore returns the running index and subscriber, nil before Start.
+// KVIndex returns the index the app's KV event subscriber applies to (nil before Start), so tests
+// and tools can compare replicas block for block (index.Index.Dump).
+func (a *App) KVIndex() *index.Index {
+	if ec := a.eventCore(); ec != nil {
+		return ec.index
+	}
+	return nil
+}
+
 func (a *App) eventCore() *eventCore {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
@@ -48,6 +49,10 @@ type Decision struct {
 	// (retries are sequential, but the policy must not race with a late attempt).
 	triedMu  sync.Mutex
 	triedEps []string
+	// pending is the endpoint of the latest attempt not yet judged: the policy being asked
+	// again means it failed; the handler judges the last one by the proxy's result.
+	pending   string
+	pendingAt time.Time // when the pending attempt was selected
 
 	// body is the request body the proxy replays on every attempt; nil without a body.
 	body *replayBody
@@ -162,4 +167,21 @@ func (d *Decision) untried(pool reverseproxy.UpstreamPool) reverseproxy.Upstream
 		return pool
 	}
 	return out
+}
+
+// setPending records the endpoint of the attempt about to be made ("" when none is).
+func (d *Decision) setPending(ep string) {
+	d.triedMu.Lock()
+	d.pending, d.pendingAt = ep, time.Now()
+	d.triedMu.Unlock()
+}
+
+// takePending returns and clears the endpoint of the latest unjudged attempt and when it was
+// selected.
+func (d *Decision) takePending() (string, time.Time) {
+	d.triedMu.Lock()
+	defer d.triedMu.Unlock()
+	ep, at := d.pending, d.pendingAt
+	d.pending = ""
+	return ep, at
 }

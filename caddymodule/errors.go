@@ -17,11 +17,11 @@ type errorDetail struct {
 	Message string      `json:"message"`
 }
 
-// writeClientError answers a kvroute client error (a 4xx reason code) with
+// writeError answers a kvroute client error (a 4xx reason code, the request is not forwarded) or
+// an upstream error (502/503/504, no worker answered) with
 // `{"error": {"code": "<reason>", "message": "..."}}`. It is the only place that writes kvroute's
-// own error responses; the request is not forwarded. The message is the reason's human text,
-// never the request's content.
-func writeClientError(w http.ResponseWriter, e *reason.Error) {
+// own error responses. The message is the reason's human text, never the request's content.
+func writeError(w http.ResponseWriter, e *reason.Error) {
 	status := e.Code.HTTPStatus()
 	if status == 0 {
 		status = http.StatusBadRequest
@@ -36,4 +36,9 @@ func writeClientError(w http.ResponseWriter, e *reason.Error) {
 	h.Del("Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+	// Send the body now. When the request body was not read to its end (413, 408), the HTTP/2
+	// server resets the stream as the handler returns, and it queues that RST_STREAM ahead of a
+	// DATA frame still buffered: the client got the headers and a Content-Length but no body.
+	// A flush writes the DATA frame before the handler returns (HTTP/1.1 is unaffected).
+	_ = http.NewResponseController(w).Flush()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
+	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
 // maxExplainBody caps the body POST /kvroute/explain reads.
@@ -24,6 +25,12 @@ type ExplainResponse struct {
 	Media       []ExplainMedia     `json:"media"`
 	Candidates  []ExplainCandidate `json:"candidates"`
 	Decision    ExplainDecision    `json:"decision"`
+
+	// CostModel is the scheduler's cost model, "ttft" or "linear" (what the candidates' terms
+	// mean); "" when no candidate was scored.
+	CostModel string `json:"cost_model"`
+	// RequestTokens is the prompt length the cost used.
+	RequestTokens int `json:"request_tokens"`
 }
 
 // ExplainMedia is one media item of the routing view.
@@ -37,13 +44,30 @@ type ExplainMedia struct {
 	Tokens   int    `json:"tokens"`
 }
 
-// ExplainCandidate is one scored worker.
+// ExplainCandidate is one scored worker: its cost, the terms the cost is the sum of (ttft:
+// uncached_tokens + queued_prefill_tokens + queue_tokens; linear: prefill_blocks + decode_blocks;
+// the other model's terms are 0) and the active load they came from.
 type ExplainCandidate struct {
 	WorkerID      string  `json:"worker_id"`
 	Endpoint      string  `json:"endpoint"`
 	OverlapBlocks int     `json:"overlap_blocks"`
 	Cost          float64 `json:"cost"`
 	Available     bool    `json:"available"`
+	// Terms are the parts of cost (scheduler.Terms).
+	Terms scheduler.Terms `json:"terms"`
+	// ActivePrefillTokens, ActiveDecodeBlocks and ActiveRequests are the worker's load as this
+	// router accounts it.
+	ActivePrefillTokens int64 `json:"active_prefill_tokens"`
+	ActiveDecodeBlocks  int64 `json:"active_decode_blocks"`
+	ActiveRequests      int64 `json:"active_requests"`
+	// Busy is set when a busy threshold (max_active_prefill_tokens, max_active_decode_blocks)
+	// is exceeded: the worker is skipped unless every available one is busy.
+	Busy bool `json:"busy"`
+	// RecentRequests is the worker's decayed count of the requests this router routed to it
+	// recently; OverBalance is set when it is over the ttft model's load bound (balance_factor):
+	// the worker is skipped unless every available one is.
+	RecentRequests float64 `json:"recent_requests"`
+	OverBalance    bool    `json:"over_balance"`
 }
 
 // ExplainDecision names the worker the request would go to ("" when the policy's fallback
@@ -78,12 +102,12 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	if path == "" {
 		path = "/v1/chat/completions"
 	}
-	res, err := rc.router.Route(r.Context(), &router.Input{Path: path, Body: body, Workers: routerWorkers(a.WorkerList())})
+	res, err := rc.router.Route(r.Context(), &router.Input{Path: path, Body: body, Workers: routerWorkers(a.routableWorkers())}) // as the handler routes: without workers marked down
 	if err != nil {
 		var re *reason.Error
 		if errors.As(err, &re) && re.Code.IsClientError() {
 			w.Header().Set("Content-Type", "application/json")
-			writeClientError(w, re)
+			writeError(w, re)
 			return nil
 		}
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
@@ -94,6 +118,7 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 func explainResponse(res *router.Result) ExplainResponse {
 	out := ExplainResponse{Model: res.Model, TotalBlocks: res.TotalBlocks, Detail: res.Detail,
 		Media: []ExplainMedia{}, Candidates: []ExplainCandidate{}}
+	out.CostModel, out.RequestTokens = res.CostModel, res.RequestTokens
 	if res.Fallback != "" {
 		f := string(res.Fallback)
 		out.Fallback = &f
@@ -104,7 +129,9 @@ func explainResponse(res *router.Result) ExplainResponse {
 	}
 	for _, c := range res.Ranked {
 		out.Candidates = append(out.Candidates, ExplainCandidate{WorkerID: c.WorkerID, Endpoint: c.Endpoint,
-			OverlapBlocks: c.OverlapBlocks, Cost: c.Cost, Available: c.Available})
+			OverlapBlocks: c.OverlapBlocks, Cost: c.Cost, Available: c.Available, Terms: c.Terms,
+			ActivePrefillTokens: c.Load.PrefillTokens, ActiveDecodeBlocks: c.Load.DecodeBlocks,
+			ActiveRequests: c.Load.Requests, Busy: c.Busy, RecentRequests: c.RecentRequests, OverBalance: c.OverBalance})
 	}
 	if res.Chosen != nil {
 		out.Decision = ExplainDecision{WorkerID: res.Chosen.WorkerID, Endpoint: res.Chosen.Endpoint}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -108,6 +107,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		reqID = newRequestID()
 		r.Header.Set("X-Request-Id", reqID)
 	}
+	// Every answer carries the id, also errors written by Caddy itself (issue 11 item 4).
+	w.Header().Set("X-Request-Id", reqID)
 
 	dec := h.app.Decider()
 	var body []byte
@@ -122,7 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		body = b
 	}
 
-	d, err := dec.Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.WorkerList()})
+	d, err := dec.Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.routableWorkers()})
 	if err != nil {
 		if code := reason.CodeOf(err); code.IsClientError() {
 			return h.fail(w, r, reqID, err)
@@ -144,16 +145,62 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if body != nil {
 		d.body = newReplayBody(body)
 		d.body.install(r)
-		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	h.record(r, d)
-	if d.handle == nil {
-		return next.ServeHTTP(w, r.WithContext(WithDecision(r.Context(), d)))
-	}
 	// Load accounting (DESIGN.md §1 step 7): prefill tokens until the first response byte, decode
 	// blocks until the response ends or the client goes away (the proxy then cancels upstream).
-	defer d.handle.Done()
-	return next.ServeHTTP(&firstByteWriter{ResponseWriter: w, handle: d.handle}, r.WithContext(WithDecision(r.Context(), d)))
+	if d.handle != nil {
+		defer d.handle.Done()
+	}
+	rw := &firstByteWriter{ResponseWriter: w, handle: d.handle, requestID: reqID}
+	err = next.ServeHTTP(rw, r.WithContext(WithDecision(r.Context(), d)))
+	code := upstreamErrorCode(err)
+	if last, at := d.takePending(); last != "" {
+		// the last attempt's outcome: a transport failure marks its worker down, an answer
+		// marks it alive
+		switch {
+		case err == nil:
+			h.app.markServed(last, at)
+		case code == reason.UpstreamError || code == reason.UpstreamTimeout:
+			h.app.markFailed(last, err.Error())
+		}
+	}
+	if err != nil && !rw.wrote {
+		if code != "" {
+			h.metrics.errors.WithLabelValues(string(code)).Inc()
+			h.logger.Warn("upstream failed", zap.String("request_id", reqID), zap.String("code", string(code)), zap.Error(err))
+			writeError(w, reason.New(code, "%s", upstreamMessages[code]))
+			return nil
+		}
+	}
+	return err
+}
+
+// upstreamMessages are the messages of the upstream error answers: fixed texts, so no worker
+// address or internal error reaches the client.
+var upstreamMessages = map[reason.Code]string{
+	reason.UpstreamError:       "the worker chosen for this request failed; retry the request",
+	reason.UpstreamUnavailable: "no worker is available for this request; retry later",
+	reason.UpstreamTimeout:     "the worker did not answer in time",
+}
+
+// upstreamErrorCode maps the error reverse_proxy returned before any response byte (a Caddy
+// HandlerError with 502, 503 or 504) to its reason code; "" for any other error, which Caddy
+// answers itself.
+func upstreamErrorCode(err error) reason.Code {
+	var he caddyhttp.HandlerError
+	if !errors.As(err, &he) {
+		return ""
+	}
+	switch he.StatusCode {
+	case http.StatusBadGateway:
+		return reason.UpstreamError
+	case http.StatusServiceUnavailable:
+		return reason.UpstreamUnavailable
+	case http.StatusGatewayTimeout:
+		return reason.UpstreamTimeout
+	}
+	return ""
 }
 
 // record sets the request vars, counts the decision and logs the [ROUTING] line.
@@ -190,7 +237,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, reqID string, err
 			// the rest of the body is unread: close instead of draining it from a slow client
 			w.Header().Set("Connection", "close")
 		}
-		writeClientError(w, re)
+		writeError(w, re)
 		return nil
 	}
 	return caddyhttp.Error(http.StatusInternalServerError, err)

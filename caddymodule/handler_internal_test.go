@@ -215,17 +215,28 @@ func TestHandlerDeciderHook(t *testing.T) {
 	}
 }
 
-func TestReplayBodyRewind(t *testing.T) {
+// TestReplayBodyReaders: every installed reader starts at the first byte, whatever an earlier
+// reader consumed, and the request gets the exact length.
+func TestReplayBodyReaders(t *testing.T) {
 	b := newReplayBody([]byte("0123456789"))
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	r.TransferEncoding = []string{"chunked"}
+	b.install(r)
 	p := make([]byte, 4)
-	if n, _ := b.Read(p); n != 4 || string(p) != "0123" {
+	if n, _ := r.Body.Read(p); n != 4 || string(p) != "0123" {
 		t.Fatalf("read %q", p[:n])
 	}
-	_ = b.Close()
-	b.Rewind()
-	all, _ := io.ReadAll(b)
-	if string(all) != "0123456789" {
-		t.Errorf("after rewind %q", all)
+	first := r.Body
+	b.install(r)
+	all, _ := io.ReadAll(r.Body)
+	rest, _ := io.ReadAll(first)
+	gb, _ := r.GetBody()
+	again, _ := io.ReadAll(gb)
+	if string(all) != "0123456789" || string(rest) != "456789" || string(again) != "0123456789" {
+		t.Errorf("second reader %q, first reader's rest %q, GetBody %q", all, rest, again)
+	}
+	if r.ContentLength != 10 || r.Header.Get("Content-Length") != "10" || r.TransferEncoding != nil {
+		t.Errorf("ContentLength %d header %q TE %v", r.ContentLength, r.Header.Get("Content-Length"), r.TransferEncoding)
 	}
 }
 

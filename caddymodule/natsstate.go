@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ type natsConfig struct {
 	url, creds     string
 	host, storeDir string
 	port           int
+	tokenFile      string // embedded server's token file; "" = natsutil.DefaultTokenFile(port)
+	noAuth         bool   // embedded server without a token
 }
 
 // natsState is what survives config reloads: the embedded server (if any), the connection, the
@@ -39,6 +42,8 @@ type natsState struct {
 	watcher  *registry.Watcher
 	created  time.Time
 	logger   *zap.Logger
+	// tokenFile is the embedded server's token file, removed with the server ("" without one).
+	tokenFile string
 
 	// coreMu guards events, created by the first config that starts (see natsState.core).
 	coreMu sync.Mutex
@@ -55,20 +60,39 @@ func newNATSState(cfg natsConfig, logger *zap.Logger) (_ *natsState, err error) 
 			_ = st.Destruct()
 		}
 	}()
+	tokenFile := ""
 	if cfg.url == "" {
+		tok := ""
+		if !cfg.noAuth {
+			if tok, err = natsutil.NewToken(); err != nil {
+				return nil, err
+			}
+		}
 		st.embedded, err = natsutil.StartEmbedded(&natsutil.EmbeddedConfig{
-			Host: cfg.host, Port: cfg.port, StoreDir: cfg.storeDir, Logger: logger,
+			Host: cfg.host, Port: cfg.port, StoreDir: cfg.storeDir, Logger: logger, Token: tok,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting embedded NATS server: %w", err)
 		}
 		st.url = st.embedded.ClientURL()
+		if tok != "" {
+			// local bridges and simulators read the token from this file (0600: same user only)
+			tokenFile = cfg.tokenFile
+			if tokenFile == "" {
+				tokenFile = natsutil.DefaultTokenFile(st.embedded.Port())
+			}
+			if err = natsutil.WriteTokenFile(tokenFile, tok); err != nil {
+				return nil, err
+			}
+			st.tokenFile = tokenFile
+			logger.Info("embedded NATS server requires a token", zap.String("token_file", tokenFile))
+		}
 	}
 	var opts []nats.Option
 	if cfg.creds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.creds))
 	}
-	st.nc, err = natsutil.Connect(st.url, &natsutil.ConnectConfig{Name: "kvroute", Options: opts, Logger: logger})
+	st.nc, err = natsutil.Connect(st.url, &natsutil.ConnectConfig{Name: "kvroute", Options: opts, Logger: logger, TokenFile: tokenFile})
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +132,9 @@ func (st *natsState) Destruct() error {
 	if st.embedded != nil {
 		st.embedded.Shutdown()
 	}
+	if st.tokenFile != "" {
+		_ = os.Remove(st.tokenFile)
+	}
 	st.logger.Debug("kvroute NATS state destroyed", zap.String("url", st.url))
 	return nil
 }
@@ -130,6 +157,10 @@ func (n *NATSState) Watcher() *registry.Watcher { return n.s.watcher }
 
 // URL returns the URL connected to (the embedded server's client URL when embedded).
 func (n *NATSState) URL() string { return n.s.url }
+
+// TokenFile returns the embedded server's token file ("" when it requires no token or the app
+// connects to a configured URL).
+func (n *NATSState) TokenFile() string { return n.s.tokenFile }
 
 // Embedded reports whether the app runs the embedded NATS server.
 func (n *NATSState) Embedded() bool { return n.s.embedded != nil }

@@ -22,8 +22,8 @@ func init() {
 // next-best candidates; else the fallback policy. Requests without a kvroute decision (the
 // handler did not run) and "no preference" decisions go to the fallback.
 //
-// It also rewinds the request body the handler installed before each attempt, so retries resend
-// the same bytes, and sets {http.vars.kvroute.worker} to the worker that serves the attempt.
+// It also gives each attempt a fresh reader over the request body the handler read (exact
+// Content-Length), so retries and `request_buffers` send the same bytes, and sets {http.vars.kvroute.worker} to the worker that serves the attempt.
 //
 // The decision comes from the handler's own computation, never from client-supplied hints, so a
 // client cannot steer the upstream beyond what its request content earns.
@@ -70,8 +70,15 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 	if d == nil {
 		return s.fallback.Select(pool, r, w)
 	}
+	if prev, _ := d.takePending(); prev != "" {
+		// Caddy asks again only after the previous attempt failed (a dial error, a refused or
+		// reset connection, a transport error): this replica stops routing to that worker.
+		s.app.markFailed(prev, "proxy attempt failed")
+	}
 	if d.body != nil {
-		d.body.Rewind()
+		// this attempt's request gets its own reader over the exact bytes, replacing whatever
+		// the proxy made of the body before (request_buffers) or an earlier attempt consumed
+		d.body.install(r)
 	}
 	var up *reverseproxy.Upstream
 	ranked := d.ranked()
@@ -79,15 +86,21 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		if d.tried(ep) {
 			continue
 		}
+		if s.app.endpointDown(ep) {
+			continue
+		}
 		if up = pickEndpoint(pool, ep); up != nil {
 			break
 		}
 	}
 	if up == nil {
-		up = s.fallback.Select(d.untried(pool), r, w)
+		up = s.fallback.Select(s.app.routablePool(d.untried(pool)), r, w)
 	}
 	if up != nil {
 		d.markTried(up.Dial)
+		if ep, err := registry.NormalizeEndpoint(up.Dial); err == nil {
+			d.setPending(ep)
+		}
 	}
 	if up != nil {
 		worker := ""

@@ -2,8 +2,10 @@ package caddymodule
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -59,14 +61,23 @@ func TestSelectionCandidatesThenFallback(t *testing.T) {
 	}
 }
 
-func TestSelectionRewindsBody(t *testing.T) {
+// TestSelectionInstallsBody: each attempt's request gets a fresh reader over the exact bytes,
+// replacing a body the proxy wrapped or consumed before (request_buffers, an earlier attempt).
+func TestSelectionInstallsBody(t *testing.T) {
 	d := &Decision{body: newReplayBody([]byte("abcdef"))}
-	p := make([]byte, 3)
-	_, _ = d.body.Read(p)
-	selectWith(t, d)
-	p = make([]byte, 6)
-	if n, _ := d.body.Read(p); string(p[:n]) != "abcdef" {
-		t.Errorf("after select read %q", p[:n])
+	s := &Selection{fallback: reverseproxy.FirstSelection{}, app: testApp(t, nil)}
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader("stale"))
+	req = req.WithContext(WithDecision(context.WithValue(req.Context(), caddyhttp.VarsCtxKey, map[string]any{}), d))
+	for i := 0; i < 2; i++ {
+		if up := s.Select(testPool(), req, nil); up == nil {
+			t.Fatal("no upstream")
+		}
+		p := make([]byte, 3)
+		_, _ = io.ReadFull(req.Body, p) // the attempt reads part of its body
+		rest, _ := io.ReadAll(req.Body)
+		if string(p)+string(rest) != "abcdef" || req.ContentLength != 6 {
+			t.Errorf("attempt %d body %q%q length %d", i, p, rest, req.ContentLength)
+		}
 	}
 }
 

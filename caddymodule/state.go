@@ -21,8 +21,8 @@ type WorkerState struct {
 	ActivePrefillTokens int64
 	ActiveDecodeBlocks  int64
 	RequestsInFlight    int64
-	// Healthy is true for every listed worker (its record is live or static); Caddy's own health
-	// checks act in the selection policy.
+	// Healthy is false while this replica has the worker marked down (passive failure or failed
+	// health probe, health.go); caddy_kvroute_worker_healthy and /kvroute/workers show it.
 	Healthy bool
 	// LastEventAge is the time since the worker's last KV event message arrived; negative before
 	// the first one (since the router started).
@@ -93,7 +93,7 @@ func (a *App) workerStates() []WorkerState {
 	ec := a.eventCore()
 	out := make([]WorkerState, 0, len(ws))
 	for _, w := range ws {
-		st := WorkerState{WorkerID: w.WorkerID, Healthy: true, LastEventAge: -1}
+		st := WorkerState{WorkerID: w.WorkerID, Healthy: !a.health.isDown(w.WorkerID), LastEventAge: -1}
 		if ec != nil {
 			l := ec.tracker.Load(index.WorkerKey{ID: w.WorkerID})
 			st.ActivePrefillTokens, st.ActiveDecodeBlocks, st.RequestsInFlight = l.PrefillTokens, l.DecodeBlocks, l.Requests

@@ -26,7 +26,7 @@ func newStateCollector(ns, sub string) *stateCollector {
 		prefill:  desc("worker_active_prefill_tokens", "Uncached prompt tokens of the worker's requests that have no first response byte yet (this router's accounting plus replicas').", "worker"),
 		decode:   desc("worker_active_decode_blocks", "Prompt blocks of the worker's requests that have not finished (this router's accounting plus replicas').", "worker"),
 		inFlight: desc("worker_requests_in_flight", "Requests routed to the worker that have not finished (this router's accounting plus replicas').", "worker"),
-		healthy:  desc("worker_healthy", "1 for a listed worker (live registry record or static); a worker that leaves loses its series.", "worker"),
+		healthy:  desc("worker_healthy", "1 while this replica routes to the worker, 0 while it is marked down (passive failure or failed health probe); a worker that leaves loses its series.", "worker"),
 		eventAge: desc("worker_last_event_age_seconds", "Seconds since the worker's last KV event message arrived (absent before the first).", "worker"),
 
 		natsConnected:   desc("nats_connected", "1 while the router's NATS connection is up, else 0."),

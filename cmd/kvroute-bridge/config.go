@@ -35,7 +35,7 @@ type workerFlags struct {
 	id, endpoint, model, engine, engineVersion, metricsURL string
 	features, contract, zmqEndpoint, replayEndpoint, topic string
 	encoding                                               string
-	blockSize, dpSize                                      int
+	blockSize, dpSize, maxBlocks                           int
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet) {
@@ -53,13 +53,14 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.replayEndpoint, "replay-endpoint", "", "engine KV event replay (ROUTER) endpoint of rank 0, e.g. tcp://127.0.0.1:5558")
 	fs.StringVar(&w.topic, "topic", "", "ZMQ topic prefix to subscribe to (the engine's kv-events-config topic)")
 	fs.StringVar(&w.encoding, "encoding", "", "Kvroute-Encoding header: vllm or sglang (default: the engine)")
+	fs.IntVar(&w.maxBlocks, "max-blocks", 0, "blocks per rank kept for routers' snapshot requests: the engine's GPU block count (default 1048576)")
 }
 
 func (w *workerFlags) worker() (bridge.WorkerConfig, error) {
 	wc := bridge.WorkerConfig{
 		WorkerID: w.id, Endpoint: w.endpoint, Model: w.model, Engine: w.engine, EngineVersion: w.engineVersion,
 		BlockSize: w.blockSize, MetricsURL: w.metricsURL, DPSize: w.dpSize, ZMQEndpoint: w.zmqEndpoint,
-		ReplayEndpoint: w.replayEndpoint, Topic: w.topic, Encoding: w.encoding,
+		ReplayEndpoint: w.replayEndpoint, Topic: w.topic, Encoding: w.encoding, MaxBlocks: w.maxBlocks,
 	}
 	for _, f := range strings.Split(w.features, ",") {
 		if f = strings.TrimSpace(f); f != "" {

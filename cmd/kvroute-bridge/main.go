@@ -50,6 +50,7 @@ type options struct {
 	workers    []bridge.WorkerConfig
 	cfg        bridge.Config
 	natsURL    string
+	tokenFile  string // --nats-token-file; "" = natsutil's local default
 	natsOpts   []nats.Option
 	logLevel   zapcore.Level
 	statsEvery time.Duration
@@ -64,6 +65,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	var wf workerFlags
 	wf.register(fs)
 	natsURL := fs.String("nats-url", envOr("KVROUTE_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL(s), comma-separated (env KVROUTE_NATS_URL)")
+	tokenFile := fs.String("nats-token-file", os.Getenv(natsutil.TokenFileEnv), "file holding the NATS token of kvroute's embedded server (env "+natsutil.TokenFileEnv+"; default: the router's token file for a loopback URL's port, when it exists)")
 	creds := fs.String("nats-creds", "", "NATS credentials file (JWT + nkey seed)")
 	nkey := fs.String("nats-nkey", "", "NATS nkey seed file")
 	user := fs.String("nats-user", "", "NATS user (password from env KVROUTE_NATS_PASSWORD)")
@@ -81,7 +83,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	o := &options{natsURL: *natsURL, statsEvery: *statsEvery}
+	o := &options{natsURL: *natsURL, tokenFile: *tokenFile, statsEvery: *statsEvery}
 	if err := o.logLevel.Set(*level); err != nil {
 		return nil, fmt.Errorf("%w: --log-level: %w", errUsage, err)
 	}
@@ -193,7 +195,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	// Keep retrying the first connection too: the NATS server may start after the bridge.
 	opts := append([]nats.Option{nats.RetryOnFailedConnect(true)}, o.natsOpts...)
-	nc, err := natsutil.Connect(o.natsURL, &natsutil.ConnectConfig{Name: "kvroute-bridge " + strings.Join(ids, ","), Options: opts, Logger: log})
+	nc, err := natsutil.Connect(o.natsURL, &natsutil.ConnectConfig{Name: "kvroute-bridge " + strings.Join(ids, ","), Options: opts, Logger: log, TokenFile: o.tokenFile})
 	if err != nil {
 		return err
 	}

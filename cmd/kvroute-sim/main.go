@@ -13,6 +13,11 @@
 //	    -model testdata/golden/qwen3vl-test-model -contract contract.json \
 //	    -nats nats://127.0.0.1:4222 -prefill-delay 50ms -token-delay 10ms
 //
+// -prefill-per-token and -max-running make time to first token follow caching and load: prefill
+// takes -prefill-delay plus the per-token time of each uncached prompt token, one prefill at a time
+// per worker, and at most -max-running sequences run at once with a queue beyond (internal/sim
+// engine.go).
+//
 // -model also accepts a served model name that is not a directory (the first version's meaning of
 // the flag): the default model folder is loaded then. When the default folder is missing and -model
 // was not given, the simulator counts words instead of tokens and caches nothing.
@@ -50,11 +55,13 @@ func main() {
 
 type flags struct {
 	listen, advertise, workerID, model, served, natsURL string
+	natsTokenFile                                       string
 	contract, oracle, encoding, extraKeys, features     string
 	fileRoot                                            string
 	blockSize, cacheBlocks, maxTokens, replayBatches    int
+	maxRunning                                          int
 	replayBytes                                         int64
-	prefill, perToken                                   time.Duration
+	prefill, perToken, prefillPerToken                  time.Duration
 	modelSet, hybrid, blockSizeSet                      bool
 }
 
@@ -82,8 +89,11 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.features, "features", "", "comma-separated worker features for the registry record")
 	fs.StringVar(&f.fileRoot, "media-file-root", "", "directory file: media URLs may read from (default: file: URLs refused)")
 	fs.StringVar(&f.natsURL, "nats", "", "NATS URL for KV events and the worker registry (empty: neither)")
+	fs.StringVar(&f.natsTokenFile, "nats-token-file", os.Getenv(natsutil.TokenFileEnv), "file holding the NATS token of kvroute's embedded server (env "+natsutil.TokenFileEnv+"; default: the router's token file for a loopback URL's port, when it exists)")
 	fs.DurationVar(&f.prefill, "prefill-delay", 0, "delay before the first token")
-	fs.DurationVar(&f.perToken, "token-delay", 0, "delay before each further token")
+	fs.DurationVar(&f.perToken, "token-delay", 0, "delay before each further token (decode time per output token)")
+	fs.DurationVar(&f.prefillPerToken, "prefill-per-token", 0, "prefill time per uncached prompt token, added to -prefill-delay; prefills then run one at a time, in arrival order (0: prefill takes -prefill-delay and never waits)")
+	fs.IntVar(&f.maxRunning, "max-running", 0, "sequences running at once (vLLM max_num_seqs); requests beyond it wait in arrival order (0: unbounded)")
 	fs.IntVar(&f.maxTokens, "max-tokens", 8, "completion tokens when the request sets none")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -115,7 +125,7 @@ func run(args []string) error {
 
 	var nc *nats.Conn
 	if f.natsURL != "" {
-		if nc, err = natsutil.Connect(f.natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + f.workerID, Logger: logger}); err != nil {
+		if nc, err = natsutil.Connect(f.natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + f.workerID, Logger: logger, TokenFile: f.natsTokenFile}); err != nil {
 			return err
 		}
 		defer nc.Close()
@@ -178,8 +188,11 @@ func run(args []string) error {
 // worker builds the simulator's configuration from the flags: the frontend, block cache and event
 // publisher (nil without prefix caching).
 func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publisher, error) {
+	if f.prefillPerToken < 0 || f.maxRunning < 0 {
+		return nil, nil, errors.New("-prefill-per-token and -max-running must be >= 0")
+	}
 	cfg := &sim.Config{WorkerID: f.workerID, Model: f.served, BlockSize: f.blockSize, PrefillDelay: f.prefill,
-		TokenDelay: f.perToken, MaxTokens: f.maxTokens, Logger: logger}
+		TokenDelay: f.perToken, PrefillPerToken: f.prefillPerToken, MaxRunning: f.maxRunning, MaxTokens: f.maxTokens, Logger: logger}
 	if f.features != "" {
 		cfg.Features = strings.Split(f.features, ",")
 	}
@@ -209,7 +222,7 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 	default:
 		return nil, nil, fmt.Errorf("-extra-keys %q: want pair or bare", f.extraKeys)
 	}
-	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Hybrid: f.hybrid, Logger: logger}
+	pc := &sim.PublisherConfig{WorkerID: f.workerID, Conn: nc, RingBatches: f.replayBatches, RingBytes: f.replayBytes, Hybrid: f.hybrid, MaxBlocks: f.cacheBlocks, Logger: logger}
 	switch f.encoding {
 	case "map":
 		pc.EventForm = codec.MapForm

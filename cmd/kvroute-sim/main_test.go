@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -25,7 +26,8 @@ func TestWorkerFromFlags(t *testing.T) {
 	}
 	f, err := parseFlags([]string{"-model", "../../testdata/golden/qwen3vl-test-model", "-served-model-name", "qwen",
 		"-contract", contract, "-oracle-tokens", oracle, "-encoding", "array", "-extra-keys", "bare",
-		"-cache-blocks", "7", "-block-size", "32", "-features", "a,b"})
+		"-cache-blocks", "7", "-block-size", "32", "-features", "a,b",
+		"-prefill-per-token", "100us", "-max-running", "3", "-token-delay", "5ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,8 @@ func TestWorkerFromFlags(t *testing.T) {
 	defer pub.Close()
 	bc := cfg.Blocks.Config()
 	if cfg.Frontend == nil || cfg.Model != "qwen" || bc.Capacity != 7 || bc.BlockSize != 32 || bc.KeyStyle != codec.BareKeys ||
-		len(cfg.Features) != 2 || cfg.Events != pub || len(cfg.Frontend.ContractJSON()) == 0 {
+		len(cfg.Features) != 2 || cfg.Events != pub || len(cfg.Frontend.ContractJSON()) == 0 ||
+		cfg.PrefillPerToken != 100*time.Microsecond || cfg.MaxRunning != 3 || cfg.TokenDelay != 5*time.Millisecond {
 		t.Fatalf("config %+v blocks %+v", cfg, bc)
 	}
 	s := sim.New(cfg)
@@ -60,7 +63,8 @@ func TestServedNameCompat(t *testing.T) {
 		t.Fatalf("config %+v", cfg)
 	}
 	for _, args := range [][]string{{"-model", "../../testdata/golden/qwen3vl-test-model", "-encoding", "json"},
-		{"-model", "../../testdata/golden/qwen3vl-test-model", "-extra-keys", "triple"}} {
+		{"-model", "../../testdata/golden/qwen3vl-test-model", "-extra-keys", "triple"},
+		{"-max-running", "-1"}, {"-prefill-per-token", "-1ms"}} {
 		f, err := parseFlags(args)
 		if err != nil {
 			t.Fatal(err)

@@ -141,3 +141,46 @@ func TestTokensErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestTokensTextFamilies: `kvroute tokens --model DIR --text TEXT` prints the Hugging Face ids of
+// every line of testdata/golden/tokenizers/<F>.jsonl for every family (model folders fetched by
+// make deps into testdata/tokenizers/; a missing folder fails).
+func TestTokensTextFamilies(t *testing.T) {
+	for _, fam := range []string{"llama3", "gemma3", "deepseek_v3", "gptoss", "qwen35_pretok"} {
+		t.Run(fam, func(t *testing.T) {
+			dir := "../../testdata/tokenizers/" + fam
+			if _, err := os.Stat(dir + "/tokenizer.json"); err != nil {
+				t.Fatalf("%v: run `make deps` to fetch the tokenizer files", err)
+			}
+			data, err := os.ReadFile("../../testdata/golden/tokenizers/" + fam + ".jsonl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, bad := 0, 0
+			for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+				var rec struct {
+					ID   string   `json:"id"`
+					Text string   `json:"text"`
+					IDs  []uint32 `json:"ids"`
+				}
+				if err := json.Unmarshal(line, &rec); err != nil {
+					t.Fatal(err)
+				}
+				n++
+				out, err := tokens([]string{"--model", dir, "--text", rec.Text}, strings.NewReader(""))
+				if err != nil {
+					t.Fatalf("%s: %v", rec.ID, err)
+				}
+				want := jsonOut(t, textTokensOutput{TokenIDs: rec.IDs})
+				if got := jsonOut(t, out); got != want {
+					if bad++; bad <= 10 {
+						t.Errorf("%s: got %.300s want %.300s", rec.ID, got, want)
+					}
+				}
+			}
+			if n < 3000 || bad > 0 {
+				t.Errorf("%d of %d lines differ (want all of >3000 lines equal)", bad, n)
+			}
+		})
+	}
+}

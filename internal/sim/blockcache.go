@@ -174,6 +174,18 @@ func (c *BlockCache) HitBlocks(ch *Chain) int {
 	return min(hit, (ch.NumTokens-1)/c.cfg.BlockSize)
 }
 
+// PeekBlocks is HitBlocks without making the blocks recently used: what the cache would answer,
+// for an observer that must not change the eviction order (bench/quality's oracle probes every
+// worker before choosing one).
+func (c *BlockCache) PeekBlocks(ch *Chain) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch.NumTokens == 0 {
+		return 0
+	}
+	return min(c.prefixLocked(ch), (ch.NumTokens-1)/c.cfg.BlockSize)
+}
+
 // Commit stores ch's blocks after prefill, as vLLM's cache_full_blocks does: the blocks from the
 // first one not cached on are stored (one BlockStored event, its parent the last cached block),
 // after evicting least recently used blocks of other chains to make room (one BlockRemoved event).

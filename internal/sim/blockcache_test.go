@@ -133,3 +133,34 @@ func TestEvictionPublishesBlockRemoved(t *testing.T) {
 		t.Errorf("clear: %d blocks, events %+v", c.Len(), got[len(got)-1])
 	}
 }
+
+// TestPeekBlocksKeepsLRU: PeekBlocks answers what HitBlocks would without making the blocks
+// recently used, so a peeked chain is still the first evicted; HitBlocks protects it.
+func TestPeekBlocksKeepsLRU(t *testing.T) {
+	for _, touch := range []bool{false, true} {
+		c, err := sim.NewBlockCache(&sim.BlockCacheConfig{BlockSize: 4, Capacity: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := chain(t, c, &sim.Prompt{Tokens: seqTokens(5, 0)})   // 1 block
+		b := chain(t, c, &sim.Prompt{Tokens: seqTokens(5, 100)}) // 1 block
+		n := chain(t, c, &sim.Prompt{Tokens: seqTokens(5, 200)}) // 1 block
+		c.Commit(a, nil)
+		c.Commit(b, nil) // LRU order: a (oldest), b
+		if touch {
+			if got := c.HitBlocks(a); got != 1 {
+				t.Fatalf("HitBlocks(a) = %d", got)
+			}
+		} else if got := c.PeekBlocks(a); got != 1 {
+			t.Fatalf("PeekBlocks(a) = %d", got)
+		}
+		c.Commit(n, nil) // evicts the least recently used block
+		wantA, wantB := 0, 1
+		if touch {
+			wantA, wantB = 1, 0
+		}
+		if gotA, gotB := c.PeekBlocks(a), c.PeekBlocks(b); gotA != wantA || gotB != wantB {
+			t.Errorf("touch=%v: after eviction a %d b %d, want %d %d", touch, gotA, gotB, wantA, wantB)
+		}
+	}
+}

@@ -2,7 +2,9 @@
 // in-process by tests (cmd/kvroute-sim is its command line). It serves /v1/chat/completions and
 // /v1/completions (JSON, or SSE with "stream": true), /v1/models, /health and /reset_prefix_cache
 // with a configurable prefill delay and per-token delay, and keeps a worker record in the kvroute
-// registry.
+// registry. With PrefillPerToken and MaxRunning (engine.go) time to first token follows caching and
+// load: prefill time grows with the uncached prompt tokens, prefills run one at a time per worker,
+// and at most MaxRunning sequences run at once with a queue beyond.
 //
 // With a Frontend (the default of the command), a request is handled as vLLM handles it:
 //
@@ -21,7 +23,9 @@
 //   - Publisher publishes the resulting BlockStored / BlockRemoved / AllBlocksCleared events as
 //     vLLM KVEventBatch msgpack (array or map events) on kvroute.events.<worker_id> with the
 //     Kvroute-Seq / Kvroute-Encoding / Kvroute-Dp-Rank headers, keeps a bounded ring of batches and
-//     answers replay requests on kvroute.ctl.<worker_id>.replay.
+//     answers replay requests on kvroute.ctl.<worker_id>.replay; it also keeps the block set its
+//     events leave the cache holding (kvevents/snapshot, bounded by PublisherConfig.MaxBlocks) and
+//     answers snapshot requests on kvroute.ctl.<worker_id>.snapshot, as kvroute-bridge does.
 //
 // Without a Frontend, the simulator counts whitespace-separated words (Tokenizer) and asks a Cache
 // seam for cached_tokens (NoCache by default), as its first version did.

@@ -25,6 +25,9 @@ type generation struct {
 	hitBlocks int
 	// text answers in the /v1/completions shape (text_completion objects, choices[].text).
 	text bool
+	// lookup consults the prefix cache when the prefill starts and sets hitBlocks and
+	// cachedTokens.
+	lookup func()
 	// prefilled runs when prefill ends, before the first response byte (the block cache stores
 	// the prompt's blocks and publishes their events).
 	prefilled func()
@@ -34,14 +37,23 @@ type generation struct {
 // admission, in blocks (cached_tokens / block size).
 const HitBlocksHeader = "X-Kvroute-Sim-Hit-Blocks"
 
-// prefill waits the prefill delay, runs prefilled and sets the hit header; it reports false when
-// the client went away first (nothing is stored then).
+// prefill runs the request's prefill on the worker's engine (the cache is consulted when it starts,
+// the prefill time follows the uncached tokens), runs prefilled and sets the hit header; it reports
+// false when the client went away first (nothing is stored then).
 func (g *generation) prefill(ctx context.Context, w http.ResponseWriter) bool {
-	if !wait(ctx, g.s.cfg.PrefillDelay) {
-		return false
+	lookup := func() int {
+		if g.lookup != nil {
+			g.lookup()
+		}
+		return g.promptTokens - g.cachedTokens
 	}
-	if g.prefilled != nil {
-		g.prefilled()
+	done := func() {
+		if g.prefilled != nil {
+			g.prefilled()
+		}
+	}
+	if !g.s.engine.runPrefill(ctx, lookup, done) {
+		return false
 	}
 	w.Header().Set(HitBlocksHeader, strconv.Itoa(g.hitBlocks))
 	return true

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/snapshot"
 )
 
 // maxReplayRequestBytes bounds a replay request body.
@@ -25,6 +26,9 @@ func ReplaySubject(workerID string) string { return "kvroute.ctl." + workerID + 
 
 // ResetSubject is the subject a worker announces lost event history on.
 func ResetSubject(workerID string) string { return "kvroute.ctl." + workerID + ".reset" }
+
+// SnapshotSubject is the subject a worker answers snapshot requests on (DESIGN.md §2.2, §9).
+func SnapshotSubject(workerID string) string { return "kvroute.ctl." + workerID + ".snapshot" }
 
 // Message is one published batch.
 type Message struct {
@@ -51,6 +55,9 @@ type PublisherConfig struct {
 	// event carries its KV cache group, and each BlockStored is followed by the Mamba group's
 	// non-dense one (see hybridEvents). The block cache's block size is the attention group's.
 	Hybrid bool
+	// MaxBlocks bounds the block set kept for snapshot requests: the cache capacity in blocks.
+	// Default snapshot.DefaultMaxBlocks.
+	MaxBlocks int
 	// OnPublish, when set, receives every batch as it is published for the first time (not on
 	// replay), in sequence order. It must not block.
 	OnPublish func(Message)
@@ -64,16 +71,18 @@ type PublisherConfig struct {
 // (`{"dp_rank": 0, "from_seq": n}` → `{"replayed": k}` or `{"error": "..."}`) by publishing the
 // held batches with seq >= n again. It is safe for concurrent use.
 type Publisher struct {
-	cfg PublisherConfig
-	log *zap.Logger
-	sub *nats.Subscription
+	cfg  PublisherConfig
+	log  *zap.Logger
+	sub  *nats.Subscription
+	snap *nats.Subscription
 
 	// mu protects the fields below and orders publishes.
 	mu    sync.Mutex
 	next  uint64    // seq of the next new batch
 	ring  []Message // ring[head:] are the held batches, oldest first, contiguous seqs
 	head  int
-	bytes int64 // payload bytes in ring
+	bytes int64         // payload bytes in ring
+	set   *snapshot.Set // the blocks the published events leave the cache holding
 }
 
 // NewPublisher returns a publisher. With a connection it subscribes to the replay subject; call
@@ -95,7 +104,8 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 	if c.RingBytes <= 0 {
 		c.RingBytes = 64 << 20
 	}
-	p := &Publisher{cfg: c, log: c.Logger}
+	p := &Publisher{cfg: c, log: c.Logger, set: snapshot.NewSet(c.MaxBlocks)}
+	p.set.Reset(true) // batches are numbered from 0: the set holds the whole history
 	if p.log == nil {
 		p.log = zap.NewNop()
 	}
@@ -108,12 +118,19 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 			return nil, fmt.Errorf("subscribing to %s: %w", ReplaySubject(c.WorkerID), err)
 		}
 		p.sub = sub
+		snap, err := c.Conn.Subscribe(SnapshotSubject(c.WorkerID), p.onSnapshot)
+		if err != nil {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("subscribing to %s: %w", SnapshotSubject(c.WorkerID), err)
+		}
+		p.snap = snap
 		// A restarted simulator numbers its batches from 0 again and holds none of its old blocks:
 		// routers that still know the worker clear it and continue at seq 0 (as a bridge announces
 		// lost history).
 		reset, _ := json.Marshal(resetMessage{DPRank: 0, NextSeq: 0, Reason: "simulator started"})
 		if err := c.Conn.Publish(ResetSubject(c.WorkerID), reset); err != nil {
 			_ = sub.Unsubscribe()
+			_ = snap.Unsubscribe()
 			return nil, fmt.Errorf("publishing on %s: %w", ResetSubject(c.WorkerID), err)
 		}
 	}
@@ -127,15 +144,18 @@ type resetMessage struct {
 	Reason  string `json:"reason"`
 }
 
-// Close stops answering replay requests.
+// Close stops answering replay and snapshot requests.
 func (p *Publisher) Close() error {
 	if p.sub == nil {
 		return nil
 	}
-	if err := p.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		return fmt.Errorf("unsubscribing from %s: %w", ReplaySubject(p.cfg.WorkerID), err)
+	var errs []error
+	for _, s := range []*nats.Subscription{p.sub, p.snap} {
+		if err := s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			errs = append(errs, fmt.Errorf("unsubscribing from %s: %w", s.Subject, err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Publish encodes events as one vLLM KVEventBatch (data_parallel_rank 0), numbers it and
@@ -154,6 +174,7 @@ func (p *Publisher) Publish(events []codec.Event) (uint64, error) {
 	m := Message{Seq: p.next, Payload: payload}
 	p.next++
 	p.pushLocked(m)
+	p.set.Apply(&codec.Batch{Events: events})
 	if p.cfg.OnPublish != nil {
 		p.cfg.OnPublish(m)
 	}
@@ -292,4 +313,34 @@ func (p *Publisher) onReplay(msg *nats.Msg) {
 		return
 	}
 	reply(replayReply{Replayed: &n})
+}
+
+// Connected reports whether the publisher's NATS connection is up (false without one).
+func (p *Publisher) Connected() bool { return p.cfg.Conn != nil && p.cfg.Conn.IsConnected() }
+
+// SetLen returns the number of blocks in the publisher's block set.
+func (p *Publisher) SetLen() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.set.Len()
+}
+
+// onSnapshot answers one snapshot request with the block set as of the next seq: the blocks are
+// taken under the lock that orders publishes, and written out after it, so publishing goes on.
+func (p *Publisher) onSnapshot(msg *nats.Msg) {
+	if msg.Reply == "" {
+		return
+	}
+	if _, err := snapshot.ParseRequest(msg.Data, 1); err != nil {
+		if err := snapshot.RespondError(p.cfg.Conn, msg.Reply, err); err != nil {
+			p.log.Warn("answering snapshot request", zap.Error(err))
+		}
+		return
+	}
+	p.mu.Lock()
+	a := snapshot.Answer{View: p.set.Order(), Seq: p.next, Complete: p.set.Complete(), Encoding: codec.VLLM}
+	p.mu.Unlock()
+	if err := snapshot.Respond(p.cfg.Conn, msg.Reply, &a); err != nil {
+		p.log.Warn("answering snapshot request", zap.Error(err))
+	}
 }

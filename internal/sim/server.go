@@ -29,8 +29,15 @@ type Config struct {
 	BlockSize int
 	// PrefillDelay is waited before the first token. Default: 0.
 	PrefillDelay time.Duration
-	// TokenDelay is waited before each further token. Default: 0.
+	// TokenDelay is waited before each further token (decode time per output token). Default: 0.
 	TokenDelay time.Duration
+	// PrefillPerToken, when > 0, is the prefill time per uncached prompt token, added to
+	// PrefillDelay; prefills then run one at a time per worker, in arrival order (see engine).
+	// Default: 0 (prefill takes PrefillDelay and never waits for another).
+	PrefillPerToken time.Duration
+	// MaxRunning, when > 0, bounds the sequences running at once (vLLM's max_num_seqs); requests
+	// beyond it wait, in arrival order, for a running one to finish. Default: 0 (unbounded).
+	MaxRunning int
 	// MaxTokens is the completion length when the request sets none. Default: 8. Requests may ask
 	// for at most 4096.
 	MaxTokens int
@@ -91,6 +98,8 @@ type Server struct {
 	requests atomic.Int64
 	active   atomic.Int64
 	started  time.Time
+	engine   *engine
+	waiting  atomic.Int64
 }
 
 // New returns a Server; cfg may be nil.
@@ -107,6 +116,7 @@ func New(cfg *Config) *Server {
 			c.BlockSize = cfg.BlockSize
 		}
 		c.PrefillDelay, c.TokenDelay = cfg.PrefillDelay, cfg.TokenDelay
+		c.PrefillPerToken, c.MaxRunning = max(cfg.PrefillPerToken, 0), max(cfg.MaxRunning, 0)
 		if cfg.MaxTokens > 0 {
 			c.MaxTokens = cfg.MaxTokens
 		}
@@ -136,7 +146,7 @@ func New(cfg *Config) *Server {
 			c.Contract = c.Frontend.ContractJSON()
 		}
 	}
-	return &Server{cfg: c, started: time.Now()}
+	return &Server{cfg: c, started: time.Now(), engine: newEngine(&c)}
 }
 
 // Config returns the effective configuration.
@@ -147,6 +157,9 @@ func (s *Server) Requests() int64 { return s.requests.Load() }
 
 // Active returns how many chat requests are in flight.
 func (s *Server) Active() int64 { return s.active.Load() }
+
+// Waiting returns how many chat requests wait for a running slot (MaxRunning).
+func (s *Server) Waiting() int64 { return s.waiting.Load() }
 
 // Handler returns the worker's HTTP handler.
 func (s *Server) Handler() http.Handler {
@@ -244,8 +257,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.promptTokens = len(p.Tokens)
-		g.hitBlocks = s.cfg.Blocks.HitBlocks(ch)
-		g.cachedTokens = g.hitBlocks * s.cfg.BlockSize
+		g.lookup = func() {
+			g.hitBlocks = s.cfg.Blocks.HitBlocks(ch)
+			g.cachedTokens = g.hitBlocks * s.cfg.BlockSize
+		}
 		g.prefilled = func() {
 			if s.cfg.Blocks.Commit(ch, s.emit) > 0 && s.cfg.Events != nil {
 				if err := s.cfg.Events.Flush(); err != nil {
@@ -266,12 +281,26 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			text.WriteString(prompt)
 		}
 		tokens := s.cfg.Tokenizer.Encode(text.String())
-		g.promptTokens, g.cachedTokens = len(tokens), s.cfg.Cache.Lookup(tokens)
-		g.hitBlocks = g.cachedTokens / s.cfg.BlockSize
+		g.promptTokens = len(tokens)
+		g.lookup = func() {
+			g.cachedTokens = s.cfg.Cache.Lookup(tokens)
+			g.hitBlocks = g.cachedTokens / s.cfg.BlockSize
+		}
 		g.prefilled = func() { s.cfg.Cache.Store(tokens) }
 	}
 
 	var done DoneInfo
+	s.waiting.Add(1)
+	release, ok := s.engine.admit(r.Context())
+	s.waiting.Add(-1)
+	if !ok {
+		done = DoneInfo{Canceled: true, At: time.Now()}
+		if s.cfg.OnDone != nil {
+			s.cfg.OnDone(info, done)
+		}
+		return
+	}
+	defer release()
 	if req.Stream {
 		done = g.stream(r.Context(), w)
 	} else {

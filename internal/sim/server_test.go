@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -154,4 +156,42 @@ func TestModelsAndErrors(t *testing.T) {
 		t.Errorf("health %d", res.StatusCode)
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestMaxRunningQueues: with MaxRunning 1 a second request waits until the first finished its
+// decode, and is then answered in full.
+func TestMaxRunningQueues(t *testing.T) {
+	s := sim.New(&sim.Config{WorkerID: "w1", Model: "m1", MaxRunning: 1, TokenDelay: 20 * time.Millisecond})
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	const streamBody = `{"model":"m1","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+	first, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(streamBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	if _, err := bufio.NewReader(first.Body).ReadString('\n'); err != nil { // the first chunk: running
+		t.Fatal(err)
+	}
+	second := make(chan int, 1)
+	go func() {
+		res, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			second <- -1
+			return
+		}
+		res.Body.Close()
+		second <- res.StatusCode
+	}()
+	wait.For(t, "second request waiting for a running slot", func() bool { return s.Waiting() == 1 })
+	if s.Active() != 2 {
+		t.Errorf("Active = %d, want 2", s.Active())
+	}
+	_, _ = io.Copy(io.Discard, first.Body) // the first completes its decode and frees the slot
+	if code := <-second; code != 200 {
+		t.Errorf("second request: status %d", code)
+	}
+	if s.Waiting() != 0 {
+		t.Errorf("Waiting = %d after both finished", s.Waiting())
+	}
 }

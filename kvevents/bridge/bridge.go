@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/kvevents/snapshot"
 )
 
 // Bridge forwards the KV events of one or more workers from ZMQ to NATS and registers them. Create it
@@ -75,6 +76,7 @@ func New(nc *nats.Conn, cfg *Config) (*Bridge, error) {
 				log:  b.log.With(zap.String("worker_id", w.WorkerID), zap.Int("dp_rank", r)),
 				reqs: make(chan replayReq), ring: newRing(c.RingBatches, c.RingBytes),
 				watch: &rankWatch{w: watch, enc: codec.Encoding(w.Encoding)},
+				snaps: make(chan snapReq), set: snapshot.NewSet(w.MaxBlocks), dec: codec.NewDecoder(),
 			}
 		}
 		b.ranks[w.WorkerID] = rs
@@ -114,6 +116,14 @@ func (b *Bridge) Start(ctx context.Context) error {
 		if err != nil {
 			b.stopLocked(context.Background())
 			return fmt.Errorf("starting bridge: subscribing to %s: %w", ReplaySubject(w.WorkerID), err)
+		}
+		b.subs = append(b.subs, sub)
+		sub, err = b.nc.Subscribe(SnapshotSubject(w.WorkerID), func(msg *nats.Msg) {
+			b.onSnapshot(runCtx, w.WorkerID, ranks, msg)
+		})
+		if err != nil {
+			b.stopLocked(context.Background())
+			return fmt.Errorf("starting bridge: subscribing to %s: %w", SnapshotSubject(w.WorkerID), err)
 		}
 		b.subs = append(b.subs, sub)
 	}

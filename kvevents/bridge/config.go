@@ -57,6 +57,11 @@ type WorkerConfig struct {
 	Topic string `json:"topic,omitempty"`
 	// Encoding is the Kvroute-Encoding header value: "vllm" or "sglang". Default: Engine.
 	Encoding string `json:"encoding,omitempty"`
+	// MaxBlocks bounds the block set kept per rank for snapshot requests (DESIGN.md §9): the engine's
+	// GPU block count (vLLM num_gpu_blocks; SGLang max_total_num_tokens / page size). Default
+	// snapshot.DefaultMaxBlocks (1 Mi). Beyond it the oldest block is dropped and counted
+	// (RankStats.SetEvicted): the set then missed removals.
+	MaxBlocks int `json:"max_blocks,omitempty"`
 }
 
 // Config configures a Bridge.
@@ -167,6 +172,9 @@ func (w *WorkerConfig) Normalize() error {
 	}
 	if w.MetricsURL == "" {
 		w.MetricsURL = "http://" + w.Endpoint + "/metrics"
+	}
+	if w.MaxBlocks < 0 {
+		return fmt.Errorf("%w: worker %s: max_blocks %d must not be negative", ErrConfig, w.WorkerID, w.MaxBlocks)
 	}
 	if w.DPSize < 0 || w.DPSize > 1024 {
 		return fmt.Errorf("%w: worker %s: dp_size %d must be in [1, 1024]", ErrConfig, w.WorkerID, w.DPSize)

@@ -6,8 +6,8 @@
 // ZmqEventPublisher.offset_endpoint_port). Each message is three frames, [topic, seq (u64 big-endian),
 // msgpack batch]; the batch is published unchanged on kvroute.events.<worker_id> with the headers
 // Kvroute-Seq (decimal), Kvroute-Encoding (vllm|sglang) and Kvroute-Dp-Rank (decimal). Messages of
-// another shape are counted and skipped; payloads are not decoded here (the router's decoder
-// handles them).
+// another shape are counted and skipped; payloads are forwarded unchanged (the router's decoder
+// handles them) and decoded once more here for the block set (below).
 //
 // Ordering and gaps. ZMQ PUB drops messages for a slow or reconnecting subscriber, so the bridge
 // checks the sequence numbers:
@@ -33,8 +33,17 @@
 // {"error": "..."}) from the ring, else from the engine's replay socket, by publishing the batches
 // again on the events subject with their original sequence numbers.
 //
-// Concurrency: each rank is served by one goroutine that owns its ZMQ sockets, its ring and its
-// sequence state; replay requests from NATS are handed to it over a channel, so batches of one rank
-// are published in order. NATS reconnects are handled by the NATS client (publishes are buffered);
+// Block set and snapshots (DESIGN.md §9, kvevents/snapshot). Each rank applies every batch it forwards
+// to a set of the blocks its engine holds (bounded by WorkerConfig.MaxBlocks, the engine's GPU block
+// count); a reset empties it (after a reset at seq 0 it is complete again). A router that cannot
+// rebuild a worker from the replay ring (it started after the ring wrapped, or meets a gap the ring
+// and the engine no longer hold) asks on kvroute.ctl.<worker_id>.snapshot ({"dp_rank": r}); the rank
+// goroutine takes the set's blocks between two batches (as of the seq after the newest forwarded),
+// and the chunks are written from the NATS callback goroutine, so forwarding goes on meanwhile (see
+// kvevents/snapshot for the chunk format). Before the first forwarded batch the answer is an error.
+//
+// Concurrency: each rank is served by one goroutine that owns its ZMQ sockets, its ring, its block set
+// and its sequence state; replay and snapshot requests from NATS are handed to it over channels, so
+// batches of one rank are published in order. NATS reconnects are handled by the NATS client (publishes are buffered);
 // batches lost on the way are recovered by the routers' replay requests.
 package bridge

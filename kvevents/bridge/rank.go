@@ -12,6 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	zmq "github.com/pebbe/zmq4"
 	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/snapshot"
 )
 
 // pollInterval bounds how long a rank goroutine waits in zmq_poll before it looks at its context and
@@ -48,11 +51,16 @@ type rank struct {
 	resetSub string // kvroute.ctl.<worker_id>.reset
 	log      *zap.Logger
 	reqs     chan replayReq
+	snaps    chan snapReq
 	c        rankCounters
 
 	// The fields below are owned by the run goroutine.
-	watch    *rankWatch // learns the worker's main-attention block size from forwarded batches
-	ring     *ring
+	watch *rankWatch // learns the worker's main-attention block size from forwarded batches
+	ring  *ring
+	// set is the engine's block set from the forwarded batches (answers snapshot requests); dec
+	// decodes the forwarded batches for it.
+	set      *snapshot.Set
+	dec      *codec.Decoder
 	started  bool   // a live message was received
 	liveLast uint64 // seq of the newest live message
 	haveFwd  bool
@@ -77,6 +85,8 @@ func (rk *rank) run(ctx context.Context) {
 				return
 			case req := <-rk.reqs:
 				rk.answer(ctx, req)
+			case req := <-rk.snaps:
+				rk.answerSnapshot(req)
 			case <-t.C:
 				break sleep
 			}
@@ -121,6 +131,8 @@ func (rk *rank) serve(ctx context.Context) (err error) {
 			return nil
 		case req := <-rk.reqs:
 			rk.answer(ctx, req)
+		case req := <-rk.snaps:
+			rk.answerSnapshot(req)
 		default:
 		}
 		polled, err := poller.Poll(pollInterval)
@@ -304,8 +316,9 @@ func (rk *rank) forwardLive(m Message) {
 	}
 }
 
-// forward publishes a batch for the first time and keeps it for replay.
+// forward publishes a batch for the first time, keeps it for replay and applies it to the block set.
 func (rk *rank) forward(m Message) {
+	rk.track(m)
 	rk.ring.push(m)
 	rk.fwdLast, rk.haveFwd = m.Seq, true
 	rk.c.lastSeq.Store(m.Seq)
@@ -339,6 +352,7 @@ type resetMessage struct {
 }
 
 func (rk *rank) publishReset(next uint64, reason string) {
+	rk.set.Reset(false) // what follows is all the set will know (complete again if next is seq 0)
 	rk.c.resets.Add(1)
 	rk.log.Warn("announcing kv event reset", zap.Uint64("next_seq", next), zap.String("reason", reason))
 	body := fmt.Appendf(nil, `{"dp_rank":%d,"next_seq":%d,"reason":%s}`, rk.dpRank, next, strconv.Quote(reason))

@@ -19,6 +19,11 @@ type rankCounters struct {
 	publishErrors  atomic.Uint64
 	lastSeq        atomic.Uint64
 	haveSeq        atomic.Bool
+	setBlocks      atomic.Int64
+	setEvicted     atomic.Uint64
+	setUndecodable atomic.Uint64
+	snapshots      atomic.Uint64
+	snapshotErrors atomic.Uint64
 }
 
 // RankStats are the counters of one worker rank since the bridge started.
@@ -53,6 +58,15 @@ type RankStats struct {
 	// LastSeq is the newest sequence forwarded; HasLastSeq is false before the first.
 	LastSeq    uint64 `json:"last_seq"`
 	HasLastSeq bool   `json:"has_last_seq"`
+	// SetBlocks is the number of blocks in the rank's block set (what a snapshot carries, before
+	// blocks under a removed parent are left out); SetEvicted counts blocks dropped by max_blocks;
+	// SetUndecodable counts forwarded batches the set could not read (forwarded all the same).
+	SetBlocks      int64  `json:"set_blocks"`
+	SetEvicted     uint64 `json:"set_evicted"`
+	SetUndecodable uint64 `json:"set_undecodable"`
+	// Snapshots counts snapshot requests answered; SnapshotErrors those answered with an error.
+	Snapshots      uint64 `json:"snapshots"`
+	SnapshotErrors uint64 `json:"snapshot_errors"`
 }
 
 func (c *rankCounters) snapshot(id string, r int) RankStats {
@@ -63,5 +77,7 @@ func (c *rankCounters) snapshot(id string, r int) RankStats {
 		Resets: c.resets.Load(), Restarts: c.restarts.Load(),
 		ReplayRequests: c.replayRequests.Load(), Replayed: c.replayed.Load(), ReplayErrors: c.replayErrors.Load(),
 		PublishErrors: c.publishErrors.Load(), LastSeq: c.lastSeq.Load(), HasLastSeq: c.haveSeq.Load(),
+		SetBlocks: c.setBlocks.Load(), SetEvicted: c.setEvicted.Load(), SetUndecodable: c.setUndecodable.Load(),
+		Snapshots: c.snapshots.Load(), SnapshotErrors: c.snapshotErrors.Load(),
 	}
 }

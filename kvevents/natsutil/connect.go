@@ -20,6 +20,10 @@ type ConnectConfig struct {
 	Options []nats.Option
 	// Logger receives connection state changes. Default: a no-op logger.
 	Logger *zap.Logger
+	// TokenFile holds the token of a server that requires one (kvroute's embedded server); it is
+	// read again at every (re)connect, so a restarted router's new token is picked up. Default:
+	// the TokenFileEnv variable, else DefaultTokenFile of a loopback URL's port when it exists.
+	TokenFile string
 }
 
 // Connect opens a NATS connection to url that reconnects forever (the embedded server or a
@@ -40,6 +44,10 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 			c.Logger = cfg.Logger
 		}
 		c.Options = cfg.Options
+		c.TokenFile = cfg.TokenFile
+	}
+	if c.TokenFile == "" {
+		c.TokenFile = localTokenFile(url)
 	}
 	log := c.Logger
 	opts := []nats.Option{
@@ -63,6 +71,10 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 			}
 			log.Error("nats async error", zap.String("subject", subj), zap.Error(err))
 		}),
+	}
+	if c.TokenFile != "" {
+		file := c.TokenFile
+		opts = append(opts, nats.TokenHandler(func() string { return readToken(file) }))
 	}
 	opts = append(opts, c.Options...)
 	nc, err := nats.Connect(url, opts...)

@@ -34,6 +34,9 @@ type EmbeddedConfig struct {
 	ReadyTimeout time.Duration
 	// Logger receives the server's lifecycle messages. Default: a no-op logger.
 	Logger *zap.Logger
+	// Token, when set, is required from every client (NATS token authentication). Default:
+	// none, any local process may connect.
+	Token string
 }
 
 // DefaultEmbeddedConfig returns the defaults: 127.0.0.1:4222, temporary store.
@@ -68,6 +71,7 @@ func StartEmbedded(cfg *EmbeddedConfig) (*Embedded, error) {
 		if cfg.Logger != nil {
 			c.Logger = cfg.Logger
 		}
+		c.Token = cfg.Token
 	}
 	if ip := net.ParseIP(c.Host); c.Host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("starting embedded NATS on %q: %w", c.Host, ErrNotLoopback)
@@ -103,6 +107,7 @@ func StartEmbedded(cfg *EmbeddedConfig) (*Embedded, error) {
 		NoLog:                 true,
 		DisableShortFirstPing: true,
 		MaxPayload:            8 << 20,
+		Authorization:         c.Token,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -119,6 +124,14 @@ func StartEmbedded(cfg *EmbeddedConfig) (*Embedded, error) {
 	}
 	c.Logger.Info("embedded NATS server started", zap.String("url", srv.ClientURL()), zap.String("store_dir", store))
 	return e, nil
+}
+
+// Port returns the client port the server listens on.
+func (e *Embedded) Port() int {
+	if a, ok := e.srv.Addr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return 0
 }
 
 // ClientURL returns the URL clients connect to, e.g. nats://127.0.0.1:4222.

@@ -238,6 +238,15 @@ func (w *Watcher) publishLocked() {
 // Snapshot returns the live records sorted by worker id. The slice is shared: do not modify it.
 func (w *Watcher) Snapshot() []Worker { return *w.snap.Load() }
 
+// LastSeen returns when the record of worker id was last written (a heartbeat or a change), as
+// observed by this watcher; false when it is not live.
+func (w *Watcher) LastSeen(id string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.seen[id]
+	return e.seen, ok
+}
+
 // Invalid returns how many records were dropped because they failed validation.
 func (w *Watcher) Invalid() uint64 { return w.invalid.Load() }
 

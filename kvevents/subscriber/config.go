@@ -14,6 +14,8 @@ const (
 	DefaultReplayTimeout    = 2 * time.Second
 	DefaultMaxBuffered      = 1024
 	DefaultMaxBufferedBytes = 64 << 20
+	DefaultMaxSnapshotBytes = 1 << 30
+	DefaultSnapshotTimeout  = 10 * time.Second
 	DefaultShards           = 2
 	DefaultQueueLength      = 8192
 	// DefaultImagePad and DefaultVideoPad are the Qwen3-VL placeholder ids (config.json
@@ -47,6 +49,13 @@ type Config struct {
 	// 1024 batches, 64 MiB.
 	MaxBuffered      int
 	MaxBufferedBytes int64
+	// SnapshotTimeout bounds the wait for each chunk of a snapshot (the first one included: the
+	// publisher walks its whole block set before it). Default: 10 s.
+	SnapshotTimeout time.Duration
+	// MaxSnapshotBytes bounds the chunk bytes of one snapshot (kvevents/snapshot) that a stream
+	// loads, held by the NATS client until applied; beyond it the snapshot fails (the stream is
+	// cleared and resyncs). Chunks are applied as they arrive. Default: 1 GiB.
+	MaxSnapshotBytes int64
 	// Shards is the number of goroutines that decode and apply batches. Default: 2.
 	Shards int
 	// QueueLength is the capacity of the subscription channel and of each shard's queue. A full
@@ -75,6 +84,8 @@ func DefaultConfig() *Config {
 		ReplayTimeout:    DefaultReplayTimeout,
 		MaxBuffered:      DefaultMaxBuffered,
 		MaxBufferedBytes: DefaultMaxBufferedBytes,
+		SnapshotTimeout:  DefaultSnapshotTimeout,
+		MaxSnapshotBytes: DefaultMaxSnapshotBytes,
 		Shards:           DefaultShards,
 		QueueLength:      DefaultQueueLength,
 		ImagePad:         DefaultImagePad,
@@ -99,6 +110,12 @@ func withDefaults(cfg *Config) Config {
 	}
 	if c.MaxBufferedBytes <= 0 {
 		c.MaxBufferedBytes = d.MaxBufferedBytes
+	}
+	if c.SnapshotTimeout <= 0 {
+		c.SnapshotTimeout = d.SnapshotTimeout
+	}
+	if c.MaxSnapshotBytes <= 0 {
+		c.MaxSnapshotBytes = d.MaxSnapshotBytes
 	}
 	if c.Shards <= 0 {
 		c.Shards = d.Shards
@@ -174,6 +191,14 @@ const (
 	// ResultBlockSizeMismatch: a used, dense BlockStored whose block_size is not the worker record's,
 	// skipped (its blocks would not match the request side's).
 	ResultBlockSizeMismatch = "block_size_mismatch"
+	// ResultSnapshotRequested: a snapshot request sent (a replay that could not rebuild the stream:
+	// registration after the publisher's ring wrapped, or a gap it no longer holds).
+	ResultSnapshotRequested = "snapshot_requested"
+	// ResultSnapshotLoaded: a snapshot loaded; the stream went on from its seq.
+	ResultSnapshotLoaded = "snapshot_loaded"
+	// ResultSnapshotFailed: a snapshot not answered, answered with an error, incomplete or
+	// overflowing the buffer; the stream is then cleared and resyncs (as before snapshots).
+	ResultSnapshotFailed = "snapshot_failed"
 )
 
 // result indexes the counters.
@@ -201,6 +226,9 @@ const (
 	rNonAttentionGroup
 	rNonDenseBlockSpan
 	rBlockSizeMismatch
+	rSnapshotRequested
+	rSnapshotLoaded
+	rSnapshotFailed
 	numResults
 )
 
@@ -226,6 +254,9 @@ var resultNames = [numResults]string{
 	rNonAttentionGroup:   ResultNonAttentionGroup,
 	rNonDenseBlockSpan:   ResultNonDenseBlockSpan,
 	rBlockSizeMismatch:   ResultBlockSizeMismatch,
+	rSnapshotRequested:   ResultSnapshotRequested,
+	rSnapshotLoaded:      ResultSnapshotLoaded,
+	rSnapshotFailed:      ResultSnapshotFailed,
 }
 
 // filteredResult is the result a normalize.SkipReason is counted under.

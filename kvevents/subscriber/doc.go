@@ -31,9 +31,18 @@
 //     replay is sent. In every case the unknown block and the rest of its chain in that event are
 //     dropped and counted (unknown_parent);
 //   - a replay that is not answered within Config.ReplayTimeout (default 2 s), that is answered with
-//     an error, or whose replayed batches do not close the gap within one more ReplayTimeout after the
-//     answer, clears the stream (it is credited nothing until new events) and resyncs at the lowest
-//     buffered seq (or at the next batch that arrives);
+//     an error, whose replayed batches do not close the gap within one more ReplayTimeout after the
+//     answer, or whose buffer overflows, is followed by a snapshot request on
+//     kvroute.ctl.<worker_id>.snapshot ({"dp_rank": r}, kvevents/snapshot; DESIGN.md §9): the
+//     publisher's block set as of a seq S, in chunks. Meanwhile every batch of the stream is buffered
+//     (the batches buffered before the request may be dropped to make room: the snapshot holds their
+//     effect). The chunks replace the stream's entries as they arrive (through the same decoder and
+//     normalizer as live batches); after the last one the buffered batches below S are dropped and
+//     the stream goes on from S. Only a snapshot that fails too (no answer within
+//     Config.SnapshotTimeout per chunk, an error answer, a missing chunk, a wrong block count, more
+//     than MaxSnapshotBytes, a full buffer) clears the stream (it is credited nothing until new
+//     events) and resyncs at the lowest buffered seq (or at the next batch that arrives). A
+//     registration replay that finds nothing published (replayed 0 from seq 0) needs no snapshot;
 //   - a reset clears the stream and continues at next_seq; a reset body that does not parse clears
 //     every rank of the worker and resyncs at the next batch;
 //   - AllBlocksCleared clears the stream (an engine event like any other).
@@ -42,8 +51,9 @@
 // not in the set are dropped and counted (under the worker label UnregisteredWorker, so untrusted
 // subjects cannot grow the metric's label set). A worker that appears (new, or back after a removal)
 // gets a replay request from seq 0 for each rank: its blocks were purged at removal, so only its whole
-// history rebuilds it; when the bridge no longer holds seq 0 the request fails, nothing is cleared
-// that was not already empty, and the stream starts at the next batch. (Asking from "last applied+1"
+// history rebuilds it; when the bridge no longer holds seq 0 the request fails and the worker's
+// snapshot is loaded instead (when that fails too, nothing is cleared that was not already empty,
+// and the stream starts at the next batch). (Asking from "last applied+1"
 // would only help a worker that kept its state, and a removed worker keeps none.) A record update
 // that changes engine, block_size or dp_size restarts the worker the same way; other updates
 // (endpoint, contract, features) keep its state. A removed worker (deregistered or expired) is purged

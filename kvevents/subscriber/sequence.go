@@ -74,6 +74,10 @@ func (sh *shard) onEvent(it item) {
 func (sh *shard) offer(st *stream, p pending) {
 	s := sh.s
 	for {
+		if st.snapshotting {
+			sh.holdForSnapshot(st, p)
+			return
+		}
 		if !st.synced {
 			st.synced, st.next = true, p.seq
 			st.setState()
@@ -221,6 +225,10 @@ func (sh *shard) onAnswer(it item) {
 	switch {
 	case len(st.buf) == 0 && st.next >= st.target:
 		sh.finishReplay(st)
+	case it.replayed == 0 && st.from == 0:
+		// The publisher forwarded nothing yet: there is nothing a snapshot could add.
+		sh.s.count(st.w.view, st.key.ID, rReplayFailed, 1)
+		sh.resync(st, "bridge has no batches from seq 0")
 	case it.replayed == 0:
 		sh.giveUp(st, fmt.Sprintf("bridge has no batches from seq %d", st.from))
 	}
@@ -271,15 +279,26 @@ func (sh *shard) onDeadline(it item) {
 	sh.giveUp(st, "replayed batches did not close the gap")
 }
 
-// giveUp ends an outstanding replay that cannot complete: the stream is cleared and resyncs at
-// its lowest buffered batch (or at the next batch to arrive).
+// giveUp ends an outstanding replay that cannot complete: the stream loads the publisher's snapshot
+// instead (startSnapshot); when that fails too, or the snapshot itself was the request, it is
+// cleared and resyncs (resync).
 func (sh *shard) giveUp(st *stream, reason string) {
+	if st.replaying && !st.snapshotting {
+		sh.s.count(st.w.view, st.key.ID, rReplayFailed, 1)
+		sh.startSnapshot(st, reason)
+		return
+	}
+	sh.resync(st, reason)
+}
+
+// resync clears the stream and resyncs it at its lowest buffered batch (or at the next batch to
+// arrive).
+func (sh *shard) resync(st *stream, reason string) {
 	s := sh.s
 	if st.replaying {
-		s.count(st.w.view, st.key.ID, rReplayFailed, 1)
-		msg, lvl := "kv event subscriber: replay failed; clearing the worker", zap.WarnLevel
+		msg, lvl := "kv event subscriber: cannot rebuild the stream; clearing the worker", zap.WarnLevel
 		if !st.applied { // nothing to lose, e.g. a registration replay the bridge cannot serve
-			msg, lvl = "kv event subscriber: replay failed; starting at the next batch", zap.InfoLevel
+			msg, lvl = "kv event subscriber: cannot rebuild the stream; starting at the next batch", zap.InfoLevel
 		}
 		if c := s.log.Check(lvl, msg); c != nil {
 			c.Write(zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank), zap.Uint64("from_seq", st.from),
@@ -287,6 +306,7 @@ func (sh *shard) giveUp(st *stream, reason string) {
 		}
 	}
 	st.replaying, st.rebuilding = false, false
+	st.endSnapshot()
 	sh.dropStale(st)
 	sh.clearStream(st)
 	st.noRebuild = false // a new start: one rebuild may be tried again
@@ -359,6 +379,7 @@ func (sh *shard) onReset(it item) {
 // restart clears a stream, drops its buffer and any outstanding replay, and sets its position.
 func (sh *shard) restart(st *stream, synced bool, next uint64) {
 	st.replaying, st.rebuilding = false, false
+	st.endSnapshot()
 	clear(st.buf)
 	st.bufBytes = 0
 	sh.clearStream(st)

@@ -10,6 +10,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/kvevents/snapshot"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/router"
 )
@@ -25,6 +26,7 @@ const (
 	itemWorkers
 	itemReplayAnswer
 	itemReplayDeadline
+	itemSnapshotChunk
 )
 
 // item is one unit of work for a shard.
@@ -38,6 +40,7 @@ type item struct {
 	gen      uint64
 	replayed int
 	err      error
+	chunk    snapshot.Chunk // itemSnapshotChunk (err set instead when the snapshot failed)
 }
 
 // shard owns the stream state of the workers whose id hashes to it. Every field is owned by the
@@ -89,6 +92,14 @@ type stream struct {
 	// again (seq < next) in buf, to apply them again in order after the clear.
 	replaying, answered, rebuilding bool
 	gen, from, target               uint64
+	// snapshotting: the outstanding request (replaying is set too) is a snapshot; every batch is
+	// buffered until its last chunk. snapFloor is the newest seq buffered when it was requested
+	// (such batches are in the snapshot, so they may be dropped to make room); snapBlocks counts the
+	// blocks of the chunks applied so far.
+	snapshotting bool
+	snapCancel   context.CancelFunc // ends the fetch of the outstanding snapshot
+	snapFloor    uint64
+	snapBlocks   int
 
 	// buf holds batches after a gap (and, while rebuilding, already applied ones), by seq;
 	// bufBytes is their payload total.
@@ -148,6 +159,8 @@ func (sh *shard) handle(it item) {
 		sh.onAnswer(it)
 	case itemReplayDeadline:
 		sh.onDeadline(it)
+	case itemSnapshotChunk:
+		sh.onSnapshotChunk(it)
 	}
 }
 
@@ -216,6 +229,7 @@ func (sh *shard) removeWorker(w *wstate) {
 	ctx := sh.s.ctx
 	for _, st := range w.ranks {
 		st.replaying = false
+		st.endSnapshot()
 		sh.s.ix.RemoveWorker(ctx, st.key)
 	}
 	delete(sh.workers, w.rec.WorkerID)
@@ -241,8 +255,20 @@ func (sh *shard) replayStream(it item) *stream {
 	return st
 }
 
+// endSnapshot marks the stream's snapshot over and stops its fetch (a stale one would otherwise go
+// on receiving chunks nobody applies).
+func (st *stream) endSnapshot() {
+	st.snapshotting = false
+	if st.snapCancel != nil {
+		st.snapCancel()
+		st.snapCancel = nil
+	}
+}
+
 func (st *stream) setState() {
 	switch {
+	case st.snapshotting:
+		st.view.state.Store(stSnapshot)
 	case st.replaying:
 		st.view.state.Store(stReplaying)
 	case st.synced:

@@ -15,14 +15,17 @@ const (
 	StateLive = "live"
 	// StateReplaying: a replay request is outstanding; later batches are buffered.
 	StateReplaying = "replaying"
+	// StateSnapshot: a snapshot is being loaded; batches are buffered.
+	StateSnapshot = "snapshot"
 )
 
-var stateNames = [...]string{StateUnsynced, StateLive, StateReplaying}
+var stateNames = [...]string{StateUnsynced, StateLive, StateReplaying, StateSnapshot}
 
 const (
 	stUnsynced uint32 = iota
 	stLive
 	stReplaying
+	stSnapshot
 )
 
 // workerView is the lock-free view of one registered worker that Stats reads; the shard that owns
@@ -72,7 +75,7 @@ type RankStats struct {
 	DPRank  int     `json:"dp_rank"`
 	Blocks  int     `json:"blocks"`
 	LastSeq *uint64 `json:"last_seq"`
-	// State is StateUnsynced, StateLive or StateReplaying.
+	// State is StateUnsynced, StateLive, StateReplaying or StateSnapshot.
 	State string `json:"state"`
 }
 

@@ -18,12 +18,13 @@ import (
 
 // NATS subjects of DESIGN.md §2.2.
 const (
-	eventsPrefix  = "kvroute.events."
-	ctlPrefix     = "kvroute.ctl."
-	resetSuffix   = ".reset"
-	replaySuffix  = ".replay"
-	eventsSubject = eventsPrefix + "*"
-	resetSubject  = ctlPrefix + "*" + resetSuffix
+	eventsPrefix   = "kvroute.events."
+	ctlPrefix      = "kvroute.ctl."
+	resetSuffix    = ".reset"
+	replaySuffix   = ".replay"
+	snapshotSuffix = ".snapshot"
+	eventsSubject  = eventsPrefix + "*"
+	resetSubject   = ctlPrefix + "*" + resetSuffix
 )
 
 // ErrStopped is returned by Start after Stop, and by Start called twice.
@@ -238,4 +239,5 @@ func (s *Subscriber) shardFor(id string) *shard {
 	return s.shards[h.Sum32()%uint32(len(s.shards))]
 }
 
-func replaySubject(id string) string { return ctlPrefix + id + replaySuffix }
+func replaySubject(id string) string   { return ctlPrefix + id + replaySuffix }
+func snapshotSubject(id string) string { return ctlPrefix + id + snapshotSuffix }

@@ -82,6 +82,9 @@ func TestBadInputDroppedAndCounted(t *testing.T) {
 		subscriber.ResultBadHeader:         3,
 		subscriber.ResultReplayFailed:      1, // the registration replay: no bridge answers
 		subscriber.ResultReplayRequested:   1,
+		// then the snapshot request: nobody answers it either
+		subscriber.ResultSnapshotRequested: 1,
+		subscriber.ResultSnapshotFailed:    1,
 	}
 	if got := e.events("w"); !mapsEqual(got, want) {
 		t.Errorf("worker counters %v, want %v", got, want)

@@ -27,10 +27,15 @@ type Model struct {
 	Nemotron *NemotronModel
 }
 
-// supportedArch maps each supported config.json model_type to its required architecture.
+// supportedArch maps each supported config.json model_type to its required architecture. The
+// Qwen3.5 family (dense and MoE) has Qwen3-VL's layout, vision config and processors (DESIGN.md
+// §4); only its token ids differ (vision_start 248053, vision_end 248054, image_pad 248056,
+// video_pad 248057 in the released configs), and they are read from config.json like Qwen3-VL's.
 var supportedArch = map[string]string{
 	"qwen3_vl":     "Qwen3VLForConditionalGeneration",
 	"qwen3_vl_moe": "Qwen3VLMoeForConditionalGeneration",
+	"qwen3_5":      "Qwen3_5ForConditionalGeneration",
+	"qwen3_5_moe":  "Qwen3_5MoeForConditionalGeneration",
 }
 
 // maxConfigBytes bounds a model config file read.

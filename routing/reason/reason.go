@@ -72,6 +72,22 @@ const (
 	TooManyParts Code = "too_many_parts"
 )
 
+// Upstream errors: the request was forwarded but no worker answered it (issue 11). The kvroute
+// handler answers with the JSON body of DESIGN.md §8 and the code's HTTPStatus when the proxy
+// failed before any response byte was written.
+const (
+	UpstreamError       Code = "upstream_error"       // 502: dial error, connection refused/reset, bad response
+	UpstreamUnavailable Code = "upstream_unavailable" // 503: no worker available for the request
+	UpstreamTimeout     Code = "upstream_timeout"     // 504: the worker did not answer in time
+)
+
+// upstreamStatus maps each upstream error code to its HTTP status.
+var upstreamStatus = map[Code]int{
+	UpstreamError:       http.StatusBadGateway,
+	UpstreamUnavailable: http.StatusServiceUnavailable,
+	UpstreamTimeout:     http.StatusGatewayTimeout,
+}
+
 // status maps each client error code to its HTTP status (DESIGN.md §6).
 var status = map[Code]int{
 	BodyInvalid:       http.StatusBadRequest,
@@ -90,8 +106,13 @@ var status = map[Code]int{
 // IsClientError reports whether c is answered with a 4xx instead of being forwarded.
 func (c Code) IsClientError() bool { _, ok := status[c]; return ok }
 
-// HTTPStatus is the status a client error code is answered with; 0 for fallbacks.
-func (c Code) HTTPStatus() int { return status[c] }
+// HTTPStatus is the status a client or upstream error code is answered with; 0 for fallbacks.
+func (c Code) HTTPStatus() int {
+	if s, ok := status[c]; ok {
+		return s
+	}
+	return upstreamStatus[c]
+}
 
 // LoadOnly reports whether c routes on load alone (no prefix to score).
 func (c Code) LoadOnly() bool { return c == TemplateError || c == IndexUnavailable || c == NotRouted }

@@ -123,6 +123,14 @@ type Candidate struct {
 	OverlapBlocks int
 	Cost          float64
 	Available     bool
+	// Terms are the parts of Cost under the scheduler's cost model; Load the worker's active
+	// load they were computed from; Busy whether a busy threshold was exceeded.
+	Terms scheduler.Terms
+	Load  scheduler.Load
+	Busy  bool
+	// OverBalance and RecentRequests are the ttft model's load bound (scheduler.Scored).
+	OverBalance    bool
+	RecentRequests float64
 }
 
 // MediaSummary describes one media item of the routing view (explain's `media` entries).
@@ -155,6 +163,8 @@ type Result struct {
 	Ranked []Candidate
 	// Costs maps worker id to cost.
 	Costs map[string]float64
+	// CostModel is the scheduler's cost model (scheduler.CostTTFT or scheduler.CostLinear).
+	CostModel string
 	// Media summarizes the media items in prompt order (only when they were resolved).
 	Media []MediaSummary
 	// MediaItems is the number of media parts in the request (resolved or not).
@@ -421,12 +431,16 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: overlap[w.ID]}
 	}
 	res.RequestTokens = requestTokens
+	cfg := r.sched.Config()
+	res.CostModel = cfg.Model()
 	d, err := r.sched.Select(scheduler.Request{Tokens: requestTokens, BlockSize: bs}, cands)
 	r.stage(ctx, "score", t)
 	res.Costs = map[string]float64{}
 	for _, c := range d.Candidates {
 		res.Costs[c.Worker.ID] = c.Cost
-		res.Ranked = append(res.Ranked, Candidate{WorkerID: c.Worker.ID, Endpoint: c.Endpoint, OverlapBlocks: c.OverlapBlocks, Cost: c.Cost, Available: c.Available})
+		res.Ranked = append(res.Ranked, Candidate{WorkerID: c.Worker.ID, Endpoint: c.Endpoint, OverlapBlocks: c.OverlapBlocks,
+			Cost: c.Cost, Available: c.Available, Terms: c.Terms, Load: c.Load, Busy: c.Busy,
+			OverBalance: c.OverBalance, RecentRequests: c.RecentRequests})
 	}
 	if err != nil {
 		if res.Fallback == "" {

@@ -14,12 +14,35 @@ import (
 // fallback policy.
 var ErrNoCandidates = errors.New("no available candidate")
 
-// Config holds the DESIGN.md §7 parameters. Use DefaultConfig for the defaults: zero is a legal value for
-// every field (prefill_load_scale 0 routes on decode load alone, overlap_credit 0 ignores the cache).
+// Config holds the scheduler's parameters. Use DefaultConfig for the defaults: zero is a legal value for
+// every numeric field (prefill_load_scale 0 routes on decode load alone, overlap_credit 0 ignores the
+// cache, max_running 0 turns the queue term off).
 type Config struct {
-	// PrefillLoadScale weights the prefill term. Default: 1.
+	// CostModel is the cost model: CostTTFT ("ttft", the default, also meant by "") or CostLinear
+	// ("linear", DESIGN.md §7). See Score.
+	CostModel string `json:"cost,omitempty"`
+	// MaxRunning is the workers' running-sequence limit (vLLM max_num_seqs, SGLang
+	// max_running_requests) as the ttft model assumes it; a request routed to a worker with this
+	// many active requests waits for a slot. Default: 0 (no queue term).
+	MaxRunning int64 `json:"max_running,omitempty"`
+	// QueueWaitTokens is what one sequence over MaxRunning costs in the ttft model, in prefill
+	// tokens: the wait for a running sequence to finish, as prefill work. 0 means the default,
+	// DefaultQueueWaitTokens (1024); max_running 0 is how the term is turned off.
+	QueueWaitTokens float64 `json:"queue_wait_tokens,omitempty"`
+	// BalanceFactor bounds, in the ttft model, each worker's share of the last BalanceWindow
+	// requests this router routed: a worker with requests in flight whose count + 1 exceeds
+	// ceil(BalanceFactor · (total + 1) / available workers) is over the bound and skipped unless
+	// every available worker is (consistent hashing with bounded loads). 0 means the default, DefaultBalanceFactor (1.1); a
+	// negative value turns the bound off; otherwise it must be >= 1.
+	BalanceFactor float64 `json:"balance_factor,omitempty"`
+	// BalanceWindow is the number of recent requests per available worker the bound counts (an
+	// exponential decay of 1 − 1/(BalanceWindow · workers) per routed request). 0 means the
+	// default, DefaultBalanceWindow (25).
+	BalanceWindow int `json:"balance_window,omitempty"`
+	// PrefillLoadScale weights the linear model's prefill term. Default: 1.
 	PrefillLoadScale float64 `json:"prefill_load_scale"`
-	// OverlapCredit is the prefill blocks credited per overlapping cached block. Default: 1.
+	// OverlapCredit is the linear model's prefill blocks credited per overlapping cached block.
+	// Default: 1.
 	OverlapCredit float64 `json:"overlap_credit"`
 	// Temperature 0 picks the minimum cost; above 0 it samples a softmax of the normalized costs.
 	// Default: 0.
@@ -31,9 +54,22 @@ type Config struct {
 	MaxActiveDecodeBlocks int64 `json:"max_active_decode_blocks"`
 }
 
-// DefaultConfig returns prefill_load_scale 1, overlap_credit 1, temperature 0, no busy thresholds.
+// DefaultQueueWaitTokens is the default QueueWaitTokens.
+const DefaultQueueWaitTokens = 1024
+
+// DefaultConfig returns the defaults: cost ttft (CostModel ""), no max_running, queue_wait_tokens
+// 1024 (QueueWaitTokens 0), prefill_load_scale 1 and overlap_credit 1 (for cost linear),
+// temperature 0, no busy thresholds.
 func DefaultConfig() *Config {
 	return &Config{PrefillLoadScale: 1, OverlapCredit: 1}
+}
+
+// Model returns the effective cost model name: CostTTFT or CostLinear.
+func (c *Config) Model() string {
+	if c.CostModel == CostLinear {
+		return CostLinear
+	}
+	return CostTTFT
 }
 
 // Validate rejects negative or non-finite parameters.
@@ -49,7 +85,7 @@ func (c *Config) Validate() error {
 	if c.MaxActivePrefillTokens < 0 || c.MaxActiveDecodeBlocks < 0 {
 		return errors.New("busy thresholds must be >= 0")
 	}
-	return nil
+	return c.validateModel()
 }
 
 // Candidate is one worker the request may go to.
@@ -75,11 +111,16 @@ type Request struct {
 type Scored struct {
 	Candidate
 	Load Load
-	// Cost is the §7 cost (computed for every candidate, available or not).
-	Cost float64
-	// Busy is set when a busy threshold is exceeded; Eligible when the candidate took part in the
-	// choice (available, and not busy unless all available candidates were).
-	Busy, Eligible bool
+	// Cost is the candidate's cost under the configured model (computed for every candidate,
+	// available or not); Terms its parts.
+	Cost  float64
+	Terms Terms
+	// Busy is set when a busy threshold is exceeded; OverBalance when the ttft model's load bound
+	// is (RecentRequests + 1 > the bound); Eligible when the candidate took part in the choice
+	// (available, and neither busy nor over the bound unless all available candidates were).
+	Busy, OverBalance, Eligible bool
+	// RecentRequests is the worker's decayed count of recently routed requests (ttft model).
+	RecentRequests float64
 }
 
 // Decision is the outcome of Select.
@@ -106,6 +147,8 @@ type Decision struct {
 type Scheduler struct {
 	cfg     Config
 	tracker *Tracker
+	// recent counts routed requests per worker for the ttft model's load bound.
+	recent *recentLoad
 
 	// rngMu protects rng, which math/rand/v2 does not make safe for concurrent use.
 	rngMu sync.Mutex
@@ -122,7 +165,7 @@ func New(cfg *Config, src rand.Source) (*Scheduler, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
 	}
-	s := &Scheduler{cfg: c, tracker: NewTracker()}
+	s := &Scheduler{cfg: c, tracker: NewTracker(), recent: newRecentLoad(c.balanceWindow())}
 	if src != nil {
 		s.rng = rand.New(src)
 	}
@@ -149,17 +192,6 @@ func (s *Scheduler) Tracker() *Tracker { return s.tracker }
 // Config returns the scheduler's parameters.
 func (s *Scheduler) Config() Config { return s.cfg }
 
-// Cost is the DESIGN.md §7 cost of one worker, in float64:
-// prefill_blocks = (active_prefill_tokens + request_tokens) / block_size,
-// decode_blocks = active_decode_blocks + ceil(request_tokens / block_size),
-// cost = prefill_load_scale · max(prefill_blocks − overlap_credit · overlap_blocks, 0) + decode_blocks.
-func (c *Config) Cost(load Load, requestTokens, blockSize, overlapBlocks int) float64 {
-	bs := float64(blockSize)
-	prefill := (float64(load.PrefillTokens) + float64(requestTokens)) / bs
-	decode := float64(load.DecodeBlocks) + math.Ceil(float64(requestTokens)/bs)
-	return c.PrefillLoadScale*math.Max(prefill-c.OverlapCredit*float64(overlapBlocks), 0) + decode
-}
-
 func (c *Config) busy(l Load) bool {
 	return (c.MaxActivePrefillTokens > 0 && l.PrefillTokens > c.MaxActivePrefillTokens) ||
 		(c.MaxActiveDecodeBlocks > 0 && l.DecodeBlocks > c.MaxActiveDecodeBlocks)
@@ -185,17 +217,20 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 	available, idle := 0, 0
 	for i, c := range cands {
 		sc := Scored{Candidate: c, Load: s.tracker.Load(c.Worker)}
-		sc.Cost = s.cfg.Cost(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
+		sc.Cost, sc.Terms = s.cfg.Score(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
 		sc.Busy = s.cfg.busy(sc.Load)
 		if c.Available {
 			available++
-			if !sc.Busy {
-				idle++
-			}
 		}
 		d.Costs[c.Worker] = sc.Cost
 		d.Overlaps[c.Worker] = c.OverlapBlocks
 		d.Candidates[i] = sc
+	}
+	s.markOverBalance(d.Candidates, cands, available)
+	for _, sc := range d.Candidates {
+		if sc.Available && !sc.Busy && !sc.OverBalance {
+			idle++
+		}
 	}
 	if available == 0 {
 		return d, fmt.Errorf("selecting worker among %d candidates: %w", len(cands), ErrNoCandidates)
@@ -204,7 +239,7 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 	var elig []int
 	for i := range d.Candidates {
 		sc := &d.Candidates[i]
-		sc.Eligible = sc.Available && (!sc.Busy || idle == 0)
+		sc.Eligible = sc.Available && (!(sc.Busy || sc.OverBalance) || idle == 0)
 		if sc.Eligible {
 			elig = append(elig, i)
 			lo, hi = math.Min(lo, sc.Cost), math.Max(hi, sc.Cost)
@@ -282,7 +317,38 @@ func (s *Scheduler) float64() float64 {
 }
 
 // Begin accounts the decision's request on its worker: PrefillTokens until FirstByte, DecodeBlocks
-// until Done.
+// until Done, and one routed request in the load bound's recent counts.
 func (s *Scheduler) Begin(d Decision) *Handle {
+	avail := 0
+	for _, c := range d.Candidates {
+		if c.Available {
+			avail++
+		}
+	}
+	s.recent.add(d.Worker, avail)
 	return s.tracker.Begin(d.Worker, d.PrefillTokens, d.DecodeBlocks)
+}
+
+// markOverBalance sets RecentRequests and OverBalance on the available candidates (ttft model with
+// the bound on): over the bound when the worker has requests in flight and RecentRequests + 1 >
+// ceil(factor · (total + 1) / available), total summed over the available candidates.
+func (s *Scheduler) markOverBalance(scored []Scored, cands []Candidate, available int) {
+	factor := s.cfg.balanceFactor()
+	if s.cfg.Model() != CostTTFT || factor == 0 || available == 0 {
+		return
+	}
+	counts := s.recent.snapshot(cands)
+	total := 0.0
+	for i, c := range cands {
+		scored[i].RecentRequests = counts[i]
+		if c.Available {
+			total += counts[i]
+		}
+	}
+	bound := balanceBound(factor, total, available)
+	for i := range scored {
+		// A worker with nothing in flight is never over the bound: the bound spreads load, and an
+		// idle worker has none to spread (sequential repeats keep going to the cached worker).
+		scored[i].OverBalance = scored[i].Available && scored[i].Load.Requests > 0 && scored[i].RecentRequests+1 > bound
+	}
 }

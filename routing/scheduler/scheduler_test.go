@@ -28,6 +28,13 @@ func newSched(t *testing.T, cfg *scheduler.Config, seed uint64) *scheduler.Sched
 	return s
 }
 
+// linear is DESIGN.md §7's linear cost with its defaults.
+func linear() *scheduler.Config {
+	c := scheduler.DefaultConfig()
+	c.CostModel = scheduler.CostLinear
+	return c
+}
+
 func cand(w index.WorkerKey, overlap int) scheduler.Candidate {
 	return scheduler.Candidate{Worker: w, Endpoint: w.ID + ":8000", Available: true, OverlapBlocks: overlap}
 }
@@ -48,12 +55,12 @@ func TestCostExact(t *testing.T) {
 		pick index.WorkerKey
 	}{
 		// w1: 1·(160/16 − 2) + 10 = 18; w2: 100/16 − 5 + 7 = 8.25; w3: max(6.25 − 9, 0) + 7 = 7.
-		{"defaults", nil, map[index.WorkerKey]float64{w1: 18, w2: 8.25, w3: 7}, w3},
+		{"linear_defaults", linear(), map[index.WorkerKey]float64{w1: 18, w2: 8.25, w3: 7}, w3},
 		// scale 2, credit 0.5: w1 2·(10 − 1) + 10 = 28; w2 2·(6.25 − 2.5) + 7 = 14.5; w3 2·1.75 + 7 = 10.5.
-		{"scaled", &scheduler.Config{PrefillLoadScale: 2, OverlapCredit: 0.5},
+		{"scaled", &scheduler.Config{CostModel: scheduler.CostLinear, PrefillLoadScale: 2, OverlapCredit: 0.5},
 			map[index.WorkerKey]float64{w1: 28, w2: 14.5, w3: 10.5}, w3},
 		// No cache credit: w1 10 + 10 = 20, w2 and w3 6.25 + 7 = 13.25 (tie).
-		{"no_credit", &scheduler.Config{PrefillLoadScale: 1}, map[index.WorkerKey]float64{w1: 20, w2: 13.25, w3: 13.25}, index.WorkerKey{}},
+		{"no_credit", &scheduler.Config{CostModel: scheduler.CostLinear, PrefillLoadScale: 1}, map[index.WorkerKey]float64{w1: 20, w2: 13.25, w3: 13.25}, index.WorkerKey{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +85,7 @@ func TestCostExact(t *testing.T) {
 		})
 	}
 	// The direct formula, including a fractional prefill.
-	c := scheduler.DefaultConfig()
+	c := linear()
 	if got := c.Cost(scheduler.Load{PrefillTokens: 8, DecodeBlocks: 2}, 17, 16, 1); got != 0.5625+2+2 {
 		t.Errorf("Cost = %v, want 4.5625", got)
 	}
@@ -87,7 +94,8 @@ func TestCostExact(t *testing.T) {
 func TestTieBreakDistribution(t *testing.T) {
 	s := newSched(t, nil, 7)
 	req := scheduler.Request{Tokens: 64, BlockSize: 16}
-	// w1, w2, w4 tie at cost 4 + 4 = 8 (idle, no overlap); w3 carries 16 prefill tokens: 5 + 4 = 9.
+	// ttft: w1, w2, w4 tie at cost 64 (idle, no overlap: 64 uncached tokens); w3 carries 16
+	// prefill tokens: 80.
 	s.Tracker().Adjust(w3, 16, 0, 0)
 	cands := []scheduler.Candidate{cand(w1, 0), cand(w2, 0), cand(w3, 0), cand(w4, 0)}
 	counts := map[index.WorkerKey]int{}
@@ -124,7 +132,7 @@ func TestTieBreakDistribution(t *testing.T) {
 
 func TestTemperatureSampling(t *testing.T) {
 	const temp = 0.5
-	s := newSched(t, &scheduler.Config{PrefillLoadScale: 1, OverlapCredit: 1, Temperature: temp}, 3)
+	s := newSched(t, &scheduler.Config{CostModel: scheduler.CostLinear, PrefillLoadScale: 1, OverlapCredit: 1, Temperature: temp}, 3)
 	setLoads(s)
 	req := scheduler.Request{Tokens: 100, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 2), cand(w2, 5), cand(w3, 9)}
@@ -152,7 +160,7 @@ func TestTemperatureSampling(t *testing.T) {
 		}
 	}
 	// Equal costs under T > 0: uniform.
-	u := newSched(t, &scheduler.Config{PrefillLoadScale: 1, OverlapCredit: 1, Temperature: 2}, 5)
+	u := newSched(t, &scheduler.Config{CostModel: scheduler.CostLinear, PrefillLoadScale: 1, OverlapCredit: 1, Temperature: 2}, 5)
 	eq := []scheduler.Candidate{cand(w1, 0), cand(w2, 0)}
 	c1 := 0
 	for range 20000 {
@@ -168,7 +176,7 @@ func TestTemperatureSampling(t *testing.T) {
 
 func TestBusyAndAvailability(t *testing.T) {
 	req := scheduler.Request{Tokens: 100, BlockSize: 16}
-	s := newSched(t, &scheduler.Config{PrefillLoadScale: 1, OverlapCredit: 1, MaxActiveDecodeBlocks: 5}, 1)
+	s := newSched(t, &scheduler.Config{CostModel: scheduler.CostLinear, PrefillLoadScale: 1, OverlapCredit: 1, MaxActiveDecodeBlocks: 5}, 1)
 	s.Tracker().Adjust(w3, 0, 6, 1) // w3 busy: 6 > 5; cost 0 + 13 = 13
 	cands := []scheduler.Candidate{cand(w1, 0), cand(w2, 5), cand(w3, 9)}
 	d, err := s.Select(req, cands)
@@ -185,7 +193,7 @@ func TestBusyAndAvailability(t *testing.T) {
 		t.Errorf("all busy: picked %v (cost %v), want w3 (13)", d.Worker, d.Cost)
 	}
 	// Prefill threshold.
-	p := newSched(t, &scheduler.Config{PrefillLoadScale: 1, OverlapCredit: 1, MaxActivePrefillTokens: 50}, 1)
+	p := newSched(t, &scheduler.Config{CostModel: scheduler.CostLinear, PrefillLoadScale: 1, OverlapCredit: 1, MaxActivePrefillTokens: 50}, 1)
 	setLoads(p) // w1 has 60 prefill tokens
 	if d, _ = p.Select(req, []scheduler.Candidate{cand(w1, 9), cand(w2, 0)}); d.Worker != w2 {
 		t.Errorf("prefill busy: picked %v, want w2", d.Worker)
@@ -193,7 +201,7 @@ func TestBusyAndAvailability(t *testing.T) {
 	// Unavailable: listed with its cost, never picked.
 	un := cand(w3, 9)
 	un.Available = false
-	d, err = newSched(t, nil, 1).Select(req, []scheduler.Candidate{cand(w1, 0), un})
+	d, err = newSched(t, linear(), 1).Select(req, []scheduler.Candidate{cand(w1, 0), un})
 	if err != nil || d.Worker != w1 || d.Candidates[1].Available || d.Costs[w3] != 7 {
 		t.Errorf("unavailable: %v, %+v, err %v", d.Worker, d.Candidates[1], err)
 	}
@@ -209,7 +217,7 @@ func TestBusyAndAvailability(t *testing.T) {
 }
 
 func TestLoadAccounting(t *testing.T) {
-	s := newSched(t, nil, 1)
+	s := newSched(t, linear(), 1)
 	req := scheduler.Request{Tokens: 100, BlockSize: 16}
 	d, err := s.Select(req, []scheduler.Candidate{cand(w1, 2)})
 	if err != nil {

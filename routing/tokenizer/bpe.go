@@ -42,7 +42,8 @@ var scratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
 // word does not pin its buffers.
 const maxScratch = 1 << 17
 
-// bpe appends the ids of word (raw bytes, at least one) to dst. It is Hugging
+// bpe appends the ids of word (raw bytes, at least one) to dst. The initial
+// symbols are its bytes (byte-level) or characters (charSymbols). It is Hugging
 // Face tokenizers' BPE merge_all (models/bpe/word.rs): repeatedly merge the
 // pair with the lowest rank, leftmost first, using a binary heap of
 // candidates and a linked list of symbols: O(n log n) for n bytes. A popped
@@ -50,11 +51,18 @@ const maxScratch = 1 << 17
 // into the candidate's result id (HF's staleness check).
 func (t *Tokenizer) bpe(dst []uint32, word string) []uint32 {
 	sc := scratchPool.Get().(*bpeScratch)
-	n := len(word)
 	syms := sc.syms[:0]
-	for i := 0; i < n; i++ {
-		syms = append(syms, symbol{id: t.byteIDs[word[i]], prev: int32(i - 1), next: int32(i + 1)})
+	if cap(syms) < len(word) { // at most one symbol per byte: grow once
+		syms = make([]symbol, 0, len(word))
 	}
+	if t.byteLevel {
+		for i := 0; i < len(word); i++ {
+			syms = append(syms, symbol{id: t.byteIDs[word[i]], prev: int32(i - 1), next: int32(i + 1)})
+		}
+	} else {
+		syms = t.charSymbols(syms, word)
+	}
+	n := len(syms)
 	syms[n-1].next = -1
 	h := sc.heap[:0]
 	for i := 0; i+1 < n; i++ {
@@ -110,6 +118,33 @@ func (t *Tokenizer) bpe(dst []uint32, word string) []uint32 {
 	return dst
 }
 
+// charSymbols appends the initial symbols of a character-level word: each
+// character's vocabulary token, else its bytes' <0xXX> tokens (Hugging Face
+// BPE merge_word with byte_fallback).
+func (t *Tokenizer) charSymbols(syms []symbol, word string) []symbol {
+	push := func(id uint32) {
+		k := int32(len(syms))
+		syms = append(syms, symbol{id: id, prev: k - 1, next: k + 1})
+	}
+	for i := 0; i < len(word); {
+		if c := word[i]; c < 0x80 {
+			push(t.byteIDs[c])
+			i++
+			continue
+		}
+		_, n := decodeAt(word, i)
+		if id, ok := t.vocab[word[i:i+n]]; ok && n > 1 {
+			push(id)
+		} else {
+			for k := i; k < i+n; k++ {
+				push(t.byteFallback[word[k]])
+			}
+		}
+		i += n
+	}
+	return syms
+}
+
 func heapPush(h []candidate, c candidate) []candidate {
 	h = append(h, c)
 	i := len(h) - 1
@@ -158,6 +193,13 @@ const (
 	maxCacheEntries  = 1 << 15
 	maxCachedWordLen = 48
 )
+
+// reset empties the cache (benchmarks of the cold path).
+func (c *wordCache) reset() {
+	c.mu.Lock()
+	c.m = make(map[string][]uint32, 1024)
+	c.mu.Unlock()
+}
 
 func (c *wordCache) get(w string) ([]uint32, bool) {
 	c.mu.RLock()

@@ -1,32 +1,57 @@
 // Package tokenizer is an exact, bounded-time encoder for Hugging Face
-// tokenizer.json files of the byte-level BPE shape used by Qwen2/Qwen3 and
-// Qwen3-VL.
+// tokenizer.json files with a BPE model: Qwen2/Qwen3/Qwen3-VL, Qwen3.5,
+// Llama 3, Gemma 3, DeepSeek-V3, gpt-oss and any file built from the same
+// parts.
 //
 // [Tokenizer.Encode] returns the same ids as Hugging Face tokenizers
-// (Rust) `encode(text, add_special_tokens=False)`:
+// (Rust, 0.23) `encode(text, add_special_tokens=False)`:
 //
-//  1. Added tokens (special and non-special) are split out of the raw text
-//     first, leftmost-longest, each becoming its single id.
-//  2. Each remaining segment is NFC-normalized as Hugging Face does it
-//     (crate unicode-normalization-alignments 0.1.12: Unicode 9.0.0 data, no
-//     stream-safe limit). golang.org/x/text/unicode/norm does the work; where
-//     it would differ (more than 30 combining marks in a row, where it
-//     inserts U+034F, or one of the 175 code points whose class or
-//     decomposition postdates Unicode 9.0, see nfc9.go), a full canonical
-//     NFC restricted to Unicode 9.0 data runs instead.
-//  3. A hand-written scanner equivalent to Qwen's split regex
+//  1. Added tokens with normalized false (special and non-special) are split
+//     out of the raw text first, leftmost-longest, each becoming its single
+//     id.
+//  2. Each remaining segment goes through the normalizer: NFC (as Hugging
+//     Face does it: crate unicode-normalization-alignments 0.1.12, Unicode
+//     9.0.0 data, no stream-safe limit; golang.org/x/text/unicode/norm does
+//     the work, and where it would differ (more than 30 combining marks in a
+//     row, where it inserts U+034F, or one of the 175 code points whose class
+//     or decomposition postdates Unicode 9.0, see nfc9.go) a full canonical
+//     NFC restricted to Unicode 9.0 data runs instead), Replace (String or
+//     Regex pattern), Prepend, or a Sequence of these (normalize.go).
+//     Added tokens with normalized true are then split out of the normalized
+//     segment (their content normalized too).
+//  3. The pre-tokenizer cuts the segment into pre-tokens. Fast path: a
+//     Sequence of Split (Isolated) with Qwen2/Qwen3's regex
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-//     cuts the segment into pre-tokens, with Oniguruma semantics: \s is the
-//     Unicode White_Space property, alternatives are tried in order.
-//  4. Each pre-token's bytes are mapped to the GPT-2 byte-level alphabet and
-//     merged by BPE: the lowest merge rank first, the leftmost pair among
-//     equal ranks (Hugging Face tokenizers models/bpe/word.rs), with a binary
-//     heap over a linked list of symbols, O(n log n) per pre-token.
+//     or Qwen3.5's (\p{L}+ becomes [\p{L}\p{M}]+ and \p{M} leaves the
+//     punctuation class) or Llama 3's (\p{N} becomes \p{N}{1,3}) and
+//     ByteLevel runs a hand-written scanner (pretokenize.go), as do
+//     gpt-oss's o200k pattern (pretokenize_o200k.go) and DeepSeek-V3's three
+//     Splits (pretokenize_deepseek.go), with Oniguruma
+//     semantics: \s is the Unicode White_Space property, alternatives are
+//     tried in order, (?i) folds ASCII letters and U+017F (ſ → s). A seeded
+//     differential test checks every scanner against regexp2 on random text.
+//     General path (split.go): Split with any String or Regex pattern, every
+//     behavior (Removed, Isolated, MergedWithPrevious, MergedWithNext,
+//     Contiguous) and invert; ByteLevel (add_prefix_space, use_regex with the GPT-2 regex);
+//     Metaspace (replacement, prepend_scheme always/first/never, split);
+//     Sequence of these. Regexes run on github.com/dlclark/regexp2/v2
+//     (regex.go), which matches Oniguruma on the constructs it admits;
+//     constructs whose meaning differs (^ $ \w \b POSIX brackets, nested
+//     classes, possessive quantifiers, …) fail at Load.
+//  4. Each pre-token is merged by BPE: the lowest merge rank first, the
+//     leftmost pair among equal ranks (Hugging Face tokenizers
+//     models/bpe/word.rs), with a binary heap over a linked list of symbols,
+//     O(n log n) per pre-token. With a ByteLevel pre-tokenizer the symbols
+//     are the pre-token's bytes in the GPT-2 byte-level alphabet; otherwise
+//     its characters, a character missing from the vocabulary becoming its
+//     bytes' <0xXX> tokens (byte_fallback, Gemma). ignore_merges (Llama 3,
+//     gpt-oss) maps a pre-token that is itself a vocabulary token to it.
 //
-// Load accepts only that shape (NFC normalizer, the Split+ByteLevel
-// pre-tokenizer with exactly the regex above, a BPE model without dropout,
-// byte fallback or subword affixes, added tokens without lstrip, rstrip,
-// single_word or normalized) and fails with a descriptive error otherwise.
+// Load fails with a descriptive error wrapping ErrUnsupported for anything
+// else: other normalizers (NFKC, Lowercase, …), other pre-tokenizers
+// (Whitespace, BertPreTokenizer, …), a ByteLevel that is not last, non-BPE
+// models, dropout, subword affixes, a character-level BPE without
+// byte_fallback, added tokens with lstrip, rstrip or single_word.
 //
 // # Unicode policy
 //
@@ -42,9 +67,17 @@
 // unicode16.go (gen_unicode16.go, from the Unicode 16.0.0 tables of
 // rust-lang/regex's regex-syntax); a test fails if the Go toolchain's
 // Unicode version is no longer the one the table was generated against.
-// White_Space did not change between these versions. NFC follows Unicode
-// 9.0.0 data (step 2), a separate, older version: that is what Hugging Face's
-// normalizer crate ships.
+// White_Space did not change between these versions. The same holds for
+// \p{M} on the fast path (a mark assigned in Unicode 17.0 is punctuation)
+// and for every \p{..} class on the general path: code points assigned in
+// Go's tables but not in Unicode 16.0.0 (golang.org/x/text/unicode/
+// rangetable.Assigned("16.0.0")) are replaced, before regexp2 runs, by a
+// code point of the same UTF-8 length that no Unicode version assigns
+// (assigned16.go), so they are \p{Cn} as in Oniguruma and match offsets
+// stay valid. Category changes of already assigned code points between
+// 16.0 and 17.0 are not modelled (none affects \p{L} or \p{N}). NFC
+// follows Unicode 9.0.0 data (step 2), a separate, older version: that is
+// what Hugging Face's normalizer crate ships.
 //
 // A Tokenizer is immutable after Load apart from an internal, bounded
 // per-word cache, and is safe for concurrent use.

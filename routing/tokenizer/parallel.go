@@ -13,14 +13,15 @@ const (
 )
 
 // encodeSegmentAuto appends the ids of a segment without added tokens: encodeSegment, or for a
-// large segment on a multi-core machine encodeParallel with one chunk per core.
-func (t *Tokenizer) encodeSegmentAuto(dst []uint32, seg string) []uint32 {
-	if len(seg) < parallelMinBytes {
-		return t.encodeSegment(dst, seg)
+// large segment of a tokenizer on the Qwen scanner fast path (no normalized added tokens) on a
+// multi-core machine encodeParallel with one chunk per core.
+func (t *Tokenizer) encodeSegmentAuto(dst []uint32, seg string, first bool) []uint32 {
+	if len(seg) < parallelMinBytes || t.fast == 0 || len(t.addedNorm.first) > 0 {
+		return t.encodeSegment(dst, seg, first)
 	}
 	parts := min(runtime.GOMAXPROCS(0), len(seg)/parallelChunkBytes)
 	if parts < 2 {
-		return t.encodeSegment(dst, seg)
+		return t.encodeSegment(dst, seg, first)
 	}
 	dst, _ = t.encodeParallel(dst, seg, parts, preTokenStartNear)
 	return dst
@@ -28,8 +29,8 @@ func (t *Tokenizer) encodeSegmentAuto(dst []uint32, seg string) []uint32 {
 
 // encodeParallel appends the ids of seg (no added tokens) encoded in parts chunks at once. The
 // ids are those of encodeSegment by construction: BPE runs per pre-token, so the ids of a text
-// are the concatenation of the ids of consecutive runs of its pre-tokens. After NFC (whole
-// segment, once), near(seg, i) proposes a chunk start at or after i that is probably a pre-token
+// are the concatenation of the ids of consecutive runs of its pre-tokens. After the normalizer
+// (whole segment, once), near(seg, i) proposes a chunk start at or after i that is probably a pre-token
 // boundary; each chunk is pre-tokenized from its start and encoded on its own goroutine. A
 // proposed start is accepted only when the previous chunk's pre-tokenization ends exactly on it
 // (pre-tokenization from a position reads only the text after it, so both sequences then agree
@@ -39,7 +40,12 @@ func (t *Tokenizer) encodeParallel(dst []uint32, seg string, parts int, near fun
 	if seg == "" {
 		return dst, 0
 	}
-	seg = nfc(seg)
+	if t.fast == 0 || len(t.addedNorm.first) > 0 {
+		return t.encodeSegment(dst, seg, false), 0 // only the Qwen scanner is chunked
+	}
+	if t.norm != nil {
+		seg = t.norm(seg)
+	}
 	starts := make([]int, 0, parts+1)
 	starts = append(starts, 0)
 	for k := 1; k < parts; k++ {
@@ -56,7 +62,7 @@ func (t *Tokenizer) encodeParallel(dst []uint32, seg string, parts int, near fun
 		out := make([]uint32, 0, (starts[k+1]-from)/3+4)
 		i := from
 		for i < starts[k+1] {
-			j := nextPreToken(seg, i)
+			j := nextPreToken(seg, i, t.fast, t.fastDigits)
 			out = t.encodeWord(out, seg[i:j])
 			i = j
 		}
@@ -99,5 +105,3 @@ func preTokenStartNear(s string, i int) int {
 	}
 	return len(s)
 }
-
-func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }

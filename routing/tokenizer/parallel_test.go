@@ -84,9 +84,9 @@ func BenchmarkEncode1MBChunks(b *testing.B) {
 			for b.Loop() {
 				var got []uint32
 				if mode == "sequential" {
-					got = tok.encodeSegment(nil, text)
+					got = tok.encodeSegment(nil, text, true)
 				} else {
-					got = tok.encodeSegmentAuto(nil, text)
+					got = tok.encodeSegmentAuto(nil, text, true)
 				}
 				if len(got) != len(want) {
 					b.Fatalf("%d ids, want %d", len(got), len(want))

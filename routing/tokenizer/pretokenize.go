@@ -9,11 +9,14 @@ import (
 
 // Character classes of the pre-tokenizer regex, as bit flags.
 const (
-	clsOther  uint8 = 0      // neither \p{L}, \p{N} nor \s
+	clsOther  uint8 = 0      // none of the classes below
 	clsLetter uint8 = 1 << 0 // \p{L} (Unicode 16.0.0)
 	clsNumber uint8 = 1 << 1 // \p{N} (Unicode 16.0.0)
 	clsSpace  uint8 = 1 << 2 // \s: Unicode White_Space
 	clsCRLF   uint8 = 1 << 3 // '\r' or '\n' (always with clsSpace)
+	clsMark   uint8 = 1 << 4 // \p{M} (Unicode 16.0.0)
+	clsPunct  uint8 = 1 << 5 // \p{P} (Unicode 16.0.0)
+	clsSymbol uint8 = 1 << 6 // \p{S} (Unicode 16.0.0)
 )
 
 // classRange assigns the Unicode 16.0.0 class cls to the runes lo..hi.
@@ -52,6 +55,12 @@ func slowClass(r rune) uint8 {
 		if r == '\r' || r == '\n' {
 			c |= clsCRLF
 		}
+	case unicode.IsMark(r) && assignedIn16(r):
+		c = clsMark
+	case unicode.IsPunct(r) && assignedIn16(r):
+		c = clsPunct
+	case unicode.IsSymbol(r) && assignedIn16(r):
+		c = clsSymbol
 	}
 	if c&(clsLetter|clsNumber) != 0 {
 		ov := unicode16Overrides
@@ -81,9 +90,12 @@ func decodeAt(s string, i int) (rune, int) {
 }
 
 // contractionLen returns the length of the contraction suffix
-// (?i:s|t|re|ve|m|ll|d) at s[i:] (after an apostrophe), or 0. Only ASCII
-// letters fold: Oniguruma does not fold U+017F or U+212A into these patterns
-// here, and Hugging Face agrees (golden corpus).
+// (?i:s|t|re|ve|m|ll|d) at s[i:] (after an apostrophe), or 0. Case folding
+// is Oniguruma's Unicode simple folding: ASCII letters and U+017F LATIN
+// SMALL LETTER LONG S, which folds to 's' (Oniguruma's test_utf8.c:
+// x2("(?i)s", "\xc5\xbf", 0, 2)); no other code point folds to one of
+// these letters (U+212A KELVIN SIGN folds to 'k', U+0130 to "i̇"). regexp2
+// folds the same way, which TestScannerMatchesRegex checks.
 func contractionLen(s string, i int) int {
 	if i >= len(s) {
 		return 0
@@ -99,51 +111,74 @@ func contractionLen(s string, i int) int {
 		if i+1 < len(s) && s[i+1]|0x20 == 'l' {
 			return 2
 		}
+	case 0xC5 | 0x20: // U+017F is C5 BF
+		if s[i] == 0xC5 && i+1 < len(s) && s[i+1] == 0xBF {
+			return 2
+		}
 	}
 	return 0
 }
 
 // nextPreToken returns the end of the pre-token that starts at s[i]
-// (i < len(s)): the match of Qwen's split regex at i, alternatives tried in
-// order as a backtracking engine does. Every position matches one
+// (i < len(s)): the match at i of a Qwen-style split regex, alternatives
+// tried in order as a backtracking engine does. letters selects the word
+// class: clsLetter for Qwen2/Qwen3 and Llama 3 (\p{L}+), clsLetter|clsMark
+// for Qwen3.5 ([\p{L}\p{M}]+, and marks leave the punctuation class).
+// digits is the longest run of \p{N} one pre-token takes: 1 for Qwen
+// (\p{N}), 3 for Llama 3 (\p{N}{1,3}). Every position matches one
 // alternative, so pre-tokens tile the segment. Cost is linear in the
 // pre-token length plus, for whitespace, the length of the whitespace run.
-func nextPreToken(s string, i int) int {
+func nextPreToken(s string, i int, letters uint8, digits int) int {
 	r, n := decodeAt(s, i)
 	c := classOf(r)
 	j := i + n
+	// Not \s, not a letter (or mark, for Qwen3.5), not \p{N}.
+	notOther := letters | clsNumber | clsSpace
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if r == '\'' {
 		if k := contractionLen(s, j); k > 0 {
 			return j + k
 		}
 	}
-	// [^\r\n\p{L}\p{N}]?\p{L}+
-	if c&clsLetter != 0 {
-		return scanLetters(s, j)
+	// [^\r\n\p{L}\p{N}]?\p{L}+   (Qwen3.5: [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+)
+	if c&letters != 0 {
+		return scanLetters(s, j, letters)
 	}
-	if c&(clsNumber|clsCRLF) == 0 && j < len(s) {
+	if c&(clsLetter|clsNumber|clsCRLF) == 0 && j < len(s) {
 		r2, n2 := decodeAt(s, j)
-		if classOf(r2)&clsLetter != 0 {
-			return scanLetters(s, j+n2)
+		if classOf(r2)&letters != 0 {
+			return scanLetters(s, j+n2, letters)
 		}
 	}
-	// \p{N}
+	// \p{N}   (Llama 3: \p{N}{1,3})
 	if c&clsNumber != 0 {
+		for k := 1; k < digits && j < len(s); k++ {
+			r2, n2 := decodeAt(s, j)
+			if classOf(r2)&clsNumber == 0 {
+				break
+			}
+			j += n2
+		}
 		return j
 	}
-	//  ?[^\s\p{L}\p{N}]+[\r\n]*
-	if c == clsOther {
-		return scanOthers(s, j)
+	//  ?[^\s\p{L}\p{N}]+[\r\n]*   (Qwen3.5: ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*)
+	if c&notOther == 0 {
+		return scanOthers(s, j, notOther)
 	}
 	if r == ' ' && j < len(s) {
 		r2, n2 := decodeAt(s, j)
-		if classOf(r2) == clsOther {
-			return scanOthers(s, j+n2)
+		if classOf(r2)&notOther == 0 {
+			return scanOthers(s, j+n2, notOther)
 		}
 	}
-	// r is whitespace. Find the maximal whitespace run s[i:end], its last
-	// '\r'/'\n' and the start of its last rune.
+	return whitespaceEnd(s, i)
+}
+
+// whitespaceEnd returns the end of \s*[\r\n]+|\s+(?!\S)|\s+ at s[i], a
+// whitespace character.
+func whitespaceEnd(s string, i int) int {
+	// Find the maximal whitespace run s[i:end], its last '\r'/'\n' and
+	// the start of its last rune.
 	end, lastNL, lastStart := i, -1, i
 	for k := i; k < len(s); {
 		rk, nk := decodeAt(s, k)
@@ -171,11 +206,12 @@ func nextPreToken(s string, i int) int {
 	return lastStart
 }
 
-// scanLetters returns the end of the run of \p{L} starting at s[j].
-func scanLetters(s string, j int) int {
+// scanLetters returns the end of the run of letters (classes in mask)
+// starting at s[j].
+func scanLetters(s string, j int, mask uint8) int {
 	for j < len(s) {
 		r, n := decodeAt(s, j)
-		if classOf(r)&clsLetter == 0 {
+		if classOf(r)&mask == 0 {
 			break
 		}
 		j += n
@@ -183,11 +219,12 @@ func scanLetters(s string, j int) int {
 	return j
 }
 
-// scanOthers returns the end of [^\s\p{L}\p{N}]*[\r\n]* starting at s[j].
-func scanOthers(s string, j int) int {
+// scanOthers returns the end of [^\s\p{L}\p{N}]*[\r\n]* starting at s[j]
+// (notOther: the classes that end the run).
+func scanOthers(s string, j int, notOther uint8) int {
 	for j < len(s) {
 		r, n := decodeAt(s, j)
-		if classOf(r) != clsOther {
+		if classOf(r)&notOther != 0 {
 			break
 		}
 		j += n

@@ -130,20 +130,24 @@ func (t *Tokenizer) SetSegmentCache(c *SegmentCache) { t.segs = c }
 // SegmentCache returns the cache set with SetSegmentCache, or nil.
 func (t *Tokenizer) SegmentCache() *SegmentCache { return t.segs }
 
-// encodeSegmentCached appends the ids of a segment without added tokens, through the segment
-// cache when one is set and the segment is long enough to be worth it (encodeSegmentAuto
-// encodes the misses, in parallel when large).
-func (t *Tokenizer) encodeSegmentCached(dst []uint32, seg string) []uint32 {
+// encodeSegmentCached appends the ids of a segment without added tokens (first: it starts the
+// text), through the segment cache when one is set and the segment is long enough to be worth
+// it (encodeSegmentAuto encodes the misses, in parallel when large). first is part of the key:
+// a Metaspace prepend_scheme "first" encodes the text's first segment differently.
+func (t *Tokenizer) encodeSegmentCached(dst []uint32, seg string, first bool) []uint32 {
 	c := t.segs
 	if c == nil || len(seg) < minCachedSegment {
-		return t.encodeSegmentAuto(dst, seg)
+		return t.encodeSegmentAuto(dst, seg, first)
 	}
 	key := xxh3.HashString128(seg)
+	if first {
+		key.Hi ^= 0x9e3779b97f4a7c15 // a different key for the same text at the start
+	}
 	if ids, ok := c.get(key, len(seg)); ok {
 		return append(dst, ids...)
 	}
 	n := len(dst)
-	dst = t.encodeSegmentAuto(dst, seg)
+	dst = t.encodeSegmentAuto(dst, seg, first)
 	c.put(key, len(seg), dst[n:])
 	return dst
 }

@@ -1,28 +1,65 @@
 package tokenizer
 
 import (
+	"sort"
 	"strings"
 )
 
-// Tokenizer encodes text to Qwen-style byte-level BPE token ids. Build it with
-// Load; it is safe for concurrent use.
+// Tokenizer encodes text to BPE token ids. Build it with Load; it is safe
+// for concurrent use.
 type Tokenizer struct {
-	vocab   map[string]uint32 // byte-level token text (e.g. "Ġworld") → id
-	merges  map[uint64]merge  // pairKey(left, right) → rank and result
-	rankIDs []uint32          // merge rank → result id
-	byteIDs [256]uint32       // id of the one-byte token of each byte
-	decode  []string          // id → raw bytes (added tokens: their content)
-	known   []bool            // id → whether decode[id] is defined
-	added   addedTokens
-	cache   wordCache
-	segs    *SegmentCache // nil: no segment cache (segcache.go)
+	vocab        map[string]uint32 // token text as spelled in tokenizer.json (e.g. "Ġworld", "▁world") → id
+	rawVocab     map[string]uint32 // byte-level vocab by raw bytes (ignore_merges only)
+	merges       map[uint64]merge  // pairKey(left, right) → rank and result
+	rankIDs      []uint32          // merge rank → result id
+	byteIDs      [256]uint32       // id of each byte as a one-byte word
+	byteFallback [256]uint32       // character level: id of <0xXX>
+	decode       []string          // id → raw bytes (added tokens: their content)
+	known        []bool            // id → whether decode[id] is defined
+	byContent    map[string]uint32 // every added token's content → id
+	added        addedTokens       // added tokens with normalized false, matched in the raw text
+	addedNorm    addedTokens       // added tokens with normalized true, matched after the normalizer
+	norm         normalizer        // nil: none
+	fast         uint8             // non-zero: the Qwen scanner's letters mask (fast path)
+	fastDigits   int               // the scanner's longest \p{N} run
+	fastO200k    bool              // gpt-oss's o200k split on its scanner (fast path)
+	fastDeepseek bool              // DeepSeek-V3's three splits on their scanner (fast path)
+	stages       []stage           // general path pre-tokenizers, in order
+	byteLevel    bool              // GPT-2 byte-level alphabet, else characters with byte fallback
+	ignoreMerges bool              // a pre-token that is a vocabulary token is that token
+	cache        wordCache
+	segs         *SegmentCache // nil: no segment cache (segcache.go)
 }
 
-// addedTokens finds added tokens in raw text, leftmost-longest.
+// addedTokens finds added tokens in text, leftmost-longest.
 type addedTokens struct {
 	byContent map[string]uint32
 	byFirst   [256][]string // tokens by first byte, longest first
 	first     []byte        // the distinct first bytes
+}
+
+// add indexes one token (the first of a content wins).
+func (a *addedTokens) add(content string, id uint32) {
+	if a.byContent == nil {
+		a.byContent = make(map[string]uint32)
+	}
+	if _, dup := a.byContent[content]; dup {
+		return
+	}
+	a.byContent[content] = id
+	b := content[0]
+	if len(a.byFirst[b]) == 0 {
+		a.first = append(a.first, b)
+	}
+	a.byFirst[b] = append(a.byFirst[b], content)
+}
+
+// sort orders each first-byte list longest first.
+func (a *addedTokens) sort() {
+	for b := range a.byFirst {
+		toks := a.byFirst[b]
+		sort.SliceStable(toks, func(i, j int) bool { return len(toks[i]) > len(toks[j]) })
+	}
 }
 
 // find returns the leftmost, then longest added token in s as s[start:end]
@@ -50,39 +87,93 @@ func (a *addedTokens) find(s string) (start, end int, id uint32) {
 }
 
 // Encode returns the token ids of text, equal to Hugging Face tokenizers'
-// encode(text, add_special_tokens=False) for the loaded tokenizer.json: added
-// tokens split out of the raw text first (leftmost-longest, one id each),
-// NFC per remaining segment, the Qwen split regex, byte-level BPE. Time is
-// O(n log n) in len(text). Invalid UTF-8 bytes are kept and encoded by their
-// byte values. An empty text gives an empty (non-nil) slice.
+// encode(text, add_special_tokens=False) for the loaded tokenizer.json:
+// added tokens with normalized false split out of the raw text first
+// (leftmost-longest, one id each), the normalizer per remaining segment,
+// added tokens with normalized true split out of the normalized segment,
+// the pre-tokenizer (the Qwen scanner on the fast path, else the Split,
+// ByteLevel and Metaspace stages in order), BPE per pre-token. Time is
+// O(n log n) in len(text) on the fast path. Invalid UTF-8 bytes are kept and
+// encoded by their byte values. An empty text gives an empty (non-nil)
+// slice.
 func (t *Tokenizer) Encode(text string) []uint32 {
 	ids := make([]uint32, 0, len(text)/3+4)
+	first := true
 	for len(text) > 0 {
 		start, end, id := -1, -1, uint32(0)
 		if len(t.added.first) > 0 {
 			start, end, id = t.added.find(text)
 		}
 		if start < 0 {
-			return t.encodeSegmentCached(ids, text)
+			return t.encodeSegmentCached(ids, text, first)
 		}
-		ids = t.encodeSegmentCached(ids, text[:start])
+		ids = t.encodeSegmentCached(ids, text[:start], first && start > 0)
 		ids = append(ids, id)
 		text = text[end:]
+		first = false
 	}
 	return ids
 }
 
-// encodeSegment appends the ids of a text without added tokens.
-func (t *Tokenizer) encodeSegment(dst []uint32, seg string) []uint32 {
+// encodeSegment appends the ids of a text without non-normalized added
+// tokens; first says it starts the text.
+func (t *Tokenizer) encodeSegment(dst []uint32, seg string, first bool) []uint32 {
 	if seg == "" {
 		return dst
 	}
-	seg = nfc(seg)
-	for i := 0; i < len(seg); {
-		j := nextPreToken(seg, i)
-		dst = t.encodeWord(dst, seg[i:j])
-		i = j
+	if t.norm != nil {
+		seg = t.norm(seg)
 	}
+	for len(seg) > 0 && len(t.addedNorm.first) > 0 {
+		start, end, id := t.addedNorm.find(seg)
+		if start < 0 {
+			break
+		}
+		dst = t.preTokenize(dst, seg[:start], first && start > 0)
+		dst = append(dst, id)
+		seg = seg[end:]
+		first = false
+	}
+	return t.preTokenize(dst, seg, first)
+}
+
+// preTokenize appends the ids of a normalized text without added tokens.
+func (t *Tokenizer) preTokenize(dst []uint32, seg string, first bool) []uint32 {
+	if seg == "" {
+		return dst
+	}
+	if t.fast != 0 {
+		for i := 0; i < len(seg); {
+			j := nextPreToken(seg, i, t.fast, t.fastDigits)
+			dst = t.encodeWord(dst, seg[i:j])
+			i = j
+		}
+		return dst
+	}
+	if t.fastO200k {
+		for i := 0; i < len(seg); {
+			j := nextPreTokenO200k(seg, i)
+			dst = t.encodeWord(dst, seg[i:j])
+			i = j
+		}
+		return dst
+	}
+	if t.fastDeepseek {
+		deepseekPreTokens(seg, func(w string) { dst = t.encodeWord(dst, w) })
+		return dst
+	}
+	// emit[k] feeds a piece to stage k; the last one encodes it.
+	emit := make([]func(piece), len(t.stages)+1)
+	emit[len(t.stages)] = func(p piece) {
+		if p.s != "" {
+			dst = t.encodeWord(dst, p.s)
+		}
+	}
+	for k := len(t.stages) - 1; k >= 0; k-- {
+		st, next := t.stages[k], emit[k+1]
+		emit[k] = func(p piece) { st.split(p, next) }
+	}
+	emit[0](piece{s: seg, first: first})
 	return dst
 }
 
@@ -90,6 +181,11 @@ func (t *Tokenizer) encodeSegment(dst []uint32, seg string) []uint32 {
 func (t *Tokenizer) encodeWord(dst []uint32, w string) []uint32 {
 	if len(w) == 1 {
 		return append(dst, t.byteIDs[w[0]])
+	}
+	if t.ignoreMerges {
+		if id, ok := t.wordID(w); ok {
+			return append(dst, id)
+		}
 	}
 	if len(w) > maxCachedWordLen {
 		return t.bpe(dst, w)
@@ -118,10 +214,20 @@ func (t *Tokenizer) Decode(ids []uint32) string {
 	return b.String()
 }
 
+// wordID returns the vocabulary id of a whole pre-token (ignore_merges).
+func (t *Tokenizer) wordID(w string) (uint32, bool) {
+	if t.byteLevel {
+		id, ok := t.rawVocab[w]
+		return id, ok
+	}
+	id, ok := t.vocab[w]
+	return id, ok
+}
+
 // TokenID returns the id of an added token's content (e.g. "<|video_pad|>")
 // or of a vocabulary token in its byte-level spelling (e.g. "Ġworld").
 func (t *Tokenizer) TokenID(s string) (uint32, bool) {
-	if id, ok := t.added.byContent[s]; ok {
+	if id, ok := t.byContent[s]; ok {
 		return id, true
 	}
 	id, ok := t.vocab[s]

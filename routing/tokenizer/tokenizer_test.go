@@ -99,26 +99,38 @@ func TestLoadRejectsUnsupported(t *testing.T) {
 		return doc["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[i].(map[string]any)
 	}
 	cases := map[string]func(doc map[string]any){
-		"no normalizer":      func(doc map[string]any) { doc["normalizer"] = nil },
-		"nfkc normalizer":    func(doc map[string]any) { doc["normalizer"] = map[string]any{"type": "NFKC"} },
-		"other regex":        func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"Regex": `\s+`} },
-		"string pattern":     func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"String": " "} },
-		"removed behavior":   func(doc map[string]any) { preTok(doc, 0)["behavior"] = "Removed" },
-		"prefix space":       func(doc map[string]any) { preTok(doc, 1)["add_prefix_space"] = true },
-		"bytelevel regex":    func(doc map[string]any) { preTok(doc, 1)["use_regex"] = true },
-		"metaspace":          func(doc map[string]any) { doc["pre_tokenizer"] = map[string]any{"type": "Metaspace"} },
+		"nfkc normalizer": func(doc map[string]any) { doc["normalizer"] = map[string]any{"type": "NFKC"} },
+		"lowercase in seq": func(doc map[string]any) {
+			doc["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFC"}, map[string]any{"type": "Lowercase"}}}
+		},
+		"word class regex": func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"Regex": `\w+`} },
+		"word boundary":    func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"Regex": `\bx`} },
+		"posix bracket":    func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"Regex": `[[:alpha:]]+`} },
+		"line anchor":      func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"Regex": `^ +`} },
+		"class set op":     func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"Regex": `[a-z&&[^b]]`} },
+		"possessive":       func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"Regex": `a++`} },
+		"bad regex":        func(doc map[string]any) { preTok(doc, 0)["pattern"] = map[string]any{"Regex": `(a`} },
+		"no pattern":       func(doc map[string]any) { delete(preTok(doc, 0), "pattern") },
+		"unknown behavior": func(doc map[string]any) { preTok(doc, 0)["behavior"] = "Sideways" },
+		"bytelevel first": func(doc map[string]any) {
+			pl := doc["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)
+			pl[0], pl[1] = pl[1], pl[0]
+		},
+		"whitespace pretok": func(doc map[string]any) { doc["pre_tokenizer"] = map[string]any{"type": "Whitespace"} },
+		"metaspace without byte fallback": func(doc map[string]any) {
+			doc["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true}
+		},
+		"bad prepend scheme": func(doc map[string]any) {
+			doc["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "sometimes"}
+		},
 		"wordpiece":          func(doc map[string]any) { model(doc)["type"] = "WordPiece" },
 		"dropout":            func(doc map[string]any) { model(doc)["dropout"] = 0.1 },
 		"byte fallback":      func(doc map[string]any) { model(doc)["byte_fallback"] = true },
-		"ignore merges":      func(doc map[string]any) { model(doc)["ignore_merges"] = true },
 		"subword prefix":     func(doc map[string]any) { model(doc)["continuing_subword_prefix"] = "##" },
 		"wordpiece decoder":  func(doc map[string]any) { doc["decoder"] = map[string]any{"type": "WordPiece"} },
 		"missing byte token": func(doc map[string]any) { delete(model(doc)["vocab"].(map[string]any), "Ġ") },
 		"lstrip added": func(doc map[string]any) {
 			doc["added_tokens"].([]any)[0].(map[string]any)["lstrip"] = true
-		},
-		"normalized added": func(doc map[string]any) {
-			doc["added_tokens"].([]any)[0].(map[string]any)["normalized"] = true
 		},
 	}
 	for name, edit := range cases {
@@ -130,14 +142,13 @@ func TestLoadRejectsUnsupported(t *testing.T) {
 		})
 	}
 	bad := map[string]func(doc map[string]any){
-		"merge not in vocab":   func(doc map[string]any) { model(doc)["merges"] = []any{"x y"} },
-		"merge with 3 parts":   func(doc map[string]any) { model(doc)["merges"] = []any{"a b c"} },
-		"merge array of 1":     func(doc map[string]any) { model(doc)["merges"] = []any{[]string{"a"}} },
-		"merge of wrong type":  func(doc map[string]any) { model(doc)["merges"] = []any{7} },
-		"vocab of wrong type":  func(doc map[string]any) { model(doc)["vocab"] = []any{"a"} },
-		"negative vocab id":    func(doc map[string]any) { model(doc)["vocab"].(map[string]any)["zz"] = -1 },
-		"huge vocab id":        func(doc map[string]any) { model(doc)["vocab"].(map[string]any)["zz"] = 1 << 30 },
-		"non byte-level token": func(doc map[string]any) { model(doc)["vocab"].(map[string]any)["a b"] = 400 },
+		"merge not in vocab":  func(doc map[string]any) { model(doc)["merges"] = []any{"x y"} },
+		"merge with 3 parts":  func(doc map[string]any) { model(doc)["merges"] = []any{"a b c"} },
+		"merge array of 1":    func(doc map[string]any) { model(doc)["merges"] = []any{[]string{"a"}} },
+		"merge of wrong type": func(doc map[string]any) { model(doc)["merges"] = []any{7} },
+		"vocab of wrong type": func(doc map[string]any) { model(doc)["vocab"] = []any{"a"} },
+		"negative vocab id":   func(doc map[string]any) { model(doc)["vocab"].(map[string]any)["zz"] = -1 },
+		"huge vocab id":       func(doc map[string]any) { model(doc)["vocab"].(map[string]any)["zz"] = 1 << 30 },
 	}
 	for name, edit := range bad {
 		t.Run(name, func(t *testing.T) {

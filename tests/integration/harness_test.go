@@ -51,6 +51,7 @@ type simSpec struct {
 	Contract     string        // contract JSON; "" = sim.HubContract
 	Oracle       []uint32      // oracle mode tokens; nil = the simulator's own expansion
 	PrefillDelay time.Duration // delay before the first token
+	TokenDelay   time.Duration // delay before each further token
 	BlockSize    int           // KV block size (the attention group's with Hybrid); 0 = blockSize
 	Hybrid       bool          // publish like a hybrid vLLM worker (sim.PublisherConfig.Hybrid)
 }
@@ -296,7 +297,7 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 		}
 		w.pub = pub
 		w.srv = sim.New(&sim.Config{WorkerID: sp.ID, Model: sp.Model, BlockSize: bs, PrefillDelay: sp.PrefillDelay,
-			Frontend: fe, Blocks: bc, Events: pub})
+			TokenDelay: sp.TokenDelay, Frontend: fe, Blocks: bc, Events: pub})
 		w.ts = httptest.NewServer(http.HandlerFunc(w.serveHTTP))
 		t.Cleanup(w.ts.Close)
 		w.ep = w.ts.Listener.Addr().String()
@@ -459,8 +460,23 @@ type explainResp struct {
 		WorkerID      string  `json:"worker_id"`
 		OverlapBlocks int     `json:"overlap_blocks"`
 		Cost          float64 `json:"cost"`
+		Terms         struct {
+			UncachedTokens      int64   `json:"uncached_tokens"`
+			QueuedPrefillTokens int64   `json:"queued_prefill_tokens"`
+			WaitingSequences    int64   `json:"waiting_sequences"`
+			QueueTokens         float64 `json:"queue_tokens"`
+			PrefillBlocks       float64 `json:"prefill_blocks"`
+			DecodeBlocks        float64 `json:"decode_blocks"`
+		} `json:"terms"`
+		ActivePrefillTokens int64   `json:"active_prefill_tokens"`
+		ActiveRequests      int64   `json:"active_requests"`
+		Busy                bool    `json:"busy"`
+		RecentRequests      float64 `json:"recent_requests"`
+		OverBalance         bool    `json:"over_balance"`
 	} `json:"candidates"`
-	Decision struct {
+	CostModel     string `json:"cost_model"`
+	RequestTokens int    `json:"request_tokens"`
+	Decision      struct {
 		WorkerID string `json:"worker_id"`
 	} `json:"decision"`
 }

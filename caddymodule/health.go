@@ -1,0 +1,283 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/kvevents/registry"
+)
+
+// Defaults of the active health checks of registered workers (issue 11 item 2).
+const (
+	DefaultHealthURI      = "/health" // vLLM and SGLang both answer GET /health with 200
+	DefaultHealthInterval = 5 * time.Second
+	DefaultHealthTimeout  = 2 * time.Second
+)
+
+// HealthChecks configures the router's own view of which workers answer. A dial error, a refused
+// or reset connection, or a 502/503/504 produced by the proxy for a worker marks it down on this
+// replica at once: the router stops scoring it (its cached blocks stay in the index, their credit
+// is ignored) and the selection policy skips it, until it proves alive again: a successful active
+// probe of URI, a registry heartbeat written after the failure, or a successful request. Without
+// this, a killed worker's warm cache and idle load made it the cheapest choice until its registry
+// record expired.
+type HealthChecks struct {
+	// URI is probed with GET on every worker (static and registered); a 2xx answer is healthy.
+	// Default: /health.
+	URI string `json:"uri,omitempty"`
+
+	// Interval between probes of each worker; a negative value turns active probes off (passive
+	// detection stays on). Default: 5s.
+	Interval caddy.Duration `json:"interval,omitempty"`
+
+	// Timeout of one probe. Default: 2s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+}
+
+func (h *HealthChecks) setDefaults() {
+	if h.URI == "" {
+		h.URI = DefaultHealthURI
+	}
+	if h.Interval == 0 {
+		h.Interval = caddy.Duration(DefaultHealthInterval)
+	}
+	if h.Timeout == 0 {
+		h.Timeout = caddy.Duration(DefaultHealthTimeout)
+	}
+}
+
+// workerHealth is one replica's record of the workers marked down, by worker id. Safe for
+// concurrent use; a nil *workerHealth has every worker healthy (an unprovisioned app).
+type workerHealth struct {
+	mu   sync.Mutex
+	down map[string]time.Time // worker id → time of the failure that marked it down
+
+	onChange func(id string, healthy bool)
+	logger   *zap.Logger
+}
+
+func newWorkerHealth(logger *zap.Logger, onChange func(string, bool)) *workerHealth {
+	return &workerHealth{down: map[string]time.Time{}, logger: logger, onChange: onChange}
+}
+
+// fail marks worker id down (or keeps it down, with the newer failure time).
+func (h *workerHealth) fail(id string, cause string) {
+	if h == nil || id == "" {
+		return
+	}
+	h.mu.Lock()
+	_, was := h.down[id]
+	h.down[id] = time.Now()
+	h.mu.Unlock()
+	if !was {
+		h.logger.Warn("worker marked down", zap.String("worker_id", id), zap.String("cause", cause))
+		if h.onChange != nil {
+			h.onChange(id, false)
+		}
+	}
+}
+
+// ok marks worker id alive on evidence gathered from time since on (a probe or an attempt that
+// started then): evidence older than the failure that marked it down is ignored, so a slow probe
+// or request that began before a worker died cannot bring it back.
+func (h *workerHealth) ok(id string, cause string, since time.Time) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	failed, was := h.down[id]
+	if was && since.Before(failed) {
+		h.mu.Unlock()
+		return
+	}
+	delete(h.down, id)
+	h.mu.Unlock()
+	if was {
+		h.logger.Info("worker alive again", zap.String("worker_id", id), zap.String("cause", cause))
+	}
+	if h.onChange != nil {
+		h.onChange(id, true)
+	}
+}
+
+// isDown reports whether worker id is marked down.
+func (h *workerHealth) isDown(id string) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	_, d := h.down[id]
+	h.mu.Unlock()
+	return d
+}
+
+// downSince returns when worker id was marked down.
+func (h *workerHealth) downSince(id string) (time.Time, bool) {
+	h.mu.Lock()
+	t, d := h.down[id]
+	h.mu.Unlock()
+	return t, d
+}
+
+// routable returns ws without the workers marked down; all of ws when every one is down (the
+// proxy then tries them rather than answering 503 without an attempt).
+func (h *workerHealth) routable(ws []registry.Worker) []registry.Worker {
+	if h == nil {
+		return ws
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.down) == 0 {
+		return ws
+	}
+	out := make([]registry.Worker, 0, len(ws))
+	for _, w := range ws {
+		if _, d := h.down[w.WorkerID]; !d {
+			out = append(out, w)
+		}
+	}
+	if len(out) == 0 {
+		return ws
+	}
+	return out
+}
+
+// forget drops the state of workers no longer listed.
+func (h *workerHealth) forget(ws []registry.Worker) {
+	if h == nil {
+		return
+	}
+	listed := make(map[string]bool, len(ws))
+	for _, w := range ws {
+		listed[w.WorkerID] = true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id := range h.down {
+		if !listed[id] {
+			delete(h.down, id)
+		}
+	}
+}
+
+// prober probes every worker's health URI at each interval.
+type prober struct {
+	cfg      HealthChecks
+	client   *http.Client
+	health   *workerHealth
+	workers  func() []registry.Worker
+	lastSeen func(id string) (time.Time, bool) // registry heartbeat; nil without a registry
+}
+
+// run probes until ctx ends. With probes off (a negative interval) it still revives down
+// workers on registry heartbeats, every DefaultHealthInterval.
+func (p *prober) run(ctx context.Context) {
+	every := time.Duration(p.cfg.Interval)
+	if every <= 0 {
+		every = DefaultHealthInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.round(ctx)
+		}
+	}
+}
+
+// round probes every current worker once, concurrently, and revives down workers whose registry
+// record was rewritten after their failure.
+func (p *prober) round(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, w := range p.workers() {
+		if since, down := p.health.downSince(w.WorkerID); down && p.lastSeen != nil {
+			if seen, ok := p.lastSeen(w.WorkerID); ok && seen.After(since) {
+				p.health.ok(w.WorkerID, "registry heartbeat", seen)
+			}
+		}
+		if p.cfg.Interval <= 0 {
+			continue
+		}
+		wg.Add(1)
+		go func(w registry.Worker) {
+			defer wg.Done()
+			start := time.Now()
+			if err := p.probe(ctx, w.Endpoint); err != nil {
+				if ctx.Err() != nil {
+					return // the app stopped, not the worker
+				}
+				p.health.fail(w.WorkerID, "health probe: "+err.Error())
+				return
+			}
+			p.health.ok(w.WorkerID, "health probe", start)
+		}(w)
+	}
+	wg.Wait()
+}
+
+func (p *prober) probe(ctx context.Context, endpoint string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.Timeout))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+endpoint+p.cfg.URI, nil)
+	if err != nil {
+		return err
+	}
+	res, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return fmt.Errorf("status %d", res.StatusCode)
+	}
+	return nil
+}
+
+// markFailed marks the worker at endpoint ep down after a failed proxy attempt.
+func (a *App) markFailed(ep, cause string) {
+	if w, ok := a.WorkerByEndpoint(ep); ok {
+		a.health.fail(w.WorkerID, cause)
+	}
+}
+
+// markServed marks the worker at endpoint ep alive after it answered an attempt made at time at.
+func (a *App) markServed(ep string, at time.Time) {
+	if w, ok := a.WorkerByEndpoint(ep); ok && a.health.isDown(w.WorkerID) {
+		a.health.ok(w.WorkerID, "request served", at)
+	}
+}
+
+// endpointDown reports whether the worker at endpoint ep is marked down.
+func (a *App) endpointDown(ep string) bool {
+	w, ok := a.WorkerByEndpoint(ep)
+	return ok && a.health.isDown(w.WorkerID)
+}
+
+// routablePool returns pool without the upstreams of workers marked down; all of pool when that
+// leaves none.
+func (a *App) routablePool(pool reverseproxy.UpstreamPool) reverseproxy.UpstreamPool {
+	out := make(reverseproxy.UpstreamPool, 0, len(pool))
+	for _, up := range pool {
+		if ep, err := registry.NormalizeEndpoint(up.Dial); err != nil || !a.endpointDown(ep) {
+			out = append(out, up)
+		}
+	}
+	if len(out) == 0 {
+		return pool
+	}
+	return out
+}
+
+// routableWorkers returns the current workers without those marked down (all of them when every
+// one is down).
+func (a *App) routableWorkers() []registry.Worker { return a.health.routable(a.WorkerList()) }

@@ -1,0 +1,80 @@
+package scheduler_test
+
+import (
+	"testing"
+
+	"github.com/kvroute/kvroute/routing/scheduler"
+)
+
+// TestBalanceBound: w1 holds the request's prefix and is always cheapest. With the default bound
+// (factor 1.1, window 25 per worker: decay 1 − 1/50 per routed request over 2 workers) it takes the
+// first two requests, which stay in flight; then its recent count 1·decay + 1 = 1.98, plus this
+// one, exceeds ceil(1.1 · (1.98 + 1) / 2) = 2, so the third goes to w2. Once w1's requests finished
+// it is idle and never over the bound. Select alone (explain) counts nothing.
+func TestBalanceBound(t *testing.T) {
+	req := scheduler.Request{Tokens: 460, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
+	decay := 1 - 1/50.0
+	s := newSched(t, nil, 1)
+	var open []*scheduler.Handle
+	for i := range 2 {
+		d, err := s.Select(req, cands)
+		if err != nil || d.Worker != w1 {
+			t.Fatalf("request %d: %v %v", i, d.Worker, err)
+		}
+		h := s.Begin(d)
+		h.FirstByte() // decoding: in flight, no prefill queued
+		open = append(open, h)
+	}
+	for range 5 { // explain's Select: no Begin, no count
+		_, _ = s.Select(req, cands)
+	}
+	d, err := s.Select(req, cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := d.Candidates[0], d.Candidates[1]
+	if d.Worker != w2 || !c1.OverBalance || c1.Eligible || c1.RecentRequests != 1*decay+1 || c1.Cost != 28 ||
+		c2.OverBalance || c2.RecentRequests != 0 || d.Cost != 460 {
+		t.Errorf("third request: picked %v; w1 %+v; w2 %+v", d.Worker, c1, c2)
+	}
+	// Unavailable workers are not part of the fair share and never marked.
+	un := cand(w3, 0)
+	un.Available = false
+	d, _ = s.Select(req, []scheduler.Candidate{cand(w1, 27), cand(w2, 0), un})
+	if d.Candidates[2].OverBalance || d.Worker != w2 {
+		t.Errorf("with an unavailable worker: picked %v, %+v", d.Worker, d.Candidates[2])
+	}
+	for _, h := range open {
+		h.Done()
+	}
+	// Idle again: the same counts, but w1 has nothing in flight, so it takes the request.
+	if d, _ = s.Select(req, cands); d.Worker != w1 || d.Candidates[0].OverBalance || d.Candidates[0].RecentRequests != 1*decay+1 {
+		t.Errorf("idle w1: picked %v, w1 %+v", d.Worker, d.Candidates[0])
+	}
+	// The bound off (negative factor): w1 keeps every request. The linear model has no bound
+	// (its decode term is its balance): nothing is counted or marked.
+	for _, cfg := range []*scheduler.Config{{BalanceFactor: -1}, {CostModel: scheduler.CostLinear, PrefillLoadScale: 1, OverlapCredit: 1}} {
+		o := newSched(t, cfg, 1)
+		for i := range 3 {
+			d, _ := o.Select(req, cands)
+			if c := d.Candidates[0]; c.OverBalance || c.RecentRequests != 0 || (cfg.CostModel == "" && d.Worker != w1) {
+				t.Errorf("%+v request %d: picked %v, w1 %+v", cfg, i, d.Worker, c)
+			}
+			o.Begin(d).FirstByte() // kept in flight
+		}
+	}
+}
+
+func TestBalanceValidation(t *testing.T) {
+	for _, c := range []scheduler.Config{{BalanceFactor: 0.5}, {BalanceWindow: -1}} {
+		if _, err := scheduler.New(&c, nil); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	for _, c := range []scheduler.Config{{BalanceFactor: -1}, {BalanceFactor: 1}, {BalanceFactor: 2, BalanceWindow: 7}} {
+		if _, err := scheduler.New(&c, nil); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}

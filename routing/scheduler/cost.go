@@ -1,0 +1,113 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+)
+
+// The cost models (Config.CostModel).
+const (
+	// CostTTFT (the default) scores the time to first token the worker would give the request, in
+	// prefill tokens: the request's uncached tokens, plus the prefill tokens already waiting on the
+	// worker, plus queue_wait_tokens per sequence over the worker's running limit.
+	CostTTFT = "ttft"
+	// CostLinear is DESIGN.md §7's cost, Dynamo's linear policy over prefill and decode blocks.
+	CostLinear = "linear"
+)
+
+// Terms are the parts of one candidate's cost, for explain and logs. The ttft model fills the token
+// terms, the linear model the block terms.
+type Terms struct {
+	// UncachedTokens is the request's prompt tokens not in the worker's cached prefix:
+	// max(request_tokens − overlap_blocks · block_size, 0) (ttft).
+	UncachedTokens int64 `json:"uncached_tokens"`
+	// QueuedPrefillTokens is the prefill work ahead of the request on the worker: the uncached
+	// tokens of routed requests that have not produced a first byte (ttft).
+	QueuedPrefillTokens int64 `json:"queued_prefill_tokens"`
+	// WaitingSequences is how many sequences, this request included, would be over the worker's
+	// running limit: max(active_requests + 1 − max_running, 0), 0 when max_running is 0 (ttft).
+	WaitingSequences int64 `json:"waiting_sequences"`
+	// QueueTokens is WaitingSequences · queue_wait_tokens (ttft).
+	QueueTokens float64 `json:"queue_tokens"`
+	// PrefillBlocks is the linear model's prefill term:
+	// prefill_load_scale · max(prefill_blocks − overlap_credit · overlap_blocks, 0) (linear).
+	PrefillBlocks float64 `json:"prefill_blocks"`
+	// DecodeBlocks is the linear model's decode term: active_decode_blocks + ceil(request_tokens /
+	// block_size) (linear).
+	DecodeBlocks float64 `json:"decode_blocks"`
+}
+
+// Score returns one worker's cost and its terms under the configured model.
+//
+// ttft (the default), in prefill tokens, so that cost × the worker's prefill time per token
+// estimates the time to first token:
+//
+//	cost = max(request_tokens − overlap_blocks·block_size, 0) + active_prefill_tokens
+//	       + queue_wait_tokens · max(active_requests + 1 − max_running, 0)   (max_running > 0)
+//
+// (queue_wait_tokens 0 means 1024.)
+//
+// Decode load is not a cost term: a decoding sequence slows the worker's prefill little while it
+// runs, and it bites through the running limit (the queue term) and KV memory (the
+// max_active_decode_blocks busy threshold). The model is SGLang's cache-aware policy with the
+// balance gate replaced by an estimate of the wait (sgl-router src/policies/cache_aware.rs), and
+// Dynamo's prefill term with overlap_score_weight → ∞ and decode_blocks moved into busy thresholds
+// (lib/llm/src/kv_router/scheduler.rs); docs/architecture.md, "Cost model".
+//
+// Balance is not a cost term: with ttft, Select skips workers over the load bound (BalanceFactor,
+// balance.go). linear is DESIGN.md §7 (see Cost).
+func (c *Config) Score(load Load, requestTokens, blockSize, overlapBlocks int) (float64, Terms) {
+	if c.CostModel == CostLinear {
+		bs := float64(blockSize)
+		prefill := (float64(load.PrefillTokens) + float64(requestTokens)) / bs
+		t := Terms{
+			PrefillBlocks: c.PrefillLoadScale * math.Max(prefill-c.OverlapCredit*float64(overlapBlocks), 0),
+			DecodeBlocks:  float64(load.DecodeBlocks) + math.Ceil(float64(requestTokens)/bs),
+		}
+		return t.PrefillBlocks + t.DecodeBlocks, t
+	}
+	t := Terms{
+		UncachedTokens:      max(int64(requestTokens)-int64(overlapBlocks)*int64(blockSize), 0),
+		QueuedPrefillTokens: max(load.PrefillTokens, 0),
+	}
+	if c.MaxRunning > 0 {
+		t.WaitingSequences = max(load.Requests+1-c.MaxRunning, 0)
+		wait := c.QueueWaitTokens
+		if wait == 0 {
+			wait = DefaultQueueWaitTokens
+		}
+		t.QueueTokens = float64(t.WaitingSequences) * wait
+	}
+	return float64(t.UncachedTokens+t.QueuedPrefillTokens) + t.QueueTokens, t
+}
+
+// Cost is Score without the terms. For the linear model (DESIGN.md §7), in float64:
+// prefill_blocks = (active_prefill_tokens + request_tokens) / block_size,
+// decode_blocks = active_decode_blocks + ceil(request_tokens / block_size),
+// cost = prefill_load_scale · max(prefill_blocks − overlap_credit · overlap_blocks, 0) + decode_blocks.
+func (c *Config) Cost(load Load, requestTokens, blockSize, overlapBlocks int) float64 {
+	cost, _ := c.Score(load, requestTokens, blockSize, overlapBlocks)
+	return cost
+}
+
+// validateModel checks the cost model's name and its own parameters.
+func (c *Config) validateModel() error {
+	switch c.CostModel {
+	case "", CostTTFT, CostLinear:
+	default:
+		return fmt.Errorf("cost must be %s or %s, got %q", CostTTFT, CostLinear, c.CostModel)
+	}
+	if c.BalanceFactor > 0 && c.BalanceFactor < 1 || math.IsNaN(c.BalanceFactor) || math.IsInf(c.BalanceFactor, 0) {
+		return fmt.Errorf("balance_factor must be >= 1 (0: default, negative: off), got %v", c.BalanceFactor)
+	}
+	if c.BalanceWindow < 0 {
+		return fmt.Errorf("balance_window must be >= 0, got %d", c.BalanceWindow)
+	}
+	if c.MaxRunning < 0 {
+		return fmt.Errorf("max_running must be >= 0, got %d", c.MaxRunning)
+	}
+	if c.QueueWaitTokens < 0 || math.IsNaN(c.QueueWaitTokens) || math.IsInf(c.QueueWaitTokens, 0) {
+		return fmt.Errorf("queue_wait_tokens must be a finite number >= 0, got %v", c.QueueWaitTokens)
+	}
+	return nil
+}

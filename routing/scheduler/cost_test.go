@@ -1,0 +1,144 @@
+package scheduler_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/routing/scheduler"
+)
+
+// The issue-19 case: a 460-token request (block size 16) whose first 27 blocks (432 tokens) w1
+// holds; w1 also runs one earlier request of 29 blocks that finished prefill and is decoding.
+func TestTTFTCostPrefersCachedWorker(t *testing.T) {
+	req := scheduler.Request{Tokens: 460, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
+	for _, tc := range []struct {
+		name  string
+		cfg   *scheduler.Config
+		costs map[index.WorkerKey]float64
+		pick  index.WorkerKey
+	}{
+		// ttft: w1 460 − 432 = 28 uncached tokens, nothing queued; w2 460.
+		{"ttft", nil, map[index.WorkerKey]float64{w1: 28, w2: 460}, w1},
+		// "" is the default model too.
+		{"empty_is_ttft", &scheduler.Config{}, map[index.WorkerKey]float64{w1: 28, w2: 460}, w1},
+		// linear: w1 max(460/16 − 27, 0) + (29 + 29) = 1.75 + 58 = 59.75; w2 28.75 + 29 = 57.75. The
+		// decoding request outweighs the 27 cached blocks, and the cache is lost.
+		{"linear", linear(), map[index.WorkerKey]float64{w1: 59.75, w2: 57.75}, w2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSched(t, tc.cfg, 1)
+			s.Tracker().Adjust(w1, 0, 29, 1)
+			d, err := s.Select(req, cands)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Costs[w1] != tc.costs[w1] || d.Costs[w2] != tc.costs[w2] || d.Worker != tc.pick {
+				t.Errorf("costs %v pick %v, want %v pick %v", d.Costs, d.Worker, tc.costs, tc.pick)
+			}
+		})
+	}
+}
+
+func TestTTFTTerms(t *testing.T) {
+	req := scheduler.Request{Tokens: 460, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0), cand(w3, 1)}
+	cfg := scheduler.DefaultConfig()
+	cfg.MaxRunning = 2
+	s := newSched(t, cfg, 1)
+	// w1 prefills a 500-token request and decodes another: 28 + 500 queued, and with 2 running the
+	// request waits for a slot: + 1 · 1024 = 1552.
+	s.Tracker().Adjust(w1, 500, 61, 2)
+	// w2 runs one decoding request: 460 uncached, no queue (1 + 1 − 2 = 0).
+	s.Tracker().Adjust(w2, 0, 30, 1)
+	// w3 runs three: 460 − 16 = 444, waiting 3 + 1 − 2 = 2 sequences: + 2048 = 2492.
+	s.Tracker().Adjust(w3, 0, 90, 3)
+	d, err := s.Select(req, cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		cost  float64
+		terms scheduler.Terms
+	}{
+		{1552, scheduler.Terms{UncachedTokens: 28, QueuedPrefillTokens: 500, WaitingSequences: 1, QueueTokens: 1024}},
+		{460, scheduler.Terms{UncachedTokens: 460}},
+		{2492, scheduler.Terms{UncachedTokens: 444, WaitingSequences: 2, QueueTokens: 2048}},
+	}
+	for i, w := range want {
+		if got := d.Candidates[i]; got.Cost != w.cost || got.Terms != w.terms {
+			t.Errorf("%v: cost %v terms %+v, want %v %+v", got.Worker, got.Cost, got.Terms, w.cost, w.terms)
+		}
+	}
+	if d.Worker != w2 {
+		t.Errorf("picked %v, want w2", d.Worker)
+	}
+	// Without max_running there is no queue term: w1 528 (still behind w2's 460 on queued prefill),
+	// w3 444 wins.
+	d, _ = newSchedWithLoads(t, scheduler.DefaultConfig(), s).Select(req, cands)
+	if d.Costs[w1] != 528 || d.Costs[w3] != 444 || d.Worker != w3 {
+		t.Errorf("no max_running: costs %v pick %v", d.Costs, d.Worker)
+	}
+	// Linear terms: w2 prefill 460/16 = 28.75, decode 30 + 29 = 59.
+	lin, _ := newSchedWithLoads(t, linear(), s).Select(req, cands)
+	if tm := lin.Candidates[1].Terms; tm != (scheduler.Terms{PrefillBlocks: 28.75, DecodeBlocks: 59}) || lin.Costs[w2] != 87.75 {
+		t.Errorf("linear w2 terms %+v cost %v", tm, lin.Costs[w2])
+	}
+}
+
+// newSchedWithLoads is a scheduler with cfg over s's tracker.
+func newSchedWithLoads(t *testing.T, cfg *scheduler.Config, s *scheduler.Scheduler) *scheduler.Scheduler {
+	t.Helper()
+	n, err := scheduler.NewWithTracker(cfg, nil, s.Tracker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Decode load bites through the busy threshold: w1 is cheapest by ttft but holds more decode
+// blocks than max_active_decode_blocks, so w2 takes the request.
+func TestTTFTDecodeBusy(t *testing.T) {
+	cfg := scheduler.DefaultConfig()
+	cfg.MaxActiveDecodeBlocks = 40
+	s := newSched(t, cfg, 1)
+	s.Tracker().Adjust(w1, 0, 58, 2)
+	d, err := s.Select(scheduler.Request{Tokens: 460, BlockSize: 16}, []scheduler.Candidate{cand(w1, 27), cand(w2, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Worker != w2 || !d.Candidates[0].Busy || d.Candidates[0].Cost != 28 || d.Cost != 460 {
+		t.Errorf("picked %v (cost %v), w1 %+v", d.Worker, d.Cost, d.Candidates[0])
+	}
+}
+
+func TestCostModelValidation(t *testing.T) {
+	for _, c := range []scheduler.Config{
+		{CostModel: "quadratic"},
+		{MaxRunning: -1},
+		{QueueWaitTokens: -1},
+		{QueueWaitTokens: math.NaN()},
+		{QueueWaitTokens: math.Inf(1)},
+	} {
+		if _, err := scheduler.New(&c, nil); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	for _, m := range []string{"", scheduler.CostTTFT, scheduler.CostLinear} {
+		if _, err := scheduler.New(&scheduler.Config{CostModel: m}, nil); err != nil {
+			t.Errorf("cost %q: %v", m, err)
+		}
+	}
+	if d := scheduler.DefaultConfig(); d.Model() != "ttft" || d.QueueWaitTokens != 0 || d.MaxRunning != 0 {
+		t.Errorf("defaults %+v", d)
+	}
+	if (&scheduler.Config{CostModel: "linear"}).Model() != "linear" {
+		t.Error("linear model name")
+	}
+	// queue_wait_tokens set: one waiting sequence costs 100 tokens.
+	c := &scheduler.Config{MaxRunning: 1, QueueWaitTokens: 100}
+	if cost, tm := c.Score(scheduler.Load{Requests: 1}, 32, 16, 1); cost != 116 || tm.QueueTokens != 100 || tm.WaitingSequences != 1 {
+		t.Errorf("queue_wait_tokens 100: cost %v terms %+v", cost, tm)
+	}
+}

@@ -1,0 +1,257 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// killableWorker is an OpenAI-style upstream that can die like a SIGKILLed process (listener and
+// every connection closed at once, no deregistration) and come back on the same address.
+type killableWorker struct {
+	addr     string
+	mu       sync.Mutex // guards srv
+	srv      *http.Server
+	inflight atomic.Int64
+	count    atomic.Int64
+}
+
+func newKillableWorker(t *testing.T) *killableWorker {
+	k := &killableWorker{}
+	k.start(t)
+	t.Cleanup(func() { k.kill() })
+	return k
+}
+
+func (k *killableWorker) start(t *testing.T) {
+	t.Helper()
+	addr := k.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on %s: %v", addr, err)
+	}
+	k.addr = ln.Addr().String()
+	srv := &http.Server{Handler: http.HandlerFunc(k.serve)}
+	k.mu.Lock()
+	k.srv = srv
+	k.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// kill closes the listener and every connection; it returns the requests in flight then.
+func (k *killableWorker) kill() int64 {
+	k.mu.Lock()
+	srv := k.srv
+	k.srv = nil
+	k.mu.Unlock()
+	n := k.inflight.Load()
+	if srv != nil {
+		_ = srv.Close()
+	}
+	return n
+}
+
+func (k *killableWorker) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" {
+		return
+	}
+	k.inflight.Add(1)
+	defer k.inflight.Add(-1)
+	_, _ = io.Copy(io.Discard, r.Body)
+	k.count.Add(1)
+	time.Sleep(5 * time.Millisecond) // a short generation, so requests are in flight at the kill
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}`))
+}
+
+// loadResult is one request of the load run.
+type loadResult struct {
+	start, end time.Time
+	status     int
+	worker     string
+}
+
+// killRun is the outcome of one kill test run.
+type killRun struct {
+	total, failed    int
+	inflightAtKill   int64
+	afterFailToDead  int // requests started after the first failure, before the restart, served by or routed to the dead worker
+	firstFail        time.Time
+	back             time.Duration // restart → first request served by the restarted worker
+	healthyAfterFail bool          // /kvroute/workers healthy of the dead worker after the first failure
+	gaugeAfterFail   string        // caddy_kvroute_worker_healthy{worker="w1"} then
+	servedBeforeKill [2]int64
+}
+
+const (
+	killConcurrency    = 16
+	killHealthInterval = 2 * time.Second
+)
+
+// runKill drives 16 concurrent chat requests through the TLS edge at two workers, kills worker 1
+// after 2 s, restarts it on the same address after 5 s, and stops after 8 s (bounded).
+func runKill(t *testing.T, proxy string) killRun {
+	w0, w1 := newKillableWorker(t), newKillableWorker(t)
+	app := fmt.Sprintf("\t\thealth_checks {\n\t\t\tinterval %s\n\t\t\ttimeout 500ms\n\t\t}\n", killHealthInterval)
+	e := startEdge(t, edgeConfig{Workers: []string{w0.addr, w1.addr}, Proxy: proxy, App: app})
+	cl := e.client(false)
+	defer cl.CloseIdleConnections()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var results []loadResult
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for g := 0; g < killConcurrency; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				n := seq.Add(1)
+				body := chatBody(fmt.Sprintf("request %d: %s", n, longText("load", 40)))
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.https+"/v1/chat/completions", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				r := loadResult{start: time.Now()}
+				res, err := cl.Do(req)
+				if err != nil {
+					if ctx.Err() != nil {
+						return // the run ended, not a failure
+					}
+					r.status = -1
+				} else {
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					r.status, r.worker = res.StatusCode, res.Header.Get("X-Kvroute-Worker")
+				}
+				r.end = time.Now()
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			}
+		}()
+	}
+	var run killRun
+	time.Sleep(2 * time.Second)
+	run.servedBeforeKill = [2]int64{w0.count.Load(), w1.count.Load()}
+	run.inflightAtKill = w1.kill()
+	time.Sleep(3 * time.Second)
+	run.healthyAfterFail = workerHealthy(t, e, "w1")
+	run.gaugeAfterFail = metricLine(t, e, `caddy_kvroute_worker_healthy{worker="w1"}`)
+	before := w1.count.Load()
+	restart := time.Now()
+	w1.start(t)
+	for ctx.Err() == nil && w1.count.Load() == before {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if w1.count.Load() > before {
+		run.back = time.Since(restart)
+	}
+	wg.Wait()
+
+	sort.Slice(results, func(i, j int) bool { return results[i].start.Before(results[j].start) })
+	run.total = len(results)
+	for _, r := range results {
+		if r.status != 200 {
+			run.failed++
+			if run.firstFail.IsZero() || r.end.Before(run.firstFail) {
+				run.firstFail = r.end
+			}
+		}
+	}
+	for _, r := range results {
+		if !run.firstFail.IsZero() && r.start.After(run.firstFail) && r.start.Before(restart) && (r.worker == "w1" || r.status != 200) {
+			run.afterFailToDead++
+		}
+	}
+	t.Logf("%s: %d requests, %d failed, %d in flight on the dead worker at the kill, %d requests after the first failure went to it; served before the kill w0=%d w1=%d; restarted worker served again after %s",
+		t.Name(), run.total, run.failed, run.inflightAtKill, run.afterFailToDead, run.servedBeforeKill[0], run.servedBeforeKill[1], run.back)
+	return run
+}
+
+// workerHealthy returns the `healthy` field of /kvroute/workers for worker id.
+func workerHealthy(t *testing.T, e *edgeEnv, id string) bool {
+	t.Helper()
+	res, err := http.Get(e.admin + "/kvroute/workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ws []struct {
+		WorkerID string `json:"worker_id"`
+		Healthy  bool   `json:"healthy"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.WorkerID == id {
+			return w.Healthy
+		}
+	}
+	t.Fatalf("worker %s not listed", id)
+	return false
+}
+
+// TestKillWorkerUnderLoad kills one of two workers under bounded load (issue 11 item 2). Without
+// retries, the failed requests are at most those in flight on the dead worker plus the
+// concurrency, and no request started after the first failure is routed to the dead worker; with
+// `lb_retries 1` (and POST retries) no request fails. The restarted worker gets traffic again
+// within one health interval.
+func TestKillWorkerUnderLoad(t *testing.T) {
+	check := func(t *testing.T, run killRun, maxFailed int) {
+		if run.servedBeforeKill[0] == 0 || run.servedBeforeKill[1] == 0 {
+			t.Fatalf("both workers must serve before the kill: %v", run.servedBeforeKill)
+		}
+		if run.failed > maxFailed {
+			t.Errorf("%d requests failed, want <= %d", run.failed, maxFailed)
+		}
+		if run.afterFailToDead != 0 {
+			t.Errorf("%d requests started after the first failure were routed to the dead worker", run.afterFailToDead)
+		}
+		if run.back == 0 || run.back > killHealthInterval+time.Second {
+			t.Errorf("restarted worker served again after %s, want within one health interval (%s)", run.back, killHealthInterval)
+		}
+	}
+	t.Run("no retries", func(t *testing.T) {
+		run := runKill(t, "")
+		if run.healthyAfterFail || run.gaugeAfterFail != "0" {
+			t.Errorf("dead worker: /kvroute/workers healthy %v, caddy_kvroute_worker_healthy %q; want false, 0", run.healthyAfterFail, run.gaugeAfterFail)
+		}
+		check(t, run, int(run.inflightAtKill)+killConcurrency)
+	})
+	t.Run("lb_retries 1", func(t *testing.T) {
+		run := runKill(t, "\t\t\tlb_retries 1\n\t\t\tlb_retry_match {\n\t\t\t\tmethod POST\n\t\t\t}\n")
+		check(t, run, 0)
+	})
+}
+
+// metricLine returns the value of the admin /metrics sample whose name and labels are series.
+func metricLine(t *testing.T, e *edgeEnv, series string) string {
+	t.Helper()
+	res, err := http.Get(e.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
