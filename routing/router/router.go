@@ -226,11 +226,10 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	r.verify.setWorkers(in.Workers)
 	workers, matched := workersFor(in.Workers, req.Model)
 	if kind == pathOther {
-		if len(workers) == 0 {
-			res.Fallback, res.Detail = reason.NotRouted, "path is not routed by KV overlap"
-			return res, nil
-		}
-		return r.loadOnly(ctx, res, workers, in, reason.NotRouted, "path is not routed by KV overlap")
+		// No preference, as the handler forwards such a path (the policy's fallback picks): the
+		// explain endpoint must not name a worker the handler would not choose.
+		res.Fallback, res.Detail = reason.NotRouted, "path is not routed by KV overlap"
+		return res, nil
 	}
 	if len(workers) == 0 {
 		res.Fallback, res.Detail = reason.IndexUnavailable, "no registered workers"

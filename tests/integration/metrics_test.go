@@ -108,6 +108,10 @@ func TestDecisionMetricsTruthful(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"fallback":"not_routed"`) {
 			t.Errorf("explain of /v1/models: %d %s", resp.StatusCode, b)
 		}
+		// The handler forwards such a path with no preference: explain names no worker either.
+		if !strings.Contains(string(b), `"decision":{"worker_id":"","endpoint":""}`) {
+			t.Errorf("explain of /v1/models names a worker the handler would not choose: %s", b)
+		}
 	})
 }
 
