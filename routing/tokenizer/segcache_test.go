@@ -147,3 +147,30 @@ func TestSegmentCacheConcurrent(t *testing.T) {
 		t.Errorf("%s: ids differ under concurrent use", name)
 	}
 }
+
+// TestSegmentCacheFamilies encodes every family's golden vectors twice through a segment cache
+// (cold, then warm) on a fresh tokenizer of each family, so normalizers, Metaspace's "first"
+// segment and the general path are covered too.
+func TestSegmentCacheFamilies(t *testing.T) {
+	for _, f := range families {
+		t.Run(f.name, func(t *testing.T) {
+			tok, err := Load(familyDir + f.name + "/tokenizer.json")
+			if err != nil {
+				t.Fatalf("%v: run `make deps` to fetch the tokenizer files", err)
+			}
+			c := NewSegmentCache(DefaultSegmentCacheBytes)
+			tok.SetSegmentCache(c)
+			cases := familyCases(t, f.name)
+			for pass := 0; pass < 2; pass++ {
+				for _, tc := range cases {
+					if got := tok.Encode(tc.Text); !slices.Equal(got, tc.IDs) {
+						t.Fatalf("pass %d %s: cached ids differ from the golden ids", pass, tc.Name)
+					}
+				}
+			}
+			if st := c.Stats(); st.Hits == 0 {
+				t.Fatalf("no hits: %+v", st)
+			}
+		})
+	}
+}
