@@ -62,3 +62,8 @@ demo: deps bins caddy
 ## bench-quality: the routing-quality benchmark (docs/benchmarks.md, "Routing quality"); ARGS=-n 80 for a quick run.
 bench-quality: deps
 	go run ./bench/quality $(ARGS)
+
+## bench-proxy: kvroute vs plain reverse_proxy in one Caddy (docs/benchmarks.md); ARGS passes flags.
+.PHONY: bench-proxy
+bench-proxy: deps
+	go run ./bench/proxy $(ARGS)

@@ -19,6 +19,7 @@ import (
 //	max_media         <n>
 //	max_messages      <n>
 //	max_parts         <n>
+//	tokenize_cache_size <size>
 //	media {
 //	    allow_loopback
 //	    allow_private
@@ -77,6 +78,12 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 		return true, oneArg(d, intInto(d, &rc.MaxMessages))
 	case "max_parts":
 		return true, oneArg(d, intInto(d, &rc.MaxParts))
+	case "tokenize_cache_size":
+		if rc.TokenizeCacheSize != nil {
+			return true, d.Err("tokenize_cache_size already specified")
+		}
+		rc.TokenizeCacheSize = new(int64)
+		return true, oneArg(d, sizeInto(d, rc.TokenizeCacheSize))
 	case "media":
 		if rc.Media != nil {
 			return true, d.Err("media already specified")

@@ -110,19 +110,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Every answer carries the id, also errors written by Caddy itself (issue 11 item 4).
 	w.Header().Set("X-Request-Id", reqID)
 
+	dec := h.app.Decider()
 	var body []byte
 	if routedBody(r) {
 		b, err := readBody(w, r, h.MaxBodySize, time.Duration(h.ReadTimeout))
 		if err != nil {
 			return h.fail(w, r, reqID, err)
 		}
-		if !jsonValid(b) {
+		if !parsesBody(dec) && !jsonValid(b) {
 			return h.fail(w, r, reqID, reason.New(reason.BodyInvalid, "request body is not valid JSON"))
 		}
 		body = b
 	}
 
-	d, err := h.app.Decider().Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.routableWorkers()})
+	d, err := dec.Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.routableWorkers()})
 	if err != nil {
 		if code := reason.CodeOf(err); code.IsClientError() {
 			return h.fail(w, r, reqID, err)

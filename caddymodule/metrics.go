@@ -80,7 +80,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.errors, m.hitRatio, m.routingSeconds, m.decodeCache,
-		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, m.state}
+		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, m.state, tokenizeCacheCollector{}}
 }
 
 // registerMetrics registers the process-wide collectors with reg (one config's registry; nil is

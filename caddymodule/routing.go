@@ -55,6 +55,11 @@ type RoutingConfig struct {
 	// overlap_credit 1, temperature 0, no busy thresholds.
 	Scheduler *scheduler.Config `json:"scheduler,omitempty"`
 
+	// TokenizeCacheSize is the byte budget of the tokenize cache: prompt segment (the text
+	// between two added tokens) → token ids, LRU, so a conversation's earlier turns are not
+	// tokenized again. 0 turns it off. Default: 256 MiB.
+	TokenizeCacheSize *int64 `json:"tokenize_cache_size,omitempty"`
+
 	// Index bounds the KV block index. The index survives config reloads; its bounds are taken
 	// from the config that created it. Default: 1Mi blocks per worker, 16Mi in total.
 	Index *IndexConfig `json:"index,omitempty"`
@@ -330,6 +335,7 @@ func (a *App) loadModel() (*loadedModel, error) {
 func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, error) {
 	rc := &a.RoutingConfig
 	m, lm := loaded.model, loaded.layout
+	a.setTokenizeCache(m) // before the router shares the tokenizer
 	sched, err := scheduler.NewWithTracker(rc.Scheduler, nil, ec.tracker)
 	if err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
@@ -347,6 +353,7 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 	stage := func(s string, d time.Duration) { a.metrics.routingSeconds.WithLabelValues(s).Observe(d.Seconds()) }
 	res.Stage = stage
 	res.CacheResult = func(result string) { a.metrics.decodeCache.WithLabelValues(result).Inc() }
+	res.Revalidated = func() { a.metrics.decodeCache.WithLabelValues("revalidated").Inc() }
 	cfg := router.DefaultConfig()
 	if rc.FrontendDecoding != nil {
 		cfg.FrontendDecoding = *rc.FrontendDecoding

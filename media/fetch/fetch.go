@@ -203,11 +203,15 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string, h *hold) ([]byte
 	}
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("Accept", "*/*")
+	setConditional(ctx, req) // FetchConditionalHeld (conditional.go)
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return nil, f.mapErr(ctx, err, host)
 	}
 	defer resp.Body.Close()
+	if err := conditionalResult(ctx, resp); err != nil {
+		return nil, err
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, reason.New(reason.MediaFetchFailed, "media host %q answered %d", hostOf(resp.Request.URL),
 			resp.StatusCode)

@@ -40,6 +40,11 @@ type Resolver struct {
 	Stage func(stage string, d time.Duration)
 	// CacheResult, when set, receives "hit" or "miss" for every video decode-cache lookup.
 	CacheResult func(result string)
+	// Revalidated, when set, is called for every video whose URL answered 304 Not Modified to
+	// a conditional request, so its earlier result was reused (revalidate.go).
+	Revalidated func()
+
+	reval revalidated
 }
 
 // New returns a resolver over a fetcher and a decoder.
@@ -59,16 +64,11 @@ func (r *Resolver) stage(ctx context.Context, name string, t time.Time) {
 
 // Video fetches url and decodes it with the frames contract c samples; the result's identity
 // comes from the decode cache when the same bytes were decoded under the same contract before.
-// The fetched bytes stay reserved in the fetcher's budget until the decode ends.
+// A URL fetched before with validators is revalidated instead (revalidate.go): a 304 reuses
+// the earlier result without reading the body. The fetched bytes stay reserved in the fetcher's
+// budget until the decode ends.
 func (r *Resolver) Video(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
-	t := time.Now()
-	data, release, err := r.fetcher.FetchHeld(ctx, url)
-	defer release()
-	r.stage(ctx, "fetch", t)
-	if err != nil {
-		return nil, err
-	}
-	return r.DecodeVideo(ctx, data, c)
+	return r.videoRevalidated(ctx, url, c)
 }
 
 // DecodeVideo is Video for bytes already in memory.

@@ -227,8 +227,9 @@ func (d *decoder) number() error {
 }
 
 // string decodes a JSON string starting at the opening quote. Strings without escapes that are
-// valid UTF-8 are sliced directly; others go through encoding/json, which decodes escapes
-// (surrogate pairs included) and replaces invalid UTF-8 with U+FFFD.
+// valid UTF-8 are sliced directly; others go through unquote, which decodes escapes (surrogate
+// pairs included) and replaces invalid UTF-8 with U+FFFD as encoding/json does, and an invalid
+// escape through encoding/json for its error.
 func (d *decoder) string() (string, error) {
 	start := d.pos
 	d.pos++
@@ -244,7 +245,10 @@ func (d *decoder) string() (string, error) {
 			if simple {
 				return string(d.src[start+1 : d.pos-1]), nil
 			}
-			var s string
+			if s, ok := unquote(d.src[start+1 : d.pos-1]); ok {
+				return s, nil
+			}
+			var s string // an invalid escape: encoding/json names the error
 			if err := json.Unmarshal(d.src[start:d.pos], &s); err != nil {
 				return "", fmt.Errorf("%w at byte %d: %w", errSyntax, start, err)
 			}
@@ -262,9 +266,21 @@ func (d *decoder) string() (string, error) {
 			d.pos += size
 		default:
 			d.pos++
+			for d.pos < len(d.src) && plainStringByte[d.src[d.pos]] {
+				d.pos++
+			}
 		}
 	}
 }
+
+// plainStringByte marks the bytes a string scan passes without a look: ASCII other than the
+// quote, the backslash and control characters.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (d *decoder) array(depth int, r role) (*node, error) {
 	n := &node{kind: kindArray, start: d.pos}

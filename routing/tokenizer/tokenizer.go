@@ -28,6 +28,7 @@ type Tokenizer struct {
 	byteLevel    bool              // GPT-2 byte-level alphabet, else characters with byte fallback
 	ignoreMerges bool              // a pre-token that is a vocabulary token is that token
 	cache        wordCache
+	segs         *SegmentCache // nil: no segment cache (segcache.go)
 }
 
 // addedTokens finds added tokens in text, leftmost-longest.
@@ -104,9 +105,9 @@ func (t *Tokenizer) Encode(text string) []uint32 {
 			start, end, id = t.added.find(text)
 		}
 		if start < 0 {
-			return t.encodeSegment(ids, text, first)
+			return t.encodeSegmentCached(ids, text, first)
 		}
-		ids = t.encodeSegment(ids, text[:start], first && start > 0)
+		ids = t.encodeSegmentCached(ids, text[:start], first && start > 0)
 		ids = append(ids, id)
 		text = text[end:]
 		first = false

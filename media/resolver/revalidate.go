@@ -1,0 +1,121 @@
+package resolver
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/router"
+)
+
+// maxRevalidated bounds the URLs whose validators and video result are kept for revalidation.
+const maxRevalidated = 4096
+
+// revalidated remembers, per (contract digest, URL), the validators of the last 200 response
+// and the video result decoded from its bytes, least recently used evicted beyond
+// maxRevalidated. The identity stays a function of the decoded content: an entry only says
+// which content a validator names.
+type revalidated struct {
+	mu sync.Mutex
+	m  map[string]*list.Element // key → *revalEntry
+	ll list.List                // front: most recently used
+}
+
+type revalEntry struct {
+	key  string
+	v    fetch.Validators
+	info router.VideoInfo
+}
+
+func (c *revalidated) get(key string) (revalEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.ll.MoveToFront(e)
+		return *e.Value.(*revalEntry), true
+	}
+	return revalEntry{}, false
+}
+
+func (c *revalidated) put(key string, v fetch.Validators, info *router.VideoInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]*list.Element)
+	}
+	ent := &revalEntry{key: key, v: v, info: *info}
+	ent.info.Indices = slices.Clone(info.Indices)
+	if e, ok := c.m[key]; ok {
+		e.Value = ent
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.m[key] = c.ll.PushFront(ent)
+	for c.ll.Len() > maxRevalidated {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.m, last.Value.(*revalEntry).key)
+	}
+}
+
+func (c *revalidated) remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.ll.Remove(e)
+		delete(c.m, key)
+	}
+}
+
+// videoRevalidated is Video with revalidation (issue 14): a URL fetched before with an ETag or
+// Last-Modified is fetched with a conditional request, and a 304 Not Modified returns the
+// result decoded from the earlier bytes without reading or decoding anything. A URL without
+// validators is fetched and decoded as before; a 200 replaces the remembered validators.
+func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
+	digest, err := c.Digest()
+	if err != nil {
+		return r.videoFetch(ctx, url, c) // DecodeVideo reports the contract error
+	}
+	key := digest + "\x00" + url
+	prev, known := r.reval.get(key)
+	t := time.Now()
+	data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
+	defer release()
+	r.stage(ctx, "fetch", t)
+	if errors.Is(err, fetch.ErrNotModified) && known {
+		if r.Revalidated != nil {
+			r.Revalidated()
+		}
+		info := prev.info
+		info.Indices = slices.Clone(prev.info.Indices)
+		return &info, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := r.DecodeVideo(ctx, data, c)
+	if err == nil && v.Revalidatable() {
+		r.reval.put(key, v, info)
+	} else if known {
+		r.reval.remove(key)
+	}
+	return info, err
+}
+
+// videoFetch fetches url unconditionally and decodes it, the bytes reserved in the fetcher's
+// budget until the decode ends.
+func (r *Resolver) videoFetch(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
+	t := time.Now()
+	data, release, err := r.fetcher.FetchHeld(ctx, url)
+	defer release()
+	r.stage(ctx, "fetch", t)
+	if err != nil {
+		return nil, err
+	}
+	return r.DecodeVideo(ctx, data, c)
+}

@@ -1,0 +1,84 @@
+package chat
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+)
+
+// checkUnquote compares the decoder's string with encoding/json's Unmarshal for one literal.
+func checkUnquote(t *testing.T, lit string) {
+	t.Helper()
+	var want string
+	wantErr := json.Unmarshal([]byte(lit), &want)
+	d := &decoder{src: []byte(lit)}
+	got, err := d.string()
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%q: error %v, encoding/json %v", lit, err, wantErr)
+	}
+	if err == nil && got != want {
+		t.Fatalf("%q: got %q, encoding/json %q", lit, got, want)
+	}
+}
+
+// TestUnquoteMatchesEncodingJSON checks the escape decoder against encoding/json on the escape
+// classes (surrogate pairs, lone and reversed surrogates, invalid UTF-8, bad escapes) and on
+// 20 000 random literals built from those pieces.
+func TestUnquoteMatchesEncodingJSON(t *testing.T) {
+	fixed := []string{
+		`"plain"`, `"a\nb"`, `"\"\\\/\b\f\n\r\t"`, `"\u0041\u00e9\u4e2d"`, `"\ud83d\ude00"`,
+		`"\ud83d"`, `"\ude00"`, `"\ud83d\u0041"`, `"\ud83dx"`, `"\ud83d\ud83d\ude00"`, `"\ude00\ud83d"`,
+		`"\uD83D\uDE00"`, `"\u00"`, `"\uzzzz"`, `"\x"`, `"\"`, "\"a\xffb\"", "\"\xc3\"", "\"\xed\xa0\x80\"",
+		"\"é\\n\xf0\x9f\x98\x80\"", `"\u0000"`, "\"\\\x01\"", "\"\\\xc3\xa9\"", `"\ud83d\u"`, `"\ud83d\uzzzz"`,
+	}
+	for _, lit := range fixed {
+		checkUnquote(t, lit)
+	}
+	pieces := []string{"a", "Z", " ", "é", "中", "\xf0\x9f\x98\x80", "\xff", "\xc3", "\xed\xa0\x80", `\n`, `\t`, `\"`,
+		`\\`, `\/`, `\b`, `\f`, `\r`, `\u0041`, `\u00E9`, `\ud83d`, `\ude00`, `\uD83D`, `\uDFFF`, `\u`, `\q`, `\u12`}
+	r := rand.New(rand.NewPCG(14, 14))
+	for i := 0; i < 20000; i++ {
+		lit := `"`
+		for k := r.IntN(8); k >= 0; k-- {
+			lit += pieces[r.IntN(len(pieces))]
+		}
+		checkUnquote(t, lit+`"`)
+	}
+}
+
+// FuzzUnquote compares the decoder's strings with encoding/json on arbitrary literal bodies.
+func FuzzUnquote(f *testing.F) {
+	f.Add([]byte(`a\nb\ud83d\ude00`))
+	f.Add([]byte("\xff\\u00e9"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		lit := `"` + string(body) + `"`
+		if d := (&decoder{src: []byte(lit)}); func() bool { _, err := d.string(); return err == nil && d.pos != len(lit) }() {
+			return // the body closes the literal early: not one string
+		}
+		checkUnquote(t, lit)
+	})
+}
+
+// BenchmarkParseRequestLong parses a 50-message chat body of about 400 kB whose texts contain
+// escapes (newlines, quotes), the shape of a long conversation.
+func BenchmarkParseRequestLong(b *testing.B) {
+	msgs := make([]map[string]string, 50)
+	r := rand.New(rand.NewPCG(1, 2))
+	words := []string{"route", "cache", "the", "block", "worker", "token", "\"quoted\"", "line\n", "é", "中文"}
+	for i := range msgs {
+		var s []byte
+		for len(s) < 8000 {
+			s = append(s, words[r.IntN(len(words))]...)
+			s = append(s, ' ')
+		}
+		msgs[i] = map[string]string{"role": []string{"user", "assistant"}[i%2], "content": string(s)}
+	}
+	body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
