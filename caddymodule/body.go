@@ -42,12 +42,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 			_ = rc.SetReadDeadline(time.Now())
 		}()
 	}
-	capHint := r.ContentLength
-	if capHint < 0 || capHint > 1<<20 {
-		capHint = 64 << 10 // grow as the data arrives; a header cannot make us allocate
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, capHint+1))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	data, err := readChunks(io.LimitReader(r.Body, limit+1), r.ContentLength)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, reason.Wrap(reason.BodyTimeout, err, "request body not received within %s", timeout)
@@ -60,11 +55,52 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		// answered (if anyone still listens) with 400, never a server error.
 		return nil, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed")
 	}
-	if int64(buf.Len()) > limit {
+	if int64(len(data)) > limit {
 		return nil, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", limit)
 	}
 	ok = true
-	return buf.Bytes(), nil
+	return data, nil
+}
+
+// Chunk sizes of readChunks: the first chunk, and the largest one.
+const (
+	firstBodyChunk = 64 << 10
+	maxBodyChunk   = 4 << 20
+)
+
+// readChunks reads r to its end into chunks that grow with the bytes received (64 KiB doubling
+// to 4 MiB), then copies them once into a slice of the exact length. A bytes.Buffer doubles and
+// copies as it grows and keeps its spare capacity: a 48 MiB body allocated 136 MiB and kept a
+// 68 MiB buffer for the whole request; here the peak is the body plus its chunks and what is kept
+// is the body. sizeHint (the Content-Length, -1 when unknown) only sizes the first chunk up to
+// maxBodyChunk: a header cannot make the router allocate what the client does not send.
+func readChunks(r io.Reader, sizeHint int64) ([]byte, error) {
+	next := int64(firstBodyChunk)
+	if sizeHint >= 0 && sizeHint < maxBodyChunk {
+		next = sizeHint + 1 // the +1 sees EOF without a second chunk
+	}
+	var chunks [][]byte
+	total := 0
+	for {
+		c := make([]byte, next)
+		n, err := io.ReadFull(r, c)
+		chunks, total = append(chunks, c[:n]), total+n
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		next = min(2*next, maxBodyChunk)
+	}
+	if len(chunks) == 1 && cap(chunks[0])-total <= 4<<10 {
+		return chunks[0][:total:total], nil // the hint was right: no copy
+	}
+	out := make([]byte, 0, total)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return out, nil
 }
 
 // replayBody is the request body handed to the proxy: the exact bytes read from the client,
