@@ -29,6 +29,21 @@ func TestBufferBounded(t *testing.T) {
 	e := newEnv(t, cfg)
 	b := newBridge(t, e.pub, "w")
 	b.listen()
+	// The snapshot request is refused only once 5 and 6 are buffered behind it: answered at once
+	// (no responder), 6 could arrive after the clear and be applied instead, which is right too
+	// but not what this test counts.
+	release := make(chan struct{})
+	snapSub, err := e.pub.Subscribe("kvroute.ctl.w.snapshot", func(m *nats.Msg) {
+		<-release
+		_ = m.Respond([]byte(`{"error":"no snapshot"}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = snapSub.Unsubscribe() }()
+	if err := e.pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
 	e.waitState("w", subscriber.StateLive)
 	b.setMode("mute")
@@ -44,6 +59,8 @@ func TestBufferBounded(t *testing.T) {
 			b.setMode("error") // the gap's request stays unanswered; later ones are refused
 		}
 	}
+	wait.For(t, "5 and 6 buffered behind the snapshot request", func() bool { return e.events("w")[subscriber.ResultBuffered] == 5 })
+	close(release)
 	e.waitSeq("w", 6)
 	ev := e.events("w")
 	// replay failures: the gap's (given up) and the rebuild try's (refused); 5 and 6 buffered behind
