@@ -65,7 +65,9 @@ type App struct {
 	poolKey string
 	static  []registry.Worker
 	metrics *metrics
-	health  *workerHealth // this replica's down-marked workers
+	// health is this replica's record of down-marked workers, the NATS state's (kept across
+	// reloads); nil (every worker healthy) before Start.
+	health  atomic.Pointer[workerHealth]
 	allow   *upstreamAllowList
 	refused sync.Map // "worker_id|endpoint" of refused records already logged
 
@@ -215,7 +217,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.HealthChecks = new(HealthChecks)
 	}
 	a.HealthChecks.setDefaults()
-	a.health = newWorkerHealth(a.logger.Named("health"), nil)
 	a.metrics = m
 	if a.decider.Load() == nil {
 		a.decider.Store(&deciderBox{NoPreference{}})
@@ -291,6 +292,8 @@ func (a *App) Start() error {
 	a.mu.Lock()
 	a.state, a.stop, a.done = st, cancel, done
 	a.mu.Unlock()
+	a.health.Store(st.health)
+	st.healthOwner.Store(a)
 	if err := a.startRouting(st); err != nil {
 		cancel()
 		close(done)
@@ -299,7 +302,7 @@ func (a *App) Start() error {
 	}
 	a.refreshWorkers()
 	p := &prober{cfg: *a.HealthChecks, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
-		health: a.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
+		health: st.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
 	go p.run(ctx)
 	changes, unsub := st.watcher.Subscribe()
 	go func() {
@@ -336,12 +339,13 @@ func (a *App) Stop() error {
 		a.metrics.state.clearApp(a)
 	}
 	a.mu.Lock()
-	stop, done := a.stop, a.done
+	stop, done, st := a.stop, a.done, a.state
 	a.stop, a.done, a.state = nil, nil, nil
 	a.mu.Unlock()
 	if stop == nil {
 		return nil
 	}
+	st.healthOwner.CompareAndSwap(a, nil)
 	stop()
 	<-done
 	a.mu.Lock()
@@ -377,7 +381,11 @@ func (a *App) refreshWorkers() {
 	}
 	merged := registry.Merge(a.static, live)
 	a.workers.Store(&merged)
-	a.health.forget(merged)
+	if st != nil {
+		if owner := st.healthOwner.Load(); owner == a || owner == nil {
+			st.health.forget(merged)
+		}
+	}
 	a.mu.Lock()
 	ec, rcore := a.events, a.routing
 	a.mu.Unlock()

@@ -14,8 +14,9 @@ import (
 )
 
 // eventCore is the KV index and the event subscriber that feeds it. It lives in the NATS state, so
-// config reloads keep the index (DESIGN.md §9); the first config that starts creates it with its
-// bounds.
+// config reloads keep the index (DESIGN.md §9). The first config that starts creates it; every
+// config that starts re-applies its model-dependent settings to it (eventCore.configure), so a
+// reload that changes model_dir or the index bounds takes effect on the surviving core.
 type eventCore struct {
 	index *index.Index
 	sub   *subscriber.Subscriber
@@ -44,9 +45,7 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 		kvMetrics.events.WithLabelValues(worker, result).Add(float64(n))
 		clock.observe(worker, result)
 	}
-	if m != nil && m.Vision {
-		scfg.ImagePad, scfg.VideoPad = m.TokenIDs.ImagePad, m.TokenIDs.VideoPad
-	}
+	scfg.ImagePad, scfg.VideoPad = modelPads(m)
 	sub, err := subscriber.New(scfg, st.nc, ix)
 	if err != nil {
 		return nil, fmt.Errorf("creating KV event subscriber: %w", err)
@@ -57,6 +56,28 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	}
 	st.events = &eventCore{index: ix, sub: sub, tracker: scheduler.NewTracker(), lastEvent: clock}
 	return st.events, nil
+}
+
+// configure applies one config's settings to the core: the index bounds and the model's
+// placeholder ids the subscriber normalizes events with (Qwen3-VL's defaults for a text-only model
+// or without model_dir, as when the core is created). Called at every config's Start, so these
+// follow a reload like the settings of a config's own router (the pattern of caddy-ratelimit,
+// which re-applies each config's settings to the rate limiters kept across reloads).
+func (ec *eventCore) configure(cfg *index.Config, m *model.Model) error {
+	if err := ec.index.SetLimits(cfg); err != nil {
+		return fmt.Errorf("applying index bounds: %w", err)
+	}
+	ec.sub.SetPads(modelPads(m))
+	return nil
+}
+
+// modelPads returns the placeholder ids of a vision model, 0, 0 (the subscriber's Qwen3-VL
+// defaults) for a text-only model or none.
+func modelPads(m *model.Model) (imagePad, videoPad uint32) {
+	if m != nil && m.Vision {
+		return m.TokenIDs.ImagePad, m.TokenIDs.VideoPad
+	}
+	return 0, 0
 }
 
 // stopCore stops the subscriber; called by Destruct before the connection closes.
@@ -84,6 +105,9 @@ func (a *App) startRouting(st *natsState) error {
 	if err != nil {
 		return err
 	}
+	if err := ec.configure(a.Index.indexConfig(), mm); err != nil {
+		return err
+	}
 	var rcore *routingCore
 	if m != nil {
 		if rcore, err = a.newRoutingCore(m, ec); err != nil {
@@ -92,6 +116,8 @@ func (a *App) startRouting(st *natsState) error {
 		ec.sub.SetOnStored(rcore.router.VerifyStored)
 		a.SetDecider(&routerDecider{app: a, core: rcore})
 	} else {
+		// a previous config's router must not verify this config's events
+		ec.sub.SetOnStored(nil)
 		a.logger.Warn("no model_dir configured: requests are routed on load alone")
 	}
 	a.mu.Lock()

@@ -246,21 +246,21 @@ func (p *prober) probe(ctx context.Context, endpoint string) error {
 // markFailed marks the worker at endpoint ep down after a failed proxy attempt.
 func (a *App) markFailed(ep, cause string) {
 	if w, ok := a.WorkerByEndpoint(ep); ok {
-		a.health.fail(w.WorkerID, cause)
+		a.health.Load().fail(w.WorkerID, cause)
 	}
 }
 
 // markServed marks the worker at endpoint ep alive after it answered an attempt made at time at.
 func (a *App) markServed(ep string, at time.Time) {
-	if w, ok := a.WorkerByEndpoint(ep); ok && a.health.isDown(w.WorkerID) {
-		a.health.ok(w.WorkerID, "request served", at)
+	if w, ok := a.WorkerByEndpoint(ep); ok && a.health.Load().isDown(w.WorkerID) {
+		a.health.Load().ok(w.WorkerID, "request served", at)
 	}
 }
 
 // endpointDown reports whether the worker at endpoint ep is marked down.
 func (a *App) endpointDown(ep string) bool {
 	w, ok := a.WorkerByEndpoint(ep)
-	return ok && a.health.isDown(w.WorkerID)
+	return ok && a.health.Load().isDown(w.WorkerID)
 }
 
 // routablePool returns pool without the upstreams of workers marked down; all of pool when that
@@ -280,4 +280,4 @@ func (a *App) routablePool(pool reverseproxy.UpstreamPool) reverseproxy.Upstream
 
 // routableWorkers returns the current workers without those marked down (all of them when every
 // one is down).
-func (a *App) routableWorkers() []registry.Worker { return a.health.routable(a.WorkerList()) }
+func (a *App) routableWorkers() []registry.Worker { return a.health.Load().routable(a.WorkerList()) }

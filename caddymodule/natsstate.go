@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -48,13 +49,21 @@ type natsState struct {
 	// coreMu guards events, created by the first config that starts (see natsState.core).
 	coreMu sync.Mutex
 	events *eventCore
+
+	// health is this replica's record of the workers marked down (health.go). It is kept here, not
+	// per config, so a reload does not bring a dead worker back before a probe or a heartbeat does.
+	health *workerHealth
+	// healthOwner is the config whose worker list decides which records are forgotten: the last
+	// one started (during a reload the old config's list would drop workers the new one added).
+	healthOwner atomic.Pointer[App]
 }
 
 // newNATSState starts the embedded server when no URL is configured, connects, opens the
 // registry bucket and starts its watcher. On error everything started so far is stopped.
 func newNATSState(cfg natsConfig, logger *zap.Logger) (_ *natsState, err error) {
 	// st is not the named result: a failing `return nil, err` must not nil it before the cleanup.
-	st := &natsState{url: cfg.url, created: time.Now(), logger: logger}
+	st := &natsState{url: cfg.url, created: time.Now(), logger: logger,
+		health: newWorkerHealth(caddy.Log().Named("kvroute.health"), nil)}
 	defer func() {
 		if err != nil {
 			_ = st.Destruct()

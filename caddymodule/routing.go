@@ -55,8 +55,8 @@ type RoutingConfig struct {
 	// overlap_credit 1, temperature 0, no busy thresholds.
 	Scheduler *scheduler.Config `json:"scheduler,omitempty"`
 
-	// Index bounds the KV block index. The index survives config reloads; its bounds are taken
-	// from the config that created it. Default: 1Mi blocks per worker, 16Mi in total.
+	// Index bounds the KV block index. The index survives config reloads; every config load
+	// applies its bounds to it. Default: 1Mi blocks per worker, 16Mi in total.
 	Index *IndexConfig `json:"index,omitempty"`
 }
 
