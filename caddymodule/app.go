@@ -85,9 +85,9 @@ type App struct {
 	// router on it.
 	model *loadedModel
 
-	// workers is the merged (static + live) worker list, sorted by id; replaced, never mutated.
-	// Read lock-free on the request path.
-	workers atomic.Pointer[[]registry.Worker]
+	// workers is the merged (static + live) worker list, sorted by id, with its router view;
+	// replaced, never mutated. Read lock-free on the request path.
+	workers atomic.Pointer[workerSet]
 
 	// decider computes routing decisions; see Decider.
 	decider atomic.Pointer[deciderBox]
@@ -190,8 +190,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		seen[w.WorkerID] = true
 		a.static = append(a.static, w)
 	}
-	merged := registry.Merge(a.static, nil)
-	a.workers.Store(&merged)
+	a.workers.Store(newWorkerSet(registry.Merge(a.static, nil)))
 	allow, err := newUpstreamAllowList(a.UpstreamCIDRs, a.static)
 	if err != nil {
 		return err
@@ -380,7 +379,8 @@ func (a *App) refreshWorkers() {
 		live = a.filterLive(st.watcher.Snapshot())
 	}
 	merged := registry.Merge(a.static, live)
-	a.workers.Store(&merged)
+	set := newWorkerSet(merged)
+	a.workers.Store(set)
 	if st != nil {
 		if owner := st.healthOwner.Load(); owner == a || owner == nil {
 			st.health.forget(merged)
@@ -393,7 +393,9 @@ func (a *App) refreshWorkers() {
 		ec.sub.SetWorkers(merged)
 	}
 	if rcore != nil {
-		for _, ag := range rcore.router.Agreements(routerWorkers(merged)) {
+		// the router gets the list here, when it changes, not with every request
+		rcore.router.SetWorkers(set.routed)
+		for _, ag := range rcore.router.Agreements(set.routed) {
 			v := 0.0
 			if ag.Agreed {
 				v = 1
@@ -405,7 +407,7 @@ func (a *App) refreshWorkers() {
 
 // WorkerList returns the current workers (static and live), sorted by worker id. The slice is shared:
 // do not modify it. Safe for concurrent use; lock-free.
-func (a *App) WorkerList() []registry.Worker { return *a.workers.Load() }
+func (a *App) WorkerList() []registry.Worker { return a.workers.Load().all }
 
 // WorkerByEndpoint returns the worker whose normalized endpoint is ep.
 func (a *App) WorkerByEndpoint(ep string) (registry.Worker, bool) {

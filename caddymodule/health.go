@@ -126,29 +126,6 @@ func (h *workerHealth) downSince(id string) (time.Time, bool) {
 	return t, d
 }
 
-// routable returns ws without the workers marked down; all of ws when every one is down (the
-// proxy then tries them rather than answering 503 without an attempt).
-func (h *workerHealth) routable(ws []registry.Worker) []registry.Worker {
-	if h == nil {
-		return ws
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.down) == 0 {
-		return ws
-	}
-	out := make([]registry.Worker, 0, len(ws))
-	for _, w := range ws {
-		if _, d := h.down[w.WorkerID]; !d {
-			out = append(out, w)
-		}
-	}
-	if len(out) == 0 {
-		return ws
-	}
-	return out
-}
-
 // forget drops the state of workers no longer listed.
 func (h *workerHealth) forget(ws []registry.Worker) {
 	if h == nil {
@@ -277,7 +254,3 @@ func (a *App) routablePool(pool reverseproxy.UpstreamPool) reverseproxy.Upstream
 	}
 	return out
 }
-
-// routableWorkers returns the current workers without those marked down (all of them when every
-// one is down).
-func (a *App) routableWorkers() []registry.Worker { return a.health.Load().routable(a.WorkerList()) }

@@ -419,7 +419,11 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 	parent := ctx
 	ctx = media.WithRequestID(ctx, in.RequestID) // FFmpeg log lines of this request's decodes
 	ctx, spans := traceStages(ctx)               // stage spans when Caddy's tracing is on
-	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: routerWorkers(in.Workers)})
+	ws := in.routed
+	if len(ws) != len(in.Workers) {
+		ws = routerWorkers(in.Workers) // a RouteInput not made by the handler
+	}
+	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: ws})
 	spans.end(parent, res, err)
 	if err != nil {
 		return nil, err
