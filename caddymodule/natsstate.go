@@ -46,7 +46,8 @@ type natsState struct {
 	// tokenFile is the embedded server's token file, removed with the server ("" without one).
 	tokenFile string
 
-	// coreMu guards events, created by the first config that starts (see natsState.core).
+	// coreMu guards events, created by the first config that starts (see natsState.core). Lock
+	// order: docs/LOCKS.md.
 	coreMu sync.Mutex
 	events *eventCore
 

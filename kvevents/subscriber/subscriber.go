@@ -33,7 +33,7 @@ var ErrStopped = errors.New("subscriber stopped or already started")
 // Subscriber applies the workers' KV events to an index. Create it with New, then Start; Stop ends
 // it. SetWorkers, SetOnStored, Stats and Worker are safe for concurrent use at any time.
 //
-// Lock order: Subscriber.mu, then Index.mu (Stats reads the index after releasing mu).
+// Lock order: docs/LOCKS.md (setMu, then mu; the index is never called under either).
 type Subscriber struct {
 	cfg      Config
 	nc       *nats.Conn

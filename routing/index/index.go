@@ -116,7 +116,7 @@ type Stats struct {
 
 // Index is the per-worker KV block index. Create it with New. All methods are safe for concurrent use.
 //
-// Lock order: Index.mu is a leaf lock; no method calls out while holding it.
+// Lock order: docs/LOCKS.md (Index.mu is a leaf).
 type Index struct {
 	cfg Config
 
