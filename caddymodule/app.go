@@ -292,7 +292,6 @@ func (a *App) Start() error {
 	a.state, a.stop, a.done = st, cancel, done
 	a.mu.Unlock()
 	a.health.Store(st.health)
-	st.healthOwner.Store(a)
 	if err := a.startRouting(st); err != nil {
 		cancel()
 		close(done)
@@ -344,7 +343,7 @@ func (a *App) Stop() error {
 	if stop == nil {
 		return nil
 	}
-	st.healthOwner.CompareAndSwap(a, nil)
+	st.deactivate(a)
 	stop()
 	<-done
 	a.mu.Lock()
@@ -382,7 +381,7 @@ func (a *App) refreshWorkers() {
 	set := newWorkerSet(merged)
 	a.workers.Store(set)
 	if st != nil {
-		if owner := st.healthOwner.Load(); owner == a || owner == nil {
+		if owner := st.newest(); owner == a || owner == nil {
 			st.health.forget(merged)
 		}
 	}

@@ -2,7 +2,9 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -58,17 +60,70 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	return st.events, nil
 }
 
-// configure applies one config's settings to the core: the index bounds and the model's
-// placeholder ids the subscriber normalizes events with (Qwen3-VL's defaults for a text-only model
-// or without model_dir, as when the core is created). Called at every config's Start, so these
-// follow a reload like the settings of a config's own router (the pattern of caddy-ratelimit,
-// which re-applies each config's settings to the rate limiters kept across reloads).
-func (ec *eventCore) configure(cfg *index.Config, m *model.Model) error {
-	if err := ec.index.SetLimits(cfg); err != nil {
+// coreSettings is what one config applies to the shared event core: the index bounds, the model
+// whose placeholder ids the subscriber normalizes events with (nil: the Qwen3-VL defaults, as for a
+// text-only model), and its router's layout verifier (nil without model_dir).
+type coreSettings struct {
+	index  *index.Config
+	model  *model.Model
+	verify subscriber.StoredFunc
+}
+
+// configure applies s to the core. The core outlives config reloads, so every config applies its
+// settings when it starts, like the settings of its own router (the pattern of caddy-ratelimit,
+// which re-applies each config's settings to the rate limiters it keeps across reloads).
+func (ec *eventCore) configure(s *coreSettings) error {
+	if err := ec.index.SetLimits(s.index); err != nil {
 		return fmt.Errorf("applying index bounds: %w", err)
 	}
-	ec.sub.SetPads(modelPads(m))
+	ec.sub.SetPads(modelPads(s.model))
+	ec.sub.SetOnStored(s.verify)
 	return nil
+}
+
+// activate applies a's settings to the state's event core and records a as the newest running
+// config. Called at the end of a's start, so a config that fails to start changes nothing.
+func (st *natsState) activate(a *App, s *coreSettings) error {
+	st.coreMu.Lock()
+	defer st.coreMu.Unlock()
+	if st.events == nil {
+		return errors.New("applying settings: the event core is stopped")
+	}
+	if err := st.events.configure(s); err != nil {
+		return err
+	}
+	st.running = append(st.running, runningConfig{app: a, settings: s})
+	return nil
+}
+
+// deactivate forgets a stopping config. When it was the newest (Caddy rolls a failed reload back
+// by stopping the new config while the old one keeps running), the settings of the config that is
+// now the newest are applied again.
+func (st *natsState) deactivate(a *App) {
+	st.coreMu.Lock()
+	defer st.coreMu.Unlock()
+	i := slices.IndexFunc(st.running, func(r runningConfig) bool { return r.app == a })
+	if i < 0 {
+		return
+	}
+	newest := i == len(st.running)-1
+	st.running = slices.Delete(st.running, i, i+1)
+	if !newest || len(st.running) == 0 || st.events == nil {
+		return
+	}
+	if err := st.events.configure(st.running[len(st.running)-1].settings); err != nil {
+		st.logger.Error("re-applying the running config's settings to the event core", zap.Error(err))
+	}
+}
+
+// newest returns the newest running config, nil when none runs.
+func (st *natsState) newest() *App {
+	st.coreMu.Lock()
+	defer st.coreMu.Unlock()
+	if len(st.running) == 0 {
+		return nil
+	}
+	return st.running[len(st.running)-1].app
 }
 
 // modelPads returns the placeholder ids of a vision model, 0, 0 (the subscriber's Qwen3-VL
@@ -105,19 +160,22 @@ func (a *App) startRouting(st *natsState) error {
 	if err != nil {
 		return err
 	}
-	if err := ec.configure(a.Index.indexConfig(), mm); err != nil {
-		return err
-	}
+	settings := &coreSettings{index: a.Index.indexConfig(), model: mm}
 	var rcore *routingCore
 	if m != nil {
 		if rcore, err = a.newRoutingCore(m, ec); err != nil {
 			return err
 		}
-		ec.sub.SetOnStored(rcore.router.VerifyStored)
+		settings.verify = rcore.router.VerifyStored
+	}
+	// without model_dir, settings.verify is nil: a previous config's router stops verifying
+	if err := st.activate(a, settings); err != nil {
+		rcore.close()
+		return err
+	}
+	if rcore != nil {
 		a.SetDecider(&routerDecider{app: a, core: rcore})
 	} else {
-		// a previous config's router must not verify this config's events
-		ec.sub.SetOnStored(nil)
 		a.logger.Warn("no model_dir configured: requests are routed on load alone")
 	}
 	a.mu.Lock()
