@@ -17,7 +17,7 @@ import (
 
 // eventCore is the KV index and the event subscriber that feeds it. It lives in the NATS state, so
 // config reloads keep the index (DESIGN.md §9). The first config that starts creates it; every
-// config that starts re-applies its model-dependent settings to it (eventCore.configure), so a
+// config that starts applies its settings to it (natsState.activate, eventCore.configure), so a
 // reload that changes model_dir or the index bounds takes effect on the surviving core.
 type eventCore struct {
 	index *index.Index
