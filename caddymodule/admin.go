@@ -148,7 +148,7 @@ func workerStatuses(a *App) []WorkerStatus {
 	for i, wk := range ws {
 		st := WorkerStatus{
 			WorkerID: wk.WorkerID, Endpoint: wk.Endpoint, Model: wk.Model, Engine: wk.Engine,
-			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: !a.health.isDown(wk.WorkerID),
+			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: !a.health.Load().isDown(wk.WorkerID),
 		}
 		if ec != nil {
 			if s, ok := ec.sub.Worker(wk.WorkerID); ok {

@@ -65,7 +65,9 @@ type App struct {
 	poolKey string
 	static  []registry.Worker
 	metrics *metrics
-	health  *workerHealth // this replica's down-marked workers
+	// health is this replica's record of down-marked workers, the NATS state's (kept across
+	// reloads); nil (every worker healthy) before Start.
+	health  atomic.Pointer[workerHealth]
 	allow   *upstreamAllowList
 	refused sync.Map // "worker_id|endpoint" of refused records already logged
 
@@ -83,9 +85,9 @@ type App struct {
 	// router on it.
 	model *loadedModel
 
-	// workers is the merged (static + live) worker list, sorted by id; replaced, never mutated.
-	// Read lock-free on the request path.
-	workers atomic.Pointer[[]registry.Worker]
+	// workers is the merged (static + live) worker list, sorted by id, with its router view;
+	// replaced, never mutated. Read lock-free on the request path.
+	workers atomic.Pointer[workerSet]
 
 	// decider computes routing decisions; see Decider.
 	decider atomic.Pointer[deciderBox]
@@ -188,8 +190,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		seen[w.WorkerID] = true
 		a.static = append(a.static, w)
 	}
-	merged := registry.Merge(a.static, nil)
-	a.workers.Store(&merged)
+	a.workers.Store(newWorkerSet(registry.Merge(a.static, nil)))
 	allow, err := newUpstreamAllowList(a.UpstreamCIDRs, a.static)
 	if err != nil {
 		return err
@@ -215,7 +216,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.HealthChecks = new(HealthChecks)
 	}
 	a.HealthChecks.setDefaults()
-	a.health = newWorkerHealth(a.logger.Named("health"), nil)
 	a.metrics = m
 	if a.decider.Load() == nil {
 		a.decider.Store(&deciderBox{NoPreference{}})
@@ -291,6 +291,7 @@ func (a *App) Start() error {
 	a.mu.Lock()
 	a.state, a.stop, a.done = st, cancel, done
 	a.mu.Unlock()
+	a.health.Store(st.health)
 	if err := a.startRouting(st); err != nil {
 		cancel()
 		close(done)
@@ -299,7 +300,7 @@ func (a *App) Start() error {
 	}
 	a.refreshWorkers()
 	p := &prober{cfg: *a.HealthChecks, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
-		health: a.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
+		health: st.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
 	go p.run(ctx)
 	changes, unsub := st.watcher.Subscribe()
 	go func() {
@@ -336,12 +337,13 @@ func (a *App) Stop() error {
 		a.metrics.state.clearApp(a)
 	}
 	a.mu.Lock()
-	stop, done := a.stop, a.done
+	stop, done, st := a.stop, a.done, a.state
 	a.stop, a.done, a.state = nil, nil, nil
 	a.mu.Unlock()
 	if stop == nil {
 		return nil
 	}
+	st.deactivate(a)
 	stop()
 	<-done
 	a.mu.Lock()
@@ -376,8 +378,13 @@ func (a *App) refreshWorkers() {
 		live = a.filterLive(st.watcher.Snapshot())
 	}
 	merged := registry.Merge(a.static, live)
-	a.workers.Store(&merged)
-	a.health.forget(merged)
+	set := newWorkerSet(merged)
+	a.workers.Store(set)
+	if st != nil {
+		if owner := st.newest(); owner == a || owner == nil {
+			st.health.forget(merged)
+		}
+	}
 	a.mu.Lock()
 	ec, rcore := a.events, a.routing
 	a.mu.Unlock()
@@ -385,7 +392,9 @@ func (a *App) refreshWorkers() {
 		ec.sub.SetWorkers(merged)
 	}
 	if rcore != nil {
-		for _, ag := range rcore.router.Agreements(routerWorkers(merged)) {
+		// the router gets the list here, when it changes, not with every request
+		rcore.router.SetWorkers(set.routed)
+		for _, ag := range rcore.router.Agreements(set.routed) {
 			v := 0.0
 			if ag.Agreed {
 				v = 1
@@ -397,7 +406,7 @@ func (a *App) refreshWorkers() {
 
 // WorkerList returns the current workers (static and live), sorted by worker id. The slice is shared:
 // do not modify it. Safe for concurrent use; lock-free.
-func (a *App) WorkerList() []registry.Worker { return *a.workers.Load() }
+func (a *App) WorkerList() []registry.Worker { return a.workers.Load().all }
 
 // WorkerByEndpoint returns the worker whose normalized endpoint is ep.
 func (a *App) WorkerByEndpoint(ep string) (registry.Worker, bool) {

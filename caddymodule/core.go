@@ -2,7 +2,9 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -14,8 +16,9 @@ import (
 )
 
 // eventCore is the KV index and the event subscriber that feeds it. It lives in the NATS state, so
-// config reloads keep the index (DESIGN.md §9); the first config that starts creates it with its
-// bounds.
+// config reloads keep the index (DESIGN.md §9). The first config that starts creates it; every
+// config that starts applies its settings to it (natsState.activate, eventCore.configure), so a
+// reload that changes model_dir or the index bounds takes effect on the surviving core.
 type eventCore struct {
 	index *index.Index
 	sub   *subscriber.Subscriber
@@ -44,9 +47,7 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 		kvMetrics.events.WithLabelValues(worker, result).Add(float64(n))
 		clock.observe(worker, result)
 	}
-	if m != nil && m.Vision {
-		scfg.ImagePad, scfg.VideoPad = m.TokenIDs.ImagePad, m.TokenIDs.VideoPad
-	}
+	scfg.ImagePad, scfg.VideoPad = modelPads(m)
 	sub, err := subscriber.New(scfg, st.nc, ix)
 	if err != nil {
 		return nil, fmt.Errorf("creating KV event subscriber: %w", err)
@@ -57,6 +58,81 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	}
 	st.events = &eventCore{index: ix, sub: sub, tracker: scheduler.NewTracker(), lastEvent: clock}
 	return st.events, nil
+}
+
+// coreSettings is what one config applies to the shared event core: the index bounds, the model
+// whose placeholder ids the subscriber normalizes events with (nil: the Qwen3-VL defaults, as for a
+// text-only model), and its router's layout verifier (nil without model_dir).
+type coreSettings struct {
+	index  *index.Config
+	model  *model.Model
+	verify subscriber.StoredFunc
+}
+
+// configure applies s to the core. The core outlives config reloads, so every config applies its
+// settings when it starts, like the settings of its own router (the pattern of caddy-ratelimit,
+// which re-applies each config's settings to the rate limiters it keeps across reloads).
+func (ec *eventCore) configure(s *coreSettings) error {
+	if err := ec.index.SetLimits(s.index); err != nil {
+		return fmt.Errorf("applying index bounds: %w", err)
+	}
+	ec.sub.SetPads(modelPads(s.model))
+	ec.sub.SetOnStored(s.verify)
+	return nil
+}
+
+// activate applies a's settings to the state's event core and records a as the newest running
+// config. Called at the end of a's start, so a config that fails to start changes nothing.
+func (st *natsState) activate(a *App, s *coreSettings) error {
+	st.coreMu.Lock()
+	defer st.coreMu.Unlock()
+	if st.events == nil {
+		return errors.New("applying settings: the event core is stopped")
+	}
+	if err := st.events.configure(s); err != nil {
+		return err
+	}
+	st.running = append(st.running, runningConfig{app: a, settings: s})
+	return nil
+}
+
+// deactivate forgets a stopping config. When it was the newest (Caddy rolls a failed reload back
+// by stopping the new config while the old one keeps running), the settings of the config that is
+// now the newest are applied again.
+func (st *natsState) deactivate(a *App) {
+	st.coreMu.Lock()
+	defer st.coreMu.Unlock()
+	i := slices.IndexFunc(st.running, func(r runningConfig) bool { return r.app == a })
+	if i < 0 {
+		return
+	}
+	newest := i == len(st.running)-1
+	st.running = slices.Delete(st.running, i, i+1)
+	if !newest || len(st.running) == 0 || st.events == nil {
+		return
+	}
+	if err := st.events.configure(st.running[len(st.running)-1].settings); err != nil {
+		st.logger.Error("re-applying the running config's settings to the event core", zap.Error(err))
+	}
+}
+
+// newest returns the newest running config, nil when none runs.
+func (st *natsState) newest() *App {
+	st.coreMu.Lock()
+	defer st.coreMu.Unlock()
+	if len(st.running) == 0 {
+		return nil
+	}
+	return st.running[len(st.running)-1].app
+}
+
+// modelPads returns the placeholder ids of a vision model, 0, 0 (the subscriber's Qwen3-VL
+// defaults) for a text-only model or none.
+func modelPads(m *model.Model) (imagePad, videoPad uint32) {
+	if m != nil && m.Vision {
+		return m.TokenIDs.ImagePad, m.TokenIDs.VideoPad
+	}
+	return 0, 0
 }
 
 // stopCore stops the subscriber; called by Destruct before the connection closes.
@@ -84,12 +160,20 @@ func (a *App) startRouting(st *natsState) error {
 	if err != nil {
 		return err
 	}
+	settings := &coreSettings{index: a.Index.indexConfig(), model: mm}
 	var rcore *routingCore
 	if m != nil {
 		if rcore, err = a.newRoutingCore(m, ec); err != nil {
 			return err
 		}
-		ec.sub.SetOnStored(rcore.router.VerifyStored)
+		settings.verify = rcore.router.VerifyStored
+	}
+	// without model_dir, settings.verify is nil: a previous config's router stops verifying
+	if err := st.activate(a, settings); err != nil {
+		rcore.close()
+		return err
+	}
+	if rcore != nil {
 		a.SetDecider(&routerDecider{app: a, core: rcore})
 	} else {
 		a.logger.Warn("no model_dir configured: requests are routed on load alone")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
@@ -88,6 +89,10 @@ type RouteInput struct {
 	Body []byte
 	// Workers is the current worker list (static and live), sorted by id; shared, read-only.
 	Workers []registry.Worker
+
+	// routed is Workers in the router's shape when the handler has it (converted once per list
+	// change, workerSet); nil otherwise.
+	routed []router.Worker
 }
 
 // Decider computes routing decisions. It is the hook for the routing core (template, tokens,

@@ -5,5 +5,5 @@
 // the `http.reverse_proxy.upstreams.kvroute` source that lists registered workers, the
 // `admin.api.kvroute` admin routes, metrics and Caddyfile parsing.
 //
-// Importing the package registers every module. Lock order: App.mu → (registry) Watcher.mu.
+// Importing the package registers every module. Lock order: docs/LOCKS.md.
 package caddymodule

@@ -102,7 +102,7 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	if path == "" {
 		path = "/v1/chat/completions"
 	}
-	res, err := rc.router.Route(r.Context(), &router.Input{Path: path, Body: body, Workers: routerWorkers(a.routableWorkers())}) // as the handler routes: without workers marked down
+	res, err := rc.router.Route(r.Context(), &router.Input{Path: path, Body: body, Workers: a.routable().routed}) // as the handler routes: without workers marked down
 	if err != nil {
 		var re *reason.Error
 		if errors.As(err, &re) && re.Code.IsClientError() {

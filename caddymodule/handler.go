@@ -123,7 +123,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		body = b
 	}
 
-	d, err := dec.Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: h.app.routableWorkers()})
+	ws := h.app.routable()
+	d, err := dec.Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: ws.all, routed: ws.routed})
 	if err != nil {
 		if code := reason.CodeOf(err); code.IsClientError() {
 			return h.fail(w, r, reqID, err)

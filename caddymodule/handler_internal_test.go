@@ -29,8 +29,7 @@ func testApp(t *testing.T, d Decider) *App {
 		{WorkerID: "w2", Endpoint: "127.0.0.1:9002", Model: "m", Engine: "vllm", BlockSize: 16, DPSize: 1},
 	}
 	a.static = ws
-	merged := registry.Merge(ws, nil)
-	a.workers.Store(&merged)
+	a.workers.Store(newWorkerSet(registry.Merge(ws, nil)))
 	if d == nil {
 		d = NoPreference{}
 	}

@@ -126,29 +126,6 @@ func (h *workerHealth) downSince(id string) (time.Time, bool) {
 	return t, d
 }
 
-// routable returns ws without the workers marked down; all of ws when every one is down (the
-// proxy then tries them rather than answering 503 without an attempt).
-func (h *workerHealth) routable(ws []registry.Worker) []registry.Worker {
-	if h == nil {
-		return ws
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.down) == 0 {
-		return ws
-	}
-	out := make([]registry.Worker, 0, len(ws))
-	for _, w := range ws {
-		if _, d := h.down[w.WorkerID]; !d {
-			out = append(out, w)
-		}
-	}
-	if len(out) == 0 {
-		return ws
-	}
-	return out
-}
-
 // forget drops the state of workers no longer listed.
 func (h *workerHealth) forget(ws []registry.Worker) {
 	if h == nil {
@@ -246,21 +223,21 @@ func (p *prober) probe(ctx context.Context, endpoint string) error {
 // markFailed marks the worker at endpoint ep down after a failed proxy attempt.
 func (a *App) markFailed(ep, cause string) {
 	if w, ok := a.WorkerByEndpoint(ep); ok {
-		a.health.fail(w.WorkerID, cause)
+		a.health.Load().fail(w.WorkerID, cause)
 	}
 }
 
 // markServed marks the worker at endpoint ep alive after it answered an attempt made at time at.
 func (a *App) markServed(ep string, at time.Time) {
-	if w, ok := a.WorkerByEndpoint(ep); ok && a.health.isDown(w.WorkerID) {
-		a.health.ok(w.WorkerID, "request served", at)
+	if w, ok := a.WorkerByEndpoint(ep); ok && a.health.Load().isDown(w.WorkerID) {
+		a.health.Load().ok(w.WorkerID, "request served", at)
 	}
 }
 
 // endpointDown reports whether the worker at endpoint ep is marked down.
 func (a *App) endpointDown(ep string) bool {
 	w, ok := a.WorkerByEndpoint(ep)
-	return ok && a.health.isDown(w.WorkerID)
+	return ok && a.health.Load().isDown(w.WorkerID)
 }
 
 // routablePool returns pool without the upstreams of workers marked down; all of pool when that
@@ -277,7 +254,3 @@ func (a *App) routablePool(pool reverseproxy.UpstreamPool) reverseproxy.Upstream
 	}
 	return out
 }
-
-// routableWorkers returns the current workers without those marked down (all of them when every
-// one is down).
-func (a *App) routableWorkers() []registry.Worker { return a.health.routable(a.WorkerList()) }

@@ -45,16 +45,34 @@ type natsState struct {
 	// tokenFile is the embedded server's token file, removed with the server ("" without one).
 	tokenFile string
 
-	// coreMu guards events, created by the first config that starts (see natsState.core).
+	// coreMu guards events, created by the first config that starts (see natsState.core), and
+	// running. Lock order: docs/LOCKS.md.
 	coreMu sync.Mutex
 	events *eventCore
+
+	// running lists the started configs using this state with the settings they applied to the
+	// event core, oldest first (guarded by coreMu; see natsState.activate). The newest one's
+	// settings are in force, and its worker list decides which health records are forgotten
+	// (during a reload the old config's list would drop workers the new one added).
+	running []runningConfig
+
+	// health is this replica's record of the workers marked down (health.go). It is kept here, not
+	// per config, so a reload does not bring a dead worker back before a probe or a heartbeat does.
+	health *workerHealth
+}
+
+// runningConfig is one started config of a natsState.
+type runningConfig struct {
+	app      *App
+	settings *coreSettings
 }
 
 // newNATSState starts the embedded server when no URL is configured, connects, opens the
 // registry bucket and starts its watcher. On error everything started so far is stopped.
 func newNATSState(cfg natsConfig, logger *zap.Logger) (_ *natsState, err error) {
 	// st is not the named result: a failing `return nil, err` must not nil it before the cleanup.
-	st := &natsState{url: cfg.url, created: time.Now(), logger: logger}
+	st := &natsState{url: cfg.url, created: time.Now(), logger: logger,
+		health: newWorkerHealth(caddy.Log().Named("kvroute.health"), nil)}
 	defer func() {
 		if err != nil {
 			_ = st.Destruct()

@@ -60,8 +60,8 @@ type RoutingConfig struct {
 	// tokenized again. 0 turns it off. Default: 256 MiB.
 	TokenizeCacheSize *int64 `json:"tokenize_cache_size,omitempty"`
 
-	// Index bounds the KV block index. The index survives config reloads; its bounds are taken
-	// from the config that created it. Default: 1Mi blocks per worker, 16Mi in total.
+	// Index bounds the KV block index. The index survives config reloads; every config load
+	// applies its bounds to it. Default: 1Mi blocks per worker, 16Mi in total.
 	Index *IndexConfig `json:"index,omitempty"`
 }
 
@@ -426,7 +426,11 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 	parent := ctx
 	ctx = media.WithRequestID(ctx, in.RequestID) // FFmpeg log lines of this request's decodes
 	ctx, spans := traceStages(ctx)               // stage spans when Caddy's tracing is on
-	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: routerWorkers(in.Workers)})
+	ws := in.routed
+	if len(ws) != len(in.Workers) {
+		ws = routerWorkers(in.Workers) // a RouteInput not made by the handler
+	}
+	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: ws})
 	spans.end(parent, res, err)
 	if err != nil {
 		return nil, err

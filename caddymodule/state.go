@@ -93,7 +93,7 @@ func (a *App) workerStates() []WorkerState {
 	ec := a.eventCore()
 	out := make([]WorkerState, 0, len(ws))
 	for _, w := range ws {
-		st := WorkerState{WorkerID: w.WorkerID, Healthy: !a.health.isDown(w.WorkerID), LastEventAge: -1}
+		st := WorkerState{WorkerID: w.WorkerID, Healthy: !a.health.Load().isDown(w.WorkerID), LastEventAge: -1}
 		if ec != nil {
 			l := ec.tracker.Load(index.WorkerKey{ID: w.WorkerID})
 			st.ActivePrefillTokens, st.ActiveDecodeBlocks, st.RequestsInFlight = l.PrefillTokens, l.DecodeBlocks, l.Requests

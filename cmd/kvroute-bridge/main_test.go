@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
@@ -79,11 +80,7 @@ func TestParseConfigFiles(t *testing.T) {
 // TestRunRegistersAndDeregisters runs the command against an embedded NATS server: the worker record
 // appears, and cancelling the context (what SIGTERM does) deletes it and returns nil.
 func TestRunRegistersAndDeregisters(t *testing.T) {
-	srv, err := natsutil.StartEmbedded(&natsutil.EmbeddedConfig{Port: natsutil.RandomPort, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Start(t)
 	nc, err := natsutil.Connect(srv.ClientURL(), nil)
 	if err != nil {
 		t.Fatal(err)

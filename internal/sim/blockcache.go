@@ -64,7 +64,8 @@ func DefaultBlockCacheConfig() *BlockCacheConfig {
 type BlockCache struct {
 	cfg BlockCacheConfig
 
-	// mu protects entries and lru, and orders the events handed to Commit's emit callback.
+	// mu protects entries and lru, and orders the events handed to Commit's emit callback. Lock
+	// order: docs/LOCKS.md.
 	mu      sync.Mutex
 	entries map[uint64]*list.Element // engine hash → element of lru (Value: uint64 hash)
 	lru     *list.List               // front: most recently used

@@ -9,18 +9,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 )
 
 func startNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(&natsutil.EmbeddedConfig{Port: natsutil.RandomPort, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
+	nc, err := nats.Connect(natstest.Start(t).ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}

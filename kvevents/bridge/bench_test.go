@@ -9,6 +9,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
@@ -19,11 +20,7 @@ import (
 // payload bytes. Batches the bridge misses under load are filled from the replay socket, so every run
 // ends with all b.N batches delivered.
 func BenchmarkForward(b *testing.B) {
-	srv, err := natsutil.StartEmbedded(&natsutil.EmbeddedConfig{Port: natsutil.RandomPort, StoreDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Start(b)
 	nc, err := natsutil.Connect(srv.ClientURL(), nil)
 	if err != nil {
 		b.Fatal(err)

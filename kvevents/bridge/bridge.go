@@ -28,7 +28,7 @@ type Bridge struct {
 	// watches learn each worker's main-attention block size from its events, by worker id.
 	watches map[string]*blockSizeWatch
 
-	// mu protects the lifecycle fields below.
+	// mu protects the lifecycle fields below. Lock order: docs/LOCKS.md.
 	mu         sync.Mutex
 	state      int // 0 new, 1 started, 2 stopped
 	zctx       *zmq.Context

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
 	"github.com/kvroute/kvroute/routing/index"
@@ -106,12 +107,14 @@ func TestWithRouterSubscriber(t *testing.T) {
 	}
 }
 
-// sameIndexAs compares an index with the directly built one on the blocks the direct side stored.
-func sameIndexAs(t *testing.T, direct *applier, idx *index.Index) {
+// sameIndexAs compares an index built through NATS (by the consumer or the subscriber) with the
+// directly built one, on the blocks the direct side stored and the further ones given.
+func sameIndexAs(t *testing.T, direct *applier, idx *index.Index, more ...map[uint64]normalize.Stored) {
 	t.Helper()
-	d, r := digest(direct.idx, direct.blocks), digest(idx, direct.blocks)
+	known := append([]map[uint64]normalize.Stored{direct.blocks}, more...)
+	d, r := digest(direct.idx, known...), digest(idx, known...)
 	if d != r {
-		t.Fatalf("the subscriber's index differs from the index of the events applied directly:\ndirect:\n%s\nsubscriber:\n%s", d, r)
+		t.Fatalf("the index built through NATS differs from the index of the events applied directly:\ndirect:\n%s\nthrough NATS:\n%s", d, r)
 	}
 	if direct.idx.Stats().Entries == 0 {
 		t.Fatal("empty index")

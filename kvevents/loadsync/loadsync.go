@@ -8,8 +8,7 @@
 // Expiry and its load removed: snapshots, unlike raw deltas, heal after lost messages. Load
 // accounted between two snapshots is seen by the other replicas up to one Interval late.
 //
-// Lock order: Sync.mu is a leaf; the tracker is called with it held (the tracker's own lock is a
-// leaf too).
+// Lock order: docs/LOCKS.md (Sync.mu, then the tracker's).
 package loadsync
 
 import (

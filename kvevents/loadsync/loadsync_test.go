@@ -6,22 +6,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/loadsync"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
 func embedded(t *testing.T) string {
 	t.Helper()
-	cfg := natsutil.DefaultEmbeddedConfig()
-	cfg.Port = natsutil.RandomPort
-	srv, err := natsutil.StartEmbedded(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv.ClientURL()
+	return natstest.Start(t).ClientURL()
 }
 
 func conn(t *testing.T, url string) *nats.Conn {

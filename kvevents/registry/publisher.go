@@ -37,7 +37,7 @@ type Publisher struct {
 	recMu  sync.Mutex // guards record (Update runs beside the heartbeat)
 	record []byte
 
-	// mu guards cancel and done (the heartbeat goroutine's lifetime).
+	// mu guards cancel and done (the heartbeat goroutine's lifetime). Lock order: docs/LOCKS.md.
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}

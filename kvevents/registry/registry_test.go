@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
@@ -22,11 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // startBucket starts an embedded NATS server on a random loopback port and opens the bucket.
 func startBucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(&natsutil.EmbeddedConfig{Port: natsutil.RandomPort, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Start(t)
 	nc, err := natsutil.Connect(srv.ClientURL(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -42,8 +42,7 @@ type Watcher struct {
 	// invalid counts records dropped because they failed validation.
 	invalid atomic.Uint64
 
-	// mu guards seen, subs, cancel and done. Lock order: Watcher.mu only (no other lock is taken
-	// while it is held).
+	// mu guards seen, subs, cancel and done. Lock order: docs/LOCKS.md (a leaf).
 	mu     sync.Mutex
 	seen   map[string]entry
 	subs   map[chan struct{}]struct{}

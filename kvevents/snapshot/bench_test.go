@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/testkit/kvhistory"
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
 	"github.com/kvroute/kvroute/routing/index"
 )
@@ -156,11 +156,7 @@ func BenchmarkSnapshot1M(b *testing.B) {
 	})
 	chunks = nil
 	b.Run("nats", func(b *testing.B) {
-		srv, err := natsutil.StartEmbedded(&natsutil.EmbeddedConfig{Port: natsutil.RandomPort})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer srv.Shutdown()
+		srv := natstest.Start(b)
 		pub, _ := nats.Connect(srv.ClientURL())
 		defer pub.Close()
 		rc, _ := nats.Connect(srv.ClientURL())

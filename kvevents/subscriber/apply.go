@@ -94,21 +94,22 @@ func (sh *shard) apply(st *stream, p pending) (unknownParent bool) {
 }
 
 // normalizer returns the stream's normalizer for enc, creating it on first use (and when the
-// encoding changes, which restarts the salt memory).
+// encoding or the pad ids (SetPads) change, which restarts the salt memory).
 func (sh *shard) normalizer(st *stream, enc codec.Encoding) (*normalize.Normalizer, error) {
-	if st.norm != nil && st.enc == enc {
+	pads := sh.s.pads.Load()
+	if st.norm != nil && st.enc == enc && st.pads == pads {
 		return st.norm, nil
 	}
 	cfg := sh.s.cfg
 	n, err := normalize.New(normalize.Config{
-		Blocks:          blocks.Config{BlockSize: st.w.rec.BlockSize, ImagePad: cfg.ImagePad, VideoPad: cfg.VideoPad},
+		Blocks:          blocks.Config{BlockSize: st.w.rec.BlockSize, ImagePad: uint32(pads >> 32), VideoPad: uint32(pads)},
 		Encoding:        enc,
 		MaxSaltedBlocks: cfg.MaxSaltedBlocks,
 	})
 	if err != nil {
 		return nil, err
 	}
-	st.norm, st.enc = n, enc
+	st.norm, st.enc, st.pads = n, enc, pads
 	return n, nil
 }
 

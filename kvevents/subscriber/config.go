@@ -62,8 +62,8 @@ type Config struct {
 	// subscription channel makes the NATS client drop messages (counted in Stats.Dropped); the gaps
 	// they leave are filled by replays. Default: 8192.
 	QueueLength int
-	// ImagePad and VideoPad are the model's placeholder token ids (routing/blocks.Config). Defaults:
-	// the Qwen3-VL ids 151655 and 151656.
+	// ImagePad and VideoPad are the model's placeholder token ids (routing/blocks.Config); replace
+	// them later with SetPads. Defaults: the Qwen3-VL ids 151655 and 151656.
 	ImagePad, VideoPad uint32
 	// MaxSaltedBlocks bounds each stream's normalizer salt memory (normalize.Config). Default:
 	// normalize.DefaultMaxSaltedBlocks.

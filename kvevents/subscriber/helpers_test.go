@@ -10,9 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kvroute/kvroute/internal/testkit/indextest"
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
@@ -35,12 +36,9 @@ type env struct {
 
 func newEnv(t testing.TB, cfg *subscriber.Config) *env {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(&natsutil.EmbeddedConfig{Port: natsutil.RandomPort})
-	if err != nil {
-		t.Fatalf("starting embedded NATS: %v", err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Start(t)
 	e := &env{t: t, counted: map[string]map[string]uint64{}}
+	var err error
 	if e.nc, err = nats.Connect(srv.ClientURL()); err != nil {
 		t.Fatal(err)
 	}
@@ -352,10 +350,11 @@ func overlap(ix *index.Index, id string, q []uint64) int {
 	return 0
 }
 
-// sameIndex checks that worker got in ix what refID got in ref: the same block count and the same
-// overlap for every query.
+// sameIndex checks that worker got in ix what refID got in ref: the same blocks
+// (indextest.SameWorker), the same block count and the same overlap for every query.
 func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID string, queries [][]uint64) {
 	t.Helper()
+	indextest.SameWorker(t, ix, index.WorkerKey{ID: id}, ref, index.WorkerKey{ID: refID})
 	got, want := ix.WorkerBlocks(index.WorkerKey{ID: id}), ref.WorkerBlocks(index.WorkerKey{ID: refID})
 	if got != want {
 		t.Errorf("worker %s holds %d blocks, reference %d", id, got, want)

@@ -73,6 +73,7 @@ type stream struct {
 	// norm is the stream's normalizer for encoding enc (nil until the first batch and after a clear).
 	norm *normalize.Normalizer
 	enc  codec.Encoding
+	pads uint64 // the Subscriber.pads norm was built with
 
 	// synced: next is the seq expected next; otherwise the next batch sets it.
 	synced bool

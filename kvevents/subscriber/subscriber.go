@@ -33,13 +33,16 @@ var ErrStopped = errors.New("subscriber stopped or already started")
 // Subscriber applies the workers' KV events to an index. Create it with New, then Start; Stop ends
 // it. SetWorkers, SetOnStored, Stats and Worker are safe for concurrent use at any time.
 //
-// Lock order: Subscriber.mu, then Index.mu (Stats reads the index after releasing mu).
+// Lock order: docs/LOCKS.md (setMu, then mu; the index is never called under either).
 type Subscriber struct {
 	cfg      Config
 	nc       *nats.Conn
 	ix       *index.Index
 	log      *zap.Logger
 	onStored atomic.Pointer[StoredFunc]
+	// pads is the model's placeholder ids, image pad << 32 | video pad; replaced by SetPads (a
+	// config reload that changes the model), read by every normalizer build (shard.normalizer).
+	pads atomic.Uint64
 
 	// totals counts every result of every worker (lock-free, hot path).
 	totals [numResults]atomic.Uint64
@@ -76,8 +79,29 @@ func New(cfg *Config, nc *nats.Conn, ix *index.Index) (*Subscriber, error) {
 		f := c.OnStored
 		s.onStored.Store(&f)
 	}
+	s.pads.Store(packPads(c.ImagePad, c.VideoPad))
 	return s, nil
 }
+
+// SetPads replaces the model's placeholder token ids (Config.ImagePad, Config.VideoPad; both 0
+// means the defaults). The subscriber outlives a config reload, and a reload may change the model:
+// every stream's normalizer is rebuilt with the new ids before its next batch (as on an encoding
+// change, which restarts its salt memory). Blocks already in the index keep their local hashes.
+// Safe for concurrent use.
+func (s *Subscriber) SetPads(imagePad, videoPad uint32) {
+	if imagePad == 0 && videoPad == 0 {
+		imagePad, videoPad = DefaultImagePad, DefaultVideoPad
+	}
+	s.pads.Store(packPads(imagePad, videoPad))
+}
+
+// Pads returns the placeholder token ids in use (image pad, video pad).
+func (s *Subscriber) Pads() (imagePad, videoPad uint32) {
+	p := s.pads.Load()
+	return uint32(p >> 32), uint32(p)
+}
+
+func packPads(imagePad, videoPad uint32) uint64 { return uint64(imagePad)<<32 | uint64(videoPad) }
 
 // SetOnStored replaces the layout verification callback (nil turns it off).
 func (s *Subscriber) SetOnStored(f StoredFunc) {

@@ -116,7 +116,7 @@ type Stats struct {
 
 // Index is the per-worker KV block index. Create it with New. All methods are safe for concurrent use.
 //
-// Lock order: Index.mu is a leaf lock; no method calls out while holding it.
+// Lock order: docs/LOCKS.md (Index.mu is a leaf).
 type Index struct {
 	cfg Config
 
@@ -154,6 +154,18 @@ type worker struct {
 
 // New returns an empty index. A nil cfg means DefaultConfig().
 func New(cfg *Config) (*Index, error) {
+	c, err := limits(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating index: %w", err)
+	}
+	x := &Index{cfg: c, workers: make(map[WorkerKey]*worker)}
+	x.t.init()
+	x.liveMask = make([]uint64, x.t.stride)
+	return x, nil
+}
+
+// limits returns cfg with the defaults filled in (nil is DefaultConfig()), or why it is refused.
+func limits(cfg *Config) (Config, error) {
 	def := DefaultConfig()
 	c := *def
 	if cfg != nil {
@@ -169,17 +181,14 @@ func New(cfg *Config) (*Index, error) {
 		}
 	}
 	if c.MaxWorkers > 65535 {
-		return nil, fmt.Errorf("creating index: max_workers %d above 65535", c.MaxWorkers)
+		return c, fmt.Errorf("max_workers %d above 65535", c.MaxWorkers)
 	}
 	// Nodes never outnumber entries (every node on the path to an entry carries an entry of that
 	// worker, held or placeholder), so int32 arena indices are safe below this bound.
 	if c.MaxBlocks > 1<<30 || c.MaxBlocksPerWorker > 1<<30 {
-		return nil, fmt.Errorf("creating index: block caps above %d", 1<<30)
+		return c, fmt.Errorf("block caps above %d", 1<<30)
 	}
-	x := &Index{cfg: c, workers: make(map[WorkerKey]*worker)}
-	x.t.init()
-	x.liveMask = make([]uint64, x.t.stride)
-	return x, nil
+	return c, nil
 }
 
 // workerLocked returns the worker's state, creating it when create is set.
@@ -312,4 +321,32 @@ func (x *Index) Stats() Stats {
 		s.Bytes += w.byEngine.bytes()
 	}
 	return s
+}
+
+// SetLimits replaces the block caps (MaxBlocksPerWorker, MaxBlocks; zero or negative fields take the
+// default) and MaxWorkers (it limits the workers added from now on; the tracked ones stay). The
+// index outlives a config reload in the kvroute app, and a reload may change its bounds: lowered
+// caps evict at once, by the same rule as a Store over the cap (each worker's oldest leaves, then
+// the oldest leaves of any worker). The bounds checks are New's.
+func (x *Index) SetLimits(cfg *Config) error {
+	c, err := limits(cfg)
+	if err != nil {
+		return fmt.Errorf("setting index limits: %w", err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.cfg = c
+	for _, w := range x.slots {
+		if w != nil {
+			x.enforceCapsLocked(w)
+		}
+	}
+	return nil
+}
+
+// Limits returns the bounds in use (defaults filled in).
+func (x *Index) Limits() Config {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.cfg
 }

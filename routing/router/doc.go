@@ -6,6 +6,5 @@
 // Media is reached through the Media interface, so this package needs neither FFmpeg nor the
 // network; media/resolver implements it over the fetcher and the decoder.
 //
-// Lock order: Router.mu (cohort cache) and verifier.mu are leaves; neither is held while calling
-// out of the package.
+// Lock order: docs/LOCKS.md (Router.mu and verifier.mu are leaves).
 package router

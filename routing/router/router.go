@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -75,6 +76,18 @@ type Router struct {
 	cohorts map[string]*cohortState
 
 	verify *verifier
+	// listed is set once SetWorkers gave the router the worker list: Route then leaves the
+	// verifier's view of it to SetWorkers instead of updating it from every request's list.
+	listed atomic.Bool
+}
+
+// SetWorkers gives the router the full worker list (static and live, workers marked down
+// included) when it changes, for the layout verification of stored blocks (VerifyStored). From
+// the first call on, Route no longer updates that view from Input.Workers, which may be a
+// per-request subset (without workers marked down). Safe for concurrent use.
+func (r *Router) SetWorkers(ws []Worker) {
+	r.listed.Store(true)
+	r.verify.setWorkers(ws)
 }
 
 // New returns a router. lmodel may be nil (text-only model); media may be nil (then media
@@ -223,7 +236,9 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 			return nil, err
 		}
 	}
-	r.verify.setWorkers(in.Workers)
+	if !r.listed.Load() {
+		r.verify.setWorkers(in.Workers)
+	}
 	workers, matched := workersFor(in.Workers, req.Model)
 	if kind == pathOther {
 		// No preference, as the handler forwards such a path (the policy's fallback picks): the

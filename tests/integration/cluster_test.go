@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/internal/testkit/indextest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/loadsync"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
@@ -307,25 +307,13 @@ func sameIndexes(t *testing.T, caddyIx *index.Index, core *coreReplica) {
 	t.Helper()
 	for _, id := range core.worker {
 		k := index.WorkerKey{ID: id}
-		a, b := sortedDump(caddyIx, k), sortedDump(core.ix, k)
-		if len(a) == 0 || !slices.Equal(a, b) {
-			t.Fatalf("worker %s: caddy replica holds %d entries, core replica %d (not equal)", id, len(a), len(b))
+		if len(indextest.SortedDump(caddyIx, k)) == 0 {
+			t.Fatalf("worker %s: the caddy replica holds no entries", id)
+		}
+		if !indextest.SameWorker(t, caddyIx, k, core.ix, k) {
+			t.FailNow()
 		}
 	}
-}
-
-func sortedDump(ix *index.Index, k index.WorkerKey) []index.StoredBlock {
-	d := ix.Dump(context.Background(), k)
-	slices.SortFunc(d, func(a, b index.StoredBlock) int {
-		switch {
-		case a.EngineHash < b.EngineHash:
-			return -1
-		case a.EngineHash > b.EngineHash:
-			return 1
-		}
-		return 0
-	})
-	return d
 }
 
 // sameOverlaps checks that both replicas give every warm request the same overlap per worker, and a

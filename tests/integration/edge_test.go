@@ -27,6 +27,8 @@ type edgeEnv struct {
 	caddyLog    string         // path of Caddy's own log (the [ROUTING] lines)
 	roots       *x509.CertPool // Caddy's local CA root
 	dir         string         // the test's Caddy folder (storage/pki/authorities/local/root.crt)
+	// the ports are kept for reload
+	adminPort, httpPort, httpsPort int
 }
 
 // edgeConfig is what varies between edge tests.
@@ -131,7 +133,8 @@ func startEdge(t *testing.T, cfg edgeConfig) *edgeEnv {
 		}
 	})
 	e := &edgeEnv{https: fmt.Sprintf("https://127.0.0.1:%d", httpsPort), http: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), accessLog: filepath.Join(dir, "access.log"), caddyLog: filepath.Join(dir, "caddy.log"), dir: dir}
+		admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), accessLog: filepath.Join(dir, "access.log"), caddyLog: filepath.Join(dir, "caddy.log"),
+		dir: dir, adminPort: adminPort, httpPort: httpPort, httpsPort: httpsPort}
 	// The internal CA and the site certificate are made in the background after Load.
 	rootFile := filepath.Join(dir, "storage", "pki", "authorities", "local", "root.crt")
 	deadline := time.Now().Add(20 * time.Second)

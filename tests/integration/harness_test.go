@@ -121,6 +121,8 @@ type harness struct {
 	byEndpoint  map[string]*simWorker
 	order       []*simWorker
 	opts        harnessOpts
+	// httpPort and adminPort are the site's and the admin endpoint's ports (kept by reload).
+	httpPort, adminPort int
 }
 
 // harnessOpts varies the harness's Caddyfile.
@@ -129,9 +131,18 @@ type harnessOpts struct {
 	siteDirectives string
 	// mediaOpts are extra lines of the kvroute media block.
 	mediaOpts string
+	// appOpts are extra lines of the kvroute app block (e.g. an `index` block).
+	appOpts string
+	// caddyModelDir is Caddy's model_dir when it differs from the simulators' model folder ("" =
+	// the same).
+	caddyModelDir string
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
+	caddyModel := h.modelDir
+	if h.opts.caddyModelDir != "" {
+		caddyModel = h.opts.caddyModelDir
+	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	auto_https off
@@ -148,6 +159,7 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 			allow_loopback
 			%s
 		}
+%s
 	}
 }
 
@@ -168,7 +180,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, h.modelDir, h.opts.mediaOpts, httpPort, h.opts.siteDirectives)
+`, adminPort, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.opts.siteDirectives)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -244,6 +256,7 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
 	httpPort, adminPort := freePort(t), freePort(t)
+	h.httpPort, h.adminPort = httpPort, adminPort
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
 	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(h.caddyfile(httpPort, adminPort)), nil)
@@ -321,6 +334,20 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 		time.Sleep(10 * time.Millisecond)
 	}
 	return h
+}
+
+// reload loads the harness's Caddyfile again with opts (same ports, same simulators): a real
+// Caddy config reload, the NATS state and the event core surviving it.
+func (h *harness) reload(t *testing.T, opts harnessOpts) {
+	t.Helper()
+	h.opts = opts
+	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(h.caddyfile(h.httpPort, h.adminPort)), nil)
+	if err != nil {
+		t.Fatalf("adapting: %v", err)
+	}
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		t.Fatalf("reloading config: %v", err)
+	}
 }
 
 func registerSim(nc *nats.Conn, w *simWorker) (*sim.Registration, error) {
