@@ -159,3 +159,36 @@ func TestNFCASCIIFastPath(t *testing.T) {
 		t.Errorf("nfc(ASCII + e + U+0301) = %+q, want %+q", got, want)
 	}
 }
+
+// BenchmarkNFCASCII: nfc of a 440 kB ASCII document (the harness's cold111k shape: common
+// words, a newline every 17 words) with the ASCII shortcut ("ascii") and through the path nfc
+// took before it ("xtext": x/text's quick check, then the nfcNewer scan).
+func BenchmarkNFCASCII(b *testing.B) {
+	words := []string{"the", "route", "cache", "worker", "block", "token", "prefill", "of", "and", "model"}
+	var sb strings.Builder
+	for i := 0; sb.Len() < 440_000; i++ {
+		sb.WriteString(words[(i*7+i/3)%len(words)])
+		if i%17 == 16 {
+			sb.WriteString(".\n")
+		} else {
+			sb.WriteByte(' ')
+		}
+	}
+	s := sb.String()
+	b.Run("xtext", func(b *testing.B) {
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			if out := norm.NFC.String(s); out != s || hasNFCNewer(s) {
+				b.Fatal("ASCII changed")
+			}
+		}
+	})
+	b.Run("ascii", func(b *testing.B) {
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			if nfc(s) != s {
+				b.Fatal("ASCII changed")
+			}
+		}
+	})
+}
