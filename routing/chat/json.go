@@ -233,7 +233,7 @@ func (d *decoder) number() error {
 func (d *decoder) string() (string, error) {
 	start := d.pos
 	d.pos++
-	simple := true
+	simple, valid := true, true // valid: no invalid UTF-8 seen
 	for {
 		if d.pos >= len(d.src) {
 			return "", d.errorf("unterminated string")
@@ -245,7 +245,7 @@ func (d *decoder) string() (string, error) {
 			if simple {
 				return string(d.src[start+1 : d.pos-1]), nil
 			}
-			if s, ok := unquote(d.src[start+1 : d.pos-1]); ok {
+			if s, ok := unquote(d.src[start+1:d.pos-1], valid); ok {
 				return s, nil
 			}
 			var s string // an invalid escape: encoding/json names the error
@@ -261,16 +261,35 @@ func (d *decoder) string() (string, error) {
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(d.src[d.pos:])
 			if r == utf8.RuneError && size == 1 {
-				simple = false
+				simple, valid = false, false
 			}
 			d.pos += size
 		default:
-			d.pos++
-			for d.pos < len(d.src) && plainStringByte[d.src[d.pos]] {
-				d.pos++
-			}
+			d.pos = skipPlain(d.src, d.pos+1)
 		}
 	}
+}
+
+// skipPlain returns the index of the first byte at or after i that is not plainStringByte (or
+// len(src)), testing eight bytes at a time: a word is passed when none of its bytes is the
+// quote, the backslash, a control character (< 0x20) or non-ASCII (>= 0x80). The byte tests are
+// the exact SWAR forms (a nonzero result iff some byte matches: Anderson's bit hacks, "determine
+// if a word has a byte less than n"), and the first word with a match is finished byte by byte.
+func skipPlain(src []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(src); i += 8 {
+		v := uint64(src[i]) | uint64(src[i+1])<<8 | uint64(src[i+2])<<16 | uint64(src[i+3])<<24 |
+			uint64(src[i+4])<<32 | uint64(src[i+5])<<40 | uint64(src[i+6])<<48 | uint64(src[i+7])<<56
+		q, bs := v^(ones*'"'), v^(ones*'\\')
+		special := (q-ones)&^q | (bs-ones)&^bs | (v-ones*0x20)&^v | v
+		if special&highs != 0 {
+			break
+		}
+	}
+	for i < len(src) && plainStringByte[src[i]] {
+		i++
+	}
+	return i
 }
 
 // plainStringByte marks the bytes a string scan passes without a look: ASCII other than the

@@ -82,3 +82,42 @@ func BenchmarkParseRequestLong(b *testing.B) {
 		}
 	}
 }
+
+// TestSkipPlainMatchesTable checks the eight-byte scan against the byte table: every byte value
+// at every position of a 24-byte run, from every start offset.
+func TestSkipPlainMatchesTable(t *testing.T) {
+	slow := func(src []byte, i int) int {
+		for i < len(src) && plainStringByte[src[i]] {
+			i++
+		}
+		return i
+	}
+	src := []byte("abcdefghijklmnopqrstuvwx")
+	for c := 0; c < 256; c++ {
+		for p := range src {
+			old := src[p]
+			src[p] = byte(c)
+			for start := 0; start <= len(src); start++ {
+				if got, want := skipPlain(src, start), slow(src, start); got != want {
+					t.Fatalf("byte %#x at %d, start %d: skipPlain %d, want %d", c, p, start, got, want)
+				}
+			}
+			src[p] = old
+		}
+	}
+}
+
+// TestUnquoteLongLiterals checks long literals (up to 200 pieces: runs longer than a word,
+// escapes and invalid bytes inside and across eight-byte words) against encoding/json.
+func TestUnquoteLongLiterals(t *testing.T) {
+	pieces := []string{"abcdefghij", "a", " ", "é", "中", "\xf0\x9f\x98\x80", "\xff", "\xc3", `\n`, `\"`, `\\`,
+		`\u00E9`, `\ud83d\ude00`, `\ud83d`, "\x7f", "~", `\/`}
+	r := rand.New(rand.NewPCG(14, 15))
+	for i := 0; i < 5000; i++ {
+		lit := `"`
+		for k := r.IntN(200); k >= 0; k-- {
+			lit += pieces[r.IntN(len(pieces))]
+		}
+		checkUnquote(t, lit+`"`)
+	}
+}

@@ -25,13 +25,39 @@ const cgj = "\u034f"
 //     them as plain starters. Only code points from nfcNewer in the input or
 //     the output can make the results differ (Unicode's normalization
 //     stability policy), so other text keeps the fast path.
+//
+// ASCII text is its own NFC form in every Unicode version (no ASCII code point
+// decomposes, composes or has a nonzero combining class), so it is returned
+// unchanged after one word-at-a-time scan: most prompt text is ASCII, and the
+// scan costs a fraction of x/text's per-byte quick check plus hasNFCNewer.
 func nfc(s string) string {
+	if isASCII(s) {
+		return s
+	}
 	out := norm.NFC.String(s)
 	if hasNFCNewer(s) || (out != s && hasNFCNewer(out)) ||
 		(strings.Contains(out, cgj) && strings.Count(out, cgj) != strings.Count(s, cgj)) {
 		return fullNFC(s)
 	}
 	return out
+}
+
+// isASCII reports whether every byte of s is below 0x80, eight bytes at a time.
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if v&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // runeRange is the inclusive range lo..hi.

@@ -126,3 +126,69 @@ func TestNFCUnicode9(t *testing.T) {
 		}
 	}
 }
+
+// TestNFCASCIIFastPath: isASCII finds a non-ASCII byte at every position of
+// every length up to 40 (the eight-byte loop and the tail), and nfc's ASCII
+// shortcut gives what x/text and fullNFC give for all 128 ASCII bytes.
+func TestNFCASCIIFastPath(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		b := []byte(strings.Repeat("a", n))
+		if !isASCII(string(b)) {
+			t.Fatalf("isASCII(%d x 'a') = false", n)
+		}
+		for i := 0; i < n; i++ {
+			for _, c := range []byte{0x80, 0xC3, 0xFF} {
+				b[i] = c
+				if isASCII(string(b)) {
+					t.Fatalf("isASCII: byte %#x at %d of %d not seen", c, i, n)
+				}
+				b[i] = 'a'
+			}
+		}
+	}
+	var all []byte
+	for c := 0; c < 0x80; c++ {
+		all = append(all, byte(c))
+	}
+	s := string(all) + string(all[1:])
+	if got := nfc(s); got != s || norm.NFC.String(s) != s || fullNFC(s) != s {
+		t.Errorf("ASCII is not its own NFC form: nfc %q, x/text %q, fullNFC %q", got, norm.NFC.String(s), fullNFC(s))
+	}
+	// One non-ASCII byte anywhere still goes through normalization.
+	if got, want := nfc(s+"e\u0301"), s+"\u00e9"; got != want {
+		t.Errorf("nfc(ASCII + e + U+0301) = %+q, want %+q", got, want)
+	}
+}
+
+// BenchmarkNFCASCII: nfc of a 440 kB ASCII document (the harness's cold111k shape: common
+// words, a newline every 17 words) with the ASCII shortcut ("ascii") and through the path nfc
+// took before it ("xtext": x/text's quick check, then the nfcNewer scan).
+func BenchmarkNFCASCII(b *testing.B) {
+	words := []string{"the", "route", "cache", "worker", "block", "token", "prefill", "of", "and", "model"}
+	var sb strings.Builder
+	for i := 0; sb.Len() < 440_000; i++ {
+		sb.WriteString(words[(i*7+i/3)%len(words)])
+		if i%17 == 16 {
+			sb.WriteString(".\n")
+		} else {
+			sb.WriteByte(' ')
+		}
+	}
+	s := sb.String()
+	b.Run("xtext", func(b *testing.B) {
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			if out := norm.NFC.String(s); out != s || hasNFCNewer(s) {
+				b.Fatal("ASCII changed")
+			}
+		}
+	})
+	b.Run("ascii", func(b *testing.B) {
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			if nfc(s) != s {
+				b.Fatal("ASCII changed")
+			}
+		}
+	})
+}
