@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -57,7 +58,30 @@ type Decision struct {
 
 	// body is the request body the proxy replays on every attempt; nil without a body.
 	body *replayBody
+
+	// served is the id of the worker of the latest proxy attempt ({http.vars.kvroute.worker}):
+	// the selection policy stores it, the var reads it (servedVar), so a retry changes the var
+	// without writing Caddy's vars map, which an earlier attempt's dial may still be reading.
+	served atomic.Pointer[string]
 }
+
+// setServed records the worker of the current proxy attempt.
+func (d *Decision) setServed(worker string) { d.served.Store(&worker) }
+
+// Served returns the id of the worker of the latest proxy attempt: the decision's worker until
+// the selection policy picks one ("" for none known).
+func (d *Decision) Served() string {
+	if p := d.served.Load(); p != nil {
+		return *p
+	}
+	return d.WorkerID
+}
+
+// servedVar is the value of {http.vars.kvroute.worker}: Caddy's replacer renders a
+// fmt.Stringer through String, at the time the placeholder is read (caddy.ToString).
+type servedVar struct{ d *Decision }
+
+func (v servedVar) String() string { return v.d.Served() }
 
 // Candidate is one ranked alternative worker.
 type Candidate struct {

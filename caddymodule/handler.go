@@ -206,7 +206,7 @@ func upstreamErrorCode(err error) reason.Code {
 
 // record sets the request vars, counts the decision and logs the [ROUTING] line.
 func (h *Handler) record(r *http.Request, d *Decision) {
-	setDecisionVars(r, d, d.WorkerID)
+	setDecisionVars(r, d)
 	h.metrics.decisions.WithLabelValues(modelLabel(d.Model, h.app.WorkerList()), d.WorkerID, string(d.Fallback)).Inc()
 	if d.TotalBlocks > 0 {
 		h.metrics.hitRatio.Observe(float64(d.OverlapBlocks) / float64(d.TotalBlocks))
@@ -244,10 +244,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, reqID string, err
 	return caddyhttp.Error(http.StatusInternalServerError, err)
 }
 
-// setDecisionVars sets the kvroute request vars; worker is the id of the worker that serves.
-func setDecisionVars(r *http.Request, d *Decision, worker string) {
+// setDecisionVars sets the kvroute request vars once, before the proxy runs. The worker var reads
+// the worker of the latest proxy attempt (Decision.Served), which the selection policy updates
+// without writing the vars map: a retry's write would race an earlier attempt's dial, which
+// reads the same map from its own goroutine.
+func setDecisionVars(r *http.Request, d *Decision) {
 	ctx := r.Context()
-	caddyhttp.SetVar(ctx, "kvroute.worker", worker)
+	caddyhttp.SetVar(ctx, "kvroute.worker", servedVar{d})
 	caddyhttp.SetVar(ctx, "kvroute.overlap_blocks", d.OverlapBlocks)
 	caddyhttp.SetVar(ctx, "kvroute.total_blocks", d.TotalBlocks)
 	caddyhttp.SetVar(ctx, "kvroute.fallback", string(d.Fallback))

@@ -109,7 +109,7 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 				worker = wk.WorkerID
 			}
 		}
-		setDecisionVars(r, d, worker)
+		d.setServed(worker)
 	}
 	return up
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 )
@@ -26,10 +27,16 @@ func selectWith(t *testing.T, d *Decision) (*reverseproxy.Upstream, map[string]a
 	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	vars := map[string]any{}
 	ctx := context.WithValue(req.Context(), caddyhttp.VarsCtxKey, vars)
+	req = req.WithContext(ctx)
 	if d != nil {
-		ctx = WithDecision(ctx, d)
+		req = req.WithContext(WithDecision(ctx, d))
+		setDecisionVars(req, d) // as the handler does before the proxy runs
 	}
-	return s.Select(testPool(), req.WithContext(ctx), nil), vars
+	up := s.Select(testPool(), req, nil)
+	if v, ok := vars["kvroute.worker"]; ok {
+		vars["kvroute.worker"] = caddy.ToString(v) // as a placeholder renders it, after the attempt
+	}
+	return up, vars
 }
 
 func TestSelectionFollowsDecision(t *testing.T) {
