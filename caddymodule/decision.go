@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -44,6 +46,14 @@ type Decision struct {
 
 	// handle releases the request's load accounting (nil when nothing is accounted).
 	handle *scheduler.Handle
+	// prefillOn returns the request's uncached prompt tokens on a worker (by id), for moving
+	// the load to the worker an attempt actually goes to; nil without a handle.
+	prefillOn func(workerID string) int64
+	// served is the id of the worker of the latest attempt ("" before any, or when the upstream
+	// is no known worker); guarded by triedMu.
+	served string
+	// counted is set once the decision went to caddy_kvroute_decisions_total.
+	counted atomic.Bool
 
 	// triedMu guards tried, the normalized dial addresses of the proxy's attempts so far
 	// (retries are sequential, but the policy must not race with a late attempt).
@@ -167,6 +177,24 @@ func (d *Decision) untried(pool reverseproxy.UpstreamPool) reverseproxy.Upstream
 		return pool
 	}
 	return out
+}
+
+// attempt records that the proxy's next attempt goes to worker id (the worker Select returned):
+// the request's load accounting follows it, so the scheduler sees the load where it really is.
+func (d *Decision) attempt(id string) {
+	d.triedMu.Lock()
+	d.served = id
+	d.triedMu.Unlock()
+	if id != "" && d.handle != nil && d.prefillOn != nil {
+		d.handle.Move(index.WorkerKey{ID: id}, d.prefillOn(id))
+	}
+}
+
+// servedBy returns the worker of the latest attempt ("" before any).
+func (d *Decision) servedBy() string {
+	d.triedMu.Lock()
+	defer d.triedMu.Unlock()
+	return d.served
 }
 
 // setPending records the endpoint of the attempt about to be made ("" when none is).

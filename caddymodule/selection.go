@@ -116,6 +116,7 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 				worker = wk.WorkerID
 			}
 		}
+		d.attempt(worker)
 		setDecisionVars(r, d, worker)
 	}
 	return up
