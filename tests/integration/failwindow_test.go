@@ -99,3 +99,49 @@ func TestRevivedWorkerServesInsideFailWindow(t *testing.T) {
 		t.Errorf("%d of 10 requests failed while the revived worker w1 was up (Caddy fail window); want 0", failed)
 	}
 }
+
+// TestAllWorkersDownStillTriedInsideFailWindow: when every worker failed (kvroute has all of them
+// down, Caddy counts a failure for each within `fail_duration 30s`), a request is still tried on
+// them rather than answered 503 without an attempt, as configuration.md §7 says; so once the
+// workers are back, requests succeed before any probe (probes every minute here) revives them.
+func TestAllWorkersDownStillTriedInsideFailWindow(t *testing.T) {
+	w0, w1 := newKillableWorker(t), newKillableWorker(t)
+	app := "\t\thealth_checks {\n\t\t\tinterval 1m\n\t\t}\n"
+	e := startEdge(t, edgeConfig{Workers: []string{w0.addr, w1.addr}, Proxy: "\t\t\tfail_duration 30s\n\t\t\tmax_fails 1\n", App: app})
+	cl := e.client(false)
+	defer cl.CloseIdleConnections()
+	send := func(n int) int {
+		req, _ := http.NewRequest(http.MethodPost, e.https+"/v1/chat/completions", bytes.NewReader(chatBody(fmt.Sprintf("all down %d: %s", n, longText("ad", 8)))))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := cl.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", n, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	w0.kill()
+	w1.kill()
+	n := 0
+	for ; n < 20 && (workerHealthy(t, e, "w0") || workerHealthy(t, e, "w1")); n++ {
+		send(n)
+	}
+	if workerHealthy(t, e, "w0") || workerHealthy(t, e, "w1") {
+		t.Fatalf("both workers not marked down after %d requests", n)
+	}
+	w0.start(t)
+	w1.start(t)
+	ok := 0
+	for i := 0; i < 5; i++ {
+		if code := send(n + i); code == http.StatusOK {
+			ok++
+		} else {
+			t.Logf("request %d: status %d", n+i, code)
+		}
+	}
+	t.Logf("every worker down for kvroute and inside Caddy's fail window, workers back: %d/5 served", ok)
+	if ok != 5 {
+		t.Errorf("%d of 5 requests served; want 5 (the down workers are tried, not answered 503)", ok)
+	}
+}
