@@ -100,12 +100,7 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 			// the fallback policy asks Caddy's Available(), which stays false for the whole
 			// fail_duration after a counted failure even when kvroute has seen the worker
 			// recover: choose among the upstreams kvroute has up itself
-			up = s.app.leastLoadedAvailable(routable, false)
-		}
-		if up == nil && s.app.allDown(routable) {
-			// every worker is down for kvroute: try them rather than answer 503 without an
-			// attempt (as without fail_duration), the least-loaded first
-			up = s.app.leastLoadedAvailable(routable, true)
+			up = s.app.leastLoadedAvailable(routable)
 		}
 	}
 	if up != nil {
@@ -149,10 +144,7 @@ func (a *App) pickEndpoint(pool reverseproxy.UpstreamPool, ep string) *reversepr
 // available when it is not full, kvroute does not have it down, and Caddy either has it healthy
 // or has it unhealthy with counted fails (the passive window). Caddy unhealthy with zero counted
 // fails (an active health check or a circuit breaker) stays unavailable.
-func (a *App) upstreamAvailable(up *reverseproxy.Upstream) bool { return a.upstreamUsable(up, false) }
-
-// upstreamUsable is upstreamAvailable, ignoring kvroute's down mark when ignoreDown is set.
-func (a *App) upstreamUsable(up *reverseproxy.Upstream, ignoreDown bool) bool {
+func (a *App) upstreamAvailable(up *reverseproxy.Upstream) bool {
 	ep, err := registry.NormalizeEndpoint(up.Dial)
 	if err != nil {
 		return up.Available()
@@ -161,18 +153,18 @@ func (a *App) upstreamUsable(up *reverseproxy.Upstream, ignoreDown bool) bool {
 	if !ok {
 		return up.Available()
 	}
-	if up.Full() || (!ignoreDown && a.health.isDown(w.WorkerID)) {
+	if up.Full() || a.health.isDown(w.WorkerID) {
 		return false
 	}
 	return up.Healthy() || up.Host.Fails() > 0
 }
 
 // leastLoadedAvailable returns the upstream of pool with the fewest requests in flight (Caddy's
-// count) among those upstreamUsable accepts, the first on a tie; nil when none is.
-func (a *App) leastLoadedAvailable(pool reverseproxy.UpstreamPool, ignoreDown bool) *reverseproxy.Upstream {
+// count) among those upstreamAvailable accepts, the first on a tie; nil when none is.
+func (a *App) leastLoadedAvailable(pool reverseproxy.UpstreamPool) *reverseproxy.Upstream {
 	var best *reverseproxy.Upstream
 	for _, up := range pool {
-		if !a.upstreamUsable(up, ignoreDown) {
+		if !a.upstreamAvailable(up) {
 			continue
 		}
 		if best == nil || up.Host.NumRequests() < best.Host.NumRequests() {
@@ -180,17 +172,6 @@ func (a *App) leastLoadedAvailable(pool reverseproxy.UpstreamPool, ignoreDown bo
 		}
 	}
 	return best
-}
-
-// allDown reports whether every upstream of pool is a worker kvroute has marked down.
-func (a *App) allDown(pool reverseproxy.UpstreamPool) bool {
-	for _, up := range pool {
-		ep, err := registry.NormalizeEndpoint(up.Dial)
-		if err != nil || !a.endpointDown(ep) {
-			return false
-		}
-	}
-	return len(pool) > 0
 }
 
 // Interface guards
