@@ -100,6 +100,11 @@ func (al *upstreamAllowList) contains(a netip.Addr) bool {
 	return false
 }
 
+// recordAllowed reports whether registry record w's endpoint is inside upstream_cidrs.
+func (a *App) recordAllowed(w registry.Worker) bool {
+	return a.allow == nil || a.allow.allowed(context.Background(), w.Endpoint) == nil
+}
+
 // filterLive returns the live registry records whose endpoints are allowed, logging each refused
 // one (worker id and endpoint, at most once per record content).
 func (a *App) filterLive(live []registry.Worker) []registry.Worker {

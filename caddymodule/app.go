@@ -280,12 +280,13 @@ func (a *App) Validate() error {
 func (a *App) Start() error {
 	defer a.markStarted() // also on failure: waiting handlers then proceed (their config is rejected)
 	val, _, err := natsPool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
-		return newNATSState(a.natsConfig(), caddy.Log().Named("kvroute.nats"))
+		return newNATSState(a.natsConfig(), caddy.Log().Named("kvroute.nats"), a.recordAllowed)
 	})
 	if err != nil {
 		return fmt.Errorf("starting kvroute NATS: %w", err)
 	}
 	st := val.(*natsState)
+	st.setAccept(a.recordAllowed) // a reused connection follows this config's upstream_cidrs
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	a.mu.Lock()

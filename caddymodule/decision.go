@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
@@ -46,6 +47,17 @@ type Decision struct {
 
 	// handle releases the request's load accounting (nil when nothing is accounted).
 	handle *scheduler.Handle
+	// prefillOn returns the request's uncached prompt tokens on a worker (by id), for moving
+	// the load to the worker an attempt actually goes to; nil without a handle.
+	prefillOn func(workerID string) int64
+	// served is the id of the worker of the latest attempt ("" before any, or when the upstream
+	// is no known worker), attempted whether there was one; guarded by triedMu. The var
+	// {http.vars.kvroute.worker} reads them (servedVar), so a retry changes the var without
+	// writing Caddy's vars map, which an earlier attempt's dial may still be reading.
+	served    string
+	attempted bool
+	// counted is set once the decision went to caddy_kvroute_decisions_total.
+	counted atomic.Bool
 
 	// triedMu guards tried, the normalized dial addresses of the proxy's attempts so far
 	// (retries are sequential, but the policy must not race with a late attempt).
@@ -58,21 +70,15 @@ type Decision struct {
 
 	// body is the request body the proxy replays on every attempt; nil without a body.
 	body *replayBody
-
-	// served is the id of the worker of the latest proxy attempt ({http.vars.kvroute.worker}):
-	// the selection policy stores it, the var reads it (servedVar), so a retry changes the var
-	// without writing Caddy's vars map, which an earlier attempt's dial may still be reading.
-	served atomic.Pointer[string]
 }
 
-// setServed records the worker of the current proxy attempt.
-func (d *Decision) setServed(worker string) { d.served.Store(&worker) }
-
-// Served returns the id of the worker of the latest proxy attempt: the decision's worker until
-// the selection policy picks one ("" for none known).
+// Served returns the id of the worker of the latest proxy attempt ("" when its upstream is no
+// known worker); the decision's worker before any attempt.
 func (d *Decision) Served() string {
-	if p := d.served.Load(); p != nil {
-		return *p
+	d.triedMu.Lock()
+	defer d.triedMu.Unlock()
+	if d.attempted {
+		return d.served
 	}
 	return d.WorkerID
 }
@@ -196,6 +202,24 @@ func (d *Decision) untried(pool reverseproxy.UpstreamPool) reverseproxy.Upstream
 		return pool
 	}
 	return out
+}
+
+// attempt records that the proxy's next attempt goes to worker id (the worker Select returned):
+// the request's load accounting follows it, so the scheduler sees the load where it really is.
+func (d *Decision) attempt(id string) {
+	d.triedMu.Lock()
+	d.served, d.attempted = id, true
+	d.triedMu.Unlock()
+	if id != "" && d.handle != nil && d.prefillOn != nil {
+		d.handle.Move(index.WorkerKey{ID: id}, d.prefillOn(id))
+	}
+}
+
+// servedBy returns the worker of the latest attempt ("" before any).
+func (d *Decision) servedBy() string {
+	d.triedMu.Lock()
+	defer d.triedMu.Unlock()
+	return d.served
 }
 
 // setPending records the endpoint of the attempt about to be made ("" when none is).

@@ -153,8 +153,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if d.handle != nil {
 		defer d.handle.Done()
 	}
-	rw := &firstByteWriter{ResponseWriter: w, handle: d.handle, requestID: reqID}
+	rw := &firstByteWriter{ResponseWriter: w, handle: d.handle, requestID: reqID, onFirst: func() { h.countDecision(d) }}
 	err = next.ServeHTTP(rw, r.WithContext(WithDecision(r.Context(), d)))
+	h.countDecision(d) // no response byte: the last attempt failed, or none was made
 	code := upstreamErrorCode(err)
 	if last, at := d.takePending(); last != "" {
 		// the last attempt's outcome: a transport failure marks its worker down, an answer
@@ -204,10 +205,26 @@ func upstreamErrorCode(err error) reason.Code {
 	return ""
 }
 
-// record sets the request vars, counts the decision and logs the [ROUTING] line.
+// countDecision counts the decision in caddy_kvroute_decisions_total, once: at the first
+// response byte, or after the proxy returned without one. The worker label is the worker the
+// request actually went to (the latest attempt's: a retry, or a next-best or fallback pick when
+// the chosen worker was down or full), so per-worker rates show where traffic goes; the decision's
+// choice when no attempt was made; "" for no preference, whichever upstream the fallback picked.
+func (h *Handler) countDecision(d *Decision) {
+	if !d.counted.CompareAndSwap(false, true) {
+		return
+	}
+	worker := d.WorkerID
+	if s := d.servedBy(); s != "" && worker != "" {
+		worker = s
+	}
+	h.metrics.decisions.WithLabelValues(modelLabel(d.Model, h.app.WorkerList()), worker, string(d.Fallback)).Inc()
+}
+
+// record sets the request vars and logs the [ROUTING] line; the decision is counted once the
+// worker that gets the request is known (countDecision).
 func (h *Handler) record(r *http.Request, d *Decision) {
 	setDecisionVars(r, d)
-	h.metrics.decisions.WithLabelValues(modelLabel(d.Model, h.app.WorkerList()), d.WorkerID, string(d.Fallback)).Inc()
 	if d.TotalBlocks > 0 {
 		h.metrics.hitRatio.Observe(float64(d.OverlapBlocks) / float64(d.TotalBlocks))
 	}

@@ -23,6 +23,9 @@ type firstByteWriter struct {
 	http.ResponseWriter
 	handle    *scheduler.Handle
 	requestID string
+	// onFirst runs at the first status or body byte (the decision is counted then, when the
+	// worker that answers is known); it must be idempotent.
+	onFirst func()
 
 	// wrote is set once a final status went to the client: an upstream failure after that
 	// cannot be answered with an error body any more.
@@ -32,6 +35,9 @@ type firstByteWriter struct {
 // WriteHeader sets the request id once and forwards the status.
 func (w *firstByteWriter) WriteHeader(status int) {
 	w.Header().Set("X-Request-Id", w.requestID)
+	if w.onFirst != nil {
+		w.onFirst()
+	}
 	if status >= 200 || status == http.StatusSwitchingProtocols {
 		w.wrote = true
 	}
@@ -40,6 +46,9 @@ func (w *firstByteWriter) WriteHeader(status int) {
 
 func (w *firstByteWriter) Write(b []byte) (int, error) {
 	w.wrote = true
+	if w.onFirst != nil {
+		w.onFirst()
+	}
 	if w.handle != nil {
 		w.handle.FirstByte()
 	}

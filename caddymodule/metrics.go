@@ -37,7 +37,7 @@ func newMetrics() *metrics {
 		state: newStateCollector(ns, sub),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "decisions_total",
-			Help: "Routing decisions by model (a model some worker declares, else other), chosen worker and fallback reason (empty when exact, not_routed when not routed by KV overlap).",
+			Help: "Routing decisions by model (a model some worker declares, else other), worker the request went to and fallback reason (empty when exact, not_routed when not routed by KV overlap).",
 		}, []string{"model", "worker", "fallback"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "errors_total",

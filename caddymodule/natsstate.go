@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -44,6 +45,9 @@ type natsState struct {
 	logger   *zap.Logger
 	// tokenFile is the embedded server's token file, removed with the server ("" without one).
 	tokenFile string
+	// accept is the newest started config's upstream_cidrs check of registry records (nil: all
+	// accepted); the watcher logs joins and leaves of accepted records only.
+	accept atomic.Pointer[func(registry.Worker) bool]
 
 	// coreMu guards events, created by the first config that starts (see natsState.core), and
 	// running. Lock order: docs/LOCKS.md.
@@ -69,10 +73,13 @@ type runningConfig struct {
 
 // newNATSState starts the embedded server when no URL is configured, connects, opens the
 // registry bucket and starts its watcher. On error everything started so far is stopped.
-func newNATSState(cfg natsConfig, logger *zap.Logger) (_ *natsState, err error) {
+// accept (nil: every record) tells the watcher which records are used, so a refused one is not
+// logged as registered.
+func newNATSState(cfg natsConfig, logger *zap.Logger, accept func(registry.Worker) bool) (_ *natsState, err error) {
 	// st is not the named result: a failing `return nil, err` must not nil it before the cleanup.
 	st := &natsState{url: cfg.url, created: time.Now(), logger: logger,
 		health: newWorkerHealth(caddy.Log().Named("kvroute.health"), nil)}
+	st.setAccept(accept)
 	defer func() {
 		if err != nil {
 			_ = st.Destruct()
@@ -124,7 +131,7 @@ func newNATSState(cfg natsConfig, logger *zap.Logger) (_ *natsState, err error) 
 	if err != nil {
 		return nil, err
 	}
-	st.watcher = registry.NewWatcher(st.kv, &registry.WatcherConfig{Logger: logger})
+	st.watcher = registry.NewWatcher(st.kv, &registry.WatcherConfig{Logger: logger, Accepted: st.accepted})
 	// the watch outlives any one config: it runs until Destruct
 	if err = st.watcher.Start(context.Background()); err != nil {
 		return nil, err
@@ -188,3 +195,20 @@ func (n *NATSState) Created() time.Time { return n.s.created }
 
 // Interface guards
 var _ caddy.Destructor = (*natsState)(nil)
+
+// setAccept installs the registry record check of the config that starts now (nil: every record).
+func (st *natsState) setAccept(accept func(registry.Worker) bool) {
+	if accept == nil {
+		st.accept.Store(nil)
+		return
+	}
+	st.accept.Store(&accept)
+}
+
+// accepted reports whether the current config uses the registry record w.
+func (st *natsState) accepted(w registry.Worker) bool {
+	if f := st.accept.Load(); f != nil {
+		return (*f)(w)
+	}
+	return true
+}

@@ -23,7 +23,7 @@ func TestNATSStateStartFailures(t *testing.T) {
 		"embedded not loopback": {host: "0.0.0.0", port: -1},
 		"url not a url":         {url: "notaurl"},
 	} {
-		st, err := newNATSState(cfg, zap.NewNop())
+		st, err := newNATSState(cfg, zap.NewNop(), nil)
 		if err == nil || st != nil {
 			t.Errorf("%s: state %v, err %v; want an error and no state", name, st, err)
 		}

@@ -448,7 +448,9 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 	if res.Forwarded {
 		dec.Body = res.Body
 	}
-	dec.handle = d.core.router.Begin(res)
+	if dec.handle = d.core.router.Begin(res); dec.handle != nil {
+		dec.prefillOn = res.PrefillOn
+	}
 	if c := d.app.logger.Check(zap.DebugLevel, "routing detail"); c != nil && res.Detail != "" {
 		c.Write(zap.String("request_id", in.RequestID), zap.String("fallback", string(res.Fallback)), zap.String("detail", res.Detail))
 	}

@@ -18,8 +18,9 @@ func init() {
 
 // Selection is the `http.reverse_proxy.selection_policies.kvroute` policy. It picks the upstream
 // whose dial address (normalized host:port) is the endpoint the kvroute handler chose, if that
-// upstream is available (Caddy health: Available()); else the first available of the decision's
-// next-best candidates; else the fallback policy. Requests without a kvroute decision (the
+// upstream is available (upstreamAvailable: kvroute's health record over Caddy's passive fail
+// count); else the first available of the decision's next-best candidates; else the fallback
+// policy, and when that finds none (Caddy's fail window), the least-loaded upstream kvroute has up. Requests without a kvroute decision (the
 // handler did not run) and "no preference" decisions go to the fallback.
 //
 // It also gives each attempt a fresh reader over the request body the handler read (exact
@@ -89,12 +90,18 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		if s.app.endpointDown(ep) {
 			continue
 		}
-		if up = pickEndpoint(pool, ep); up != nil {
+		if up = s.app.pickEndpoint(pool, ep); up != nil {
 			break
 		}
 	}
 	if up == nil {
-		up = s.fallback.Select(s.app.routablePool(d.untried(pool)), r, w)
+		routable := s.app.routablePool(d.untried(pool))
+		if up = s.fallback.Select(routable, r, w); up == nil {
+			// the fallback policy asks Caddy's Available(), which stays false for the whole
+			// fail_duration after a counted failure even when kvroute has seen the worker
+			// recover: choose among the upstreams kvroute has up itself
+			up = s.app.leastLoadedAvailable(routable)
+		}
 	}
 	if up != nil {
 		d.markTried(up.Dial)
@@ -109,22 +116,61 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 				worker = wk.WorkerID
 			}
 		}
-		d.setServed(worker)
+		d.attempt(worker)
 	}
 	return up
 }
 
-// pickEndpoint returns the available upstream of pool whose normalized dial address is ep.
-func pickEndpoint(pool reverseproxy.UpstreamPool, ep string) *reverseproxy.Upstream {
+// pickEndpoint returns the available upstream (App.upstreamAvailable) of pool whose normalized
+// dial address is ep.
+func (a *App) pickEndpoint(pool reverseproxy.UpstreamPool, ep string) *reverseproxy.Upstream {
 	if ep == "" {
 		return nil
 	}
 	for _, up := range pool {
-		if n, err := registry.NormalizeEndpoint(up.Dial); err == nil && n == ep && up.Available() {
+		if n, err := registry.NormalizeEndpoint(up.Dial); err == nil && n == ep && a.upstreamAvailable(up) {
 			return up
 		}
 	}
 	return nil
+}
+
+// upstreamAvailable reports whether up may get an attempt. For an upstream that is not a worker
+// kvroute knows, it is Caddy's Available(). For a known worker (static or registered), kvroute's
+// health record decides over Caddy's passive fail count: both see the same failed attempts, but
+// only kvroute also sees the recovery (a probe, a registry heartbeat, a served request), while
+// Caddy keeps a failed upstream unhealthy for the whole fail_duration. So a known worker is
+// available when it is not full, kvroute does not have it down, and Caddy either has it healthy
+// or has it unhealthy with counted fails (the passive window). Caddy unhealthy with zero counted
+// fails (an active health check or a circuit breaker) stays unavailable.
+func (a *App) upstreamAvailable(up *reverseproxy.Upstream) bool {
+	ep, err := registry.NormalizeEndpoint(up.Dial)
+	if err != nil {
+		return up.Available()
+	}
+	w, ok := a.WorkerByEndpoint(ep)
+	if !ok {
+		return up.Available()
+	}
+	if up.Full() || a.health.Load().isDown(w.WorkerID) {
+		return false
+	}
+	return up.Healthy() || up.Host.Fails() > 0
+}
+
+// leastLoadedAvailable returns the upstream of pool with the fewest requests in flight (Caddy's
+// count) among those upstreamAvailable accepts, the first on a tie; nil when none is.
+func (a *App) leastLoadedAvailable(pool reverseproxy.UpstreamPool) *reverseproxy.Upstream {
+	var best *reverseproxy.Upstream
+	for _, up := range pool {
+		if !a.upstreamAvailable(up) {
+			continue
+		}
+		if best == nil || up.Host.NumRequests() < best.Host.NumRequests() {
+			best = up
+		}
+	}
+	return best
 }
 
 // Interface guards

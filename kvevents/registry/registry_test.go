@@ -139,3 +139,41 @@ func TestWatcherExpiresSilentRecords(t *testing.T) {
 		return logs.FilterMessage("worker left").FilterField(zap.String("worker_id", "w2")).FilterField(zap.String("reason", "expired")).Len() == 1
 	})
 }
+
+// TestWatcherLogsAcceptedRecordsOnly: with WatcherConfig.Accepted, a record the caller refuses
+// is kept in the snapshot (the caller filters) but its join and leave are not logged; an
+// accepted record's are.
+func TestWatcherLogsAcceptedRecordsOnly(t *testing.T) {
+	kv := startBucket(t)
+	ctx := context.Background()
+	core, logs := observer.New(zapcore.InfoLevel)
+	accept := func(w registry.Worker) bool { return w.WorkerID != "refused" }
+	w := registry.NewWatcher(kv, &registry.WatcherConfig{Logger: zap.New(core), Accepted: accept})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	<-w.Ready()
+	for _, id := range []string{"refused", "used"} {
+		rec := registry.Worker{WorkerID: id, Endpoint: "127.0.0.1:9001", Model: "m", Engine: "vllm", BlockSize: 16}
+		b, _ := rec.Encode()
+		if _, err := kv.Put(ctx, id, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, "both records seen", func() bool { return len(w.Snapshot()) == 2 })
+	for _, id := range []string{"refused", "used"} {
+		if err := kv.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, "both records gone", func() bool { return len(w.Snapshot()) == 0 })
+	for _, c := range []struct {
+		msg, id string
+		want    int
+	}{{"worker registered", "refused", 0}, {"worker left", "refused", 0}, {"worker registered", "used", 1}, {"worker left", "used", 1}} {
+		if n := logs.FilterMessage(c.msg).FilterField(zap.String("worker_id", c.id)).Len(); n != c.want {
+			t.Errorf("%q for %s logged %d times, want %d", c.msg, c.id, n, c.want)
+		}
+	}
+}

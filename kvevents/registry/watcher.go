@@ -23,6 +23,11 @@ type WatcherConfig struct {
 	Logger *zap.Logger
 	// Now is the clock; tests inject one. Default: time.Now.
 	Now func() time.Time
+	// Accepted reports whether the caller uses a record (e.g. its endpoint is inside the
+	// caller's allow-list). The joins, changes and leaves of records it refuses are not logged
+	// here: the caller logs the refusal, and an operator must not read "worker registered" for a
+	// worker that is never routed to. The record is kept either way. Default: every record.
+	Accepted func(Worker) bool
 }
 
 // DefaultWatcherConfig returns the DESIGN.md §2.1 defaults.
@@ -73,6 +78,7 @@ func NewWatcher(kv jetstream.KeyValue, cfg *WatcherConfig) *Watcher {
 		if cfg.Now != nil {
 			c.Now = cfg.Now
 		}
+		c.Accepted = cfg.Accepted
 	}
 	w := &Watcher{kv: kv, cfg: c, seen: map[string]entry{}, subs: map[chan struct{}]struct{}{}, ready: make(chan struct{})}
 	empty := []Worker{}
@@ -168,23 +174,33 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 		old, had := w.seen[key]
 		w.seen[key] = entry{w: rec, seen: w.cfg.Now()}
 		if !had || !sameWorker(old.w, rec) {
-			if !had {
+			switch {
+			case !w.accepted(rec) && (!had || !w.accepted(old.w)):
+				// refused by the caller, and not a change of a record it used: not logged
+			case !had:
 				// joins and leaves are logged at info (issue 15); heartbeats are not
 				w.cfg.Logger.Info("worker registered", zap.String("worker_id", rec.WorkerID), zap.String("endpoint", rec.Endpoint),
 					zap.String("model", rec.Model), zap.String("engine", rec.Engine), zap.Int("block_size", rec.BlockSize))
-			} else {
+			default:
 				w.cfg.Logger.Info("worker record changed", zap.String("worker_id", rec.WorkerID), zap.String("endpoint", rec.Endpoint),
 					zap.String("model", rec.Model), zap.Int("block_size", rec.BlockSize))
 			}
 			w.publishLocked()
 		}
 	default: // delete, purge, or an expiry marker
-		if _, ok := w.seen[key]; ok {
+		if old, ok := w.seen[key]; ok {
 			delete(w.seen, key)
-			w.cfg.Logger.Info("worker left", zap.String("worker_id", key), zap.String("reason", leaveReason(e.Operation())))
+			if w.accepted(old.w) {
+				w.cfg.Logger.Info("worker left", zap.String("worker_id", key), zap.String("reason", leaveReason(e.Operation())))
+			}
 			w.publishLocked()
 		}
 	}
+}
+
+// accepted reports whether the caller uses rec (WatcherConfig.Accepted; every record without one).
+func (w *Watcher) accepted(rec Worker) bool {
+	return w.cfg.Accepted == nil || w.cfg.Accepted(rec)
 }
 
 // leaveReason names why a bucket entry removed a worker: "deregistered" (the publisher deleted
@@ -210,7 +226,9 @@ func (w *Watcher) sweep() {
 		if now.Sub(e.seen) > w.cfg.TTL {
 			delete(w.seen, k)
 			changed = true
-			w.cfg.Logger.Info("worker left", zap.String("worker_id", k), zap.String("reason", "expired"))
+			if w.accepted(e.w) {
+				w.cfg.Logger.Info("worker left", zap.String("worker_id", k), zap.String("reason", "expired"))
+			}
 		}
 	}
 	if changed {

@@ -191,6 +191,16 @@ type Result struct {
 	hasDecision bool
 }
 
+// PrefillOn returns the request's uncached prompt tokens on the worker with id workerID (its own
+// overlap; 0 without a decision), for scheduler.Handle.Move when the request goes to another
+// worker than Chosen.
+func (res *Result) PrefillOn(workerID string) int64 {
+	if res == nil || !res.hasDecision {
+		return 0
+	}
+	return res.decision.PrefillOn(index.WorkerKey{ID: workerID})
+}
+
 // Begin accounts the routed request's load on its worker (DESIGN.md §1 step 7). It returns nil
 // when there is nothing to account (no decision).
 func (r *Router) Begin(res *Result) *scheduler.Handle {

@@ -88,20 +88,67 @@ func (t *Tracker) Begin(w index.WorkerKey, prefillTokens, decodeBlocks int64) *H
 	l.prefill.Add(prefillTokens)
 	l.decode.Add(decodeBlocks)
 	l.requests.Add(1)
-	return &Handle{load: l, prefill: prefillTokens, decode: decodeBlocks}
+	return &Handle{tracker: t, worker: w, load: l, prefill: prefillTokens, decode: decodeBlocks}
 }
 
 // Handle releases the load of one request. Its methods are idempotent and safe from any goroutine.
 type Handle struct {
+	tracker *Tracker
+	// mu orders Move against the releases, so each count moves or is released exactly once.
+	mu              sync.Mutex
+	worker          index.WorkerKey
 	load            *workerLoad
 	prefill, decode int64
-	// firstByte and done flip once (compare-and-swap), so each release happens exactly once.
-	firstByte, done atomic.Bool
+	firstByte, done bool
+}
+
+// Worker returns the worker the handle accounts on now (after any Move).
+func (h *Handle) Worker() index.WorkerKey {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.worker
+}
+
+// Move re-targets the load the request still holds to worker w: its decode blocks and its one
+// request, and, before the first byte, its prefill as prefillTokens (w's uncached prompt tokens,
+// clamped at 0) instead of the first worker's. Used when the proxy sends the request to another
+// worker than the decision chose (a retry, a down or full upstream). A no-op on a nil or done
+// handle, or when w is the current worker.
+func (h *Handle) Move(w index.WorkerKey, prefillTokens int64) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done || w == h.worker {
+		return
+	}
+	to := h.tracker.get(w)
+	if !h.firstByte {
+		h.load.prefill.Add(-h.prefill)
+		h.prefill = max(prefillTokens, 0)
+		to.prefill.Add(h.prefill)
+	}
+	h.load.decode.Add(-h.decode)
+	h.load.requests.Add(-1)
+	to.decode.Add(h.decode)
+	to.requests.Add(1)
+	h.worker, h.load = w, to
 }
 
 // FirstByte releases the request's prefill tokens (the worker produced its first response byte).
 func (h *Handle) FirstByte() {
-	if h != nil && h.firstByte.CompareAndSwap(false, true) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releasePrefill()
+}
+
+func (h *Handle) releasePrefill() {
+	if !h.firstByte {
+		h.firstByte = true
 		h.load.prefill.Add(-h.prefill)
 	}
 }
@@ -111,8 +158,11 @@ func (h *Handle) Done() {
 	if h == nil {
 		return
 	}
-	h.FirstByte()
-	if h.done.CompareAndSwap(false, true) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releasePrefill()
+	if !h.done {
+		h.done = true
 		h.load.decode.Add(-h.decode)
 		h.load.requests.Add(-1)
 	}

@@ -141,6 +141,9 @@ type Decision struct {
 	Tied []index.WorkerKey
 	// Candidates lists every candidate in the order given.
 	Candidates []Scored
+
+	// tokens and blockSize are the request's, for PrefillOn.
+	tokens, blockSize int64
 }
 
 // Scheduler scores candidates and tracks active load. Create it with New.
@@ -267,7 +270,15 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 	ch := &d.Candidates[pick]
 	d.Worker, d.Endpoint, d.Cost, d.OverlapBlocks = ch.Worker, ch.Endpoint, ch.Cost, ch.OverlapBlocks
 	d.PrefillTokens = max(int64(tokens)-int64(ch.OverlapBlocks)*int64(req.BlockSize), 0)
+	d.tokens, d.blockSize = int64(tokens), int64(req.BlockSize)
 	return d, nil
+}
+
+// PrefillOn returns the uncached prompt tokens of the decision's request on worker w:
+// max(Tokens − overlap(w)·BlockSize, 0), overlap from the candidates' Overlaps (0 when w was not
+// a candidate).
+func (d Decision) PrefillOn(w index.WorkerKey) int64 {
+	return max(d.tokens-int64(d.Overlaps[w])*d.blockSize, 0)
 }
 
 // sample draws from p_i ∝ exp(−(cost_i − lo)/((hi − lo)·T)) over the eligible candidates: a uniform u

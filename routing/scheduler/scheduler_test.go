@@ -278,3 +278,44 @@ func TestLoadAccounting(t *testing.T) {
 		t.Errorf("w3 after Done: %+v", got)
 	}
 }
+
+// TestHandleMove: the load of a request the proxy sends to another worker than the decision
+// chose follows it: before the first byte the prefill becomes the new worker's uncached tokens
+// (its own overlap), decode blocks and the request move, and the releases apply to the new worker.
+func TestHandleMove(t *testing.T) {
+	s := newSched(t, linear(), 1)
+	req := scheduler.Request{Tokens: 100, BlockSize: 16}
+	d, err := s.Select(req, []scheduler.Candidate{cand(w1, 5), cand(w2, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Worker != w1 || d.PrefillOn(w1) != 20 || d.PrefillOn(w2) != 68 {
+		t.Fatalf("chose %v, PrefillOn w1 %d w2 %d; want w1, 20, 68", d.Worker, d.PrefillOn(w1), d.PrefillOn(w2))
+	}
+	h := s.Begin(d)
+	h.Move(w2, d.PrefillOn(w2))
+	if got := s.Tracker().Load(w1); got != (scheduler.Load{}) {
+		t.Errorf("w1 after Move: %+v, want zero", got)
+	}
+	if got := s.Tracker().Load(w2); got != (scheduler.Load{PrefillTokens: 68, DecodeBlocks: 7, Requests: 1}) {
+		t.Errorf("w2 after Move: %+v", got)
+	}
+	if h.Worker() != w2 {
+		t.Errorf("Worker() = %v, want w2", h.Worker())
+	}
+	h.FirstByte()
+	// after the first byte only decode blocks and the request move back
+	h.Move(w1, 999)
+	if got := s.Tracker().Load(w1); got != (scheduler.Load{DecodeBlocks: 7, Requests: 1}) {
+		t.Errorf("w1 after FirstByte and Move back: %+v", got)
+	}
+	h.Done()
+	h.Move(w2, 1) // no-op once done
+	for _, w := range []index.WorkerKey{w1, w2} {
+		if got := s.Tracker().Load(w); got != (scheduler.Load{}) {
+			t.Errorf("%v after Done: %+v, want zero", w, got)
+		}
+	}
+	var nilH *scheduler.Handle
+	nilH.Move(w1, 1)
+}

@@ -14,7 +14,7 @@ import (
 
 // TestRegistryEndpointAllowList: a registry record whose endpoint is outside upstream_cidrs
 // (default: loopback and private ranges) is refused and logged; one inside is listed (issue 11
-// item 4).
+// item 4). Only the accepted record's join is logged.
 func TestRegistryEndpointAllowList(t *testing.T) {
 	live := newFakeWorker(t, "inside")
 	e := startEdge(t, edgeConfig{})
@@ -53,5 +53,13 @@ func TestRegistryEndpointAllowList(t *testing.T) {
 	log, _ := os.ReadFile(e.caddyLog)
 	if !bytes.Contains(log, []byte(`"msg":"refusing worker record: endpoint outside upstream_cidrs","worker_id":"outside","endpoint":"203.0.113.5:8000"`)) {
 		t.Errorf("no refusal logged in %s", e.caddyLog)
+	}
+	// the join is logged for the accepted record only: an operator must not read "worker
+	// registered" for a worker that is never routed to
+	if !bytes.Contains(log, []byte(`"msg":"worker registered","worker_id":"inside"`)) {
+		t.Errorf("join of the accepted record not logged in %s", e.caddyLog)
+	}
+	if bytes.Contains(log, []byte(`"msg":"worker registered","worker_id":"outside"`)) {
+		t.Errorf("the refused record was logged as registered in %s", e.caddyLog)
 	}
 }

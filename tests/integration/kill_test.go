@@ -24,6 +24,8 @@ type killableWorker struct {
 	srv      *http.Server
 	inflight atomic.Int64
 	count    atomic.Int64
+	// gate, when set, holds every chat request until a value is received (or the request ends).
+	gate chan struct{}
 }
 
 func newKillableWorker(t *testing.T) *killableWorker {
@@ -72,6 +74,12 @@ func (k *killableWorker) serve(w http.ResponseWriter, r *http.Request) {
 	defer k.inflight.Add(-1)
 	_, _ = io.Copy(io.Discard, r.Body)
 	k.count.Add(1)
+	if k.gate != nil {
+		select {
+		case <-k.gate:
+		case <-r.Context().Done():
+		}
+	}
 	time.Sleep(5 * time.Millisecond) // a short generation, so requests are in flight at the kill
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}`))
