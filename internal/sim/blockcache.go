@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
@@ -127,7 +128,7 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 	}
 	bs := c.cfg.BlockSize
 	nb := len(p.Tokens) / bs
-	keys := codec.ExtraKeysFor(bs, len(p.Tokens), p.Spans, "", p.CacheSalt, c.cfg.KeyStyle)
+	keys := extrakeys.For(bs, len(p.Tokens), p.Spans, "", p.CacheSalt, c.cfg.KeyStyle)
 	// ExtraKeysFor names each item by the forwarded form of its identity; an item whose identifier
 	// is another string (a client uuid of another form) is named by that string instead.
 	rename := map[string]string{}
