@@ -6,19 +6,20 @@ import (
 	"strconv"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Headers of a snapshot chunk (see the package doc).
 const (
-	HeaderSeq      = "Kvroute-Snapshot-Seq"
-	HeaderChunk    = "Kvroute-Snapshot-Chunk"
-	HeaderLast     = "Kvroute-Snapshot-Last"
-	HeaderBlocks   = "Kvroute-Snapshot-Blocks"
-	HeaderComplete = "Kvroute-Snapshot-Complete"
-	HeaderError    = "Kvroute-Snapshot-Error"
+	HeaderSeq      = wire.HeaderSnapshotSeq
+	HeaderChunk    = wire.HeaderSnapshotChunk
+	HeaderLast     = wire.HeaderSnapshotLast
+	HeaderBlocks   = wire.HeaderSnapshotBlocks
+	HeaderComplete = wire.HeaderSnapshotComplete
+	HeaderError    = wire.HeaderSnapshotError
 	// HeaderEncoding and HeaderDPRank are the kvroute.events.<worker_id> headers (DESIGN.md §2.2).
-	HeaderEncoding = "Kvroute-Encoding"
-	HeaderDPRank   = "Kvroute-Dp-Rank"
+	HeaderEncoding = wire.HeaderEncoding
+	HeaderDPRank   = wire.HeaderDPRank
 )
 
 // DefaultMaxChunkBytes is the default chunk payload bound: a quarter of NATS's default max_payload.

@@ -10,13 +10,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Headers of kvroute.events.<worker_id> (DESIGN.md §2.2).
 const (
-	HeaderSeq      = "Kvroute-Seq"
-	HeaderEncoding = "Kvroute-Encoding"
-	HeaderDPRank   = "Kvroute-Dp-Rank"
+	HeaderSeq      = wire.HeaderSeq
+	HeaderEncoding = wire.HeaderEncoding
+	HeaderDPRank   = wire.HeaderDPRank
 )
 
 // maxControlBytes bounds a reset body or a replay answer.
