@@ -6,6 +6,7 @@ package extrakeys
 
 import (
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -29,7 +30,7 @@ func For(blockSize, numTokens int, spans []blocks.Span, loraName, cacheSalt stri
 		}
 		for _, s := range spans {
 			if s.Start < end && s.End > start {
-				id := codec.IdentityString(s.Identity)
+				id := wire.Identity(s.Identity).UUID()
 				if style == codec.BareKeys {
 					keys = append(keys, codec.ExtraKey{Kind: codec.KeyString, Str: id})
 				} else {

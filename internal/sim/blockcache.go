@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -133,7 +134,7 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 	// is another string (a client uuid of another form) is named by that string instead.
 	rename := map[string]string{}
 	for i, s := range p.Spans {
-		if id := codec.IdentityString(s.Identity); id != p.Identifiers[i] {
+		if id := wire.Identity(s.Identity).UUID(); id != p.Identifiers[i] {
 			rename[id] = p.Identifiers[i]
 		}
 	}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -28,19 +29,55 @@ func (id Identity) Hex() string {
 // identifier a worker's BlockStored extra_keys name the item by (DESIGN.md §2).
 func (id Identity) UUID() string { return id.Hex() + uuidZeros }
 
-// ParseUUID reads an identity from the uuid form UUID writes (exactly 16 lowercase hex digits and
-// 48 zeros); ok is false for any other string.
-func ParseUUID(s string) (Identity, bool) {
-	if len(s) != 64 || s[16:] != uuidZeros {
-		return 0, false
+// IsUUID reports whether s is in the uuid form UUID writes: 64 characters, the first 16 lowercase
+// hex digits, the last 48 '0'. It is also how a worker's extra_keys names a forwarded item (vLLM uses
+// the uuid verbatim; Dynamo lib/kv-router extra_keys.rs), so kvevents/normalize reads identities with it.
+func IsUUID(s string) bool {
+	if len(s) != 64 {
+		return false
 	}
-	for _, c := range s[:16] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return 0, false
+	for i := 0; i < 16; i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
 		}
 	}
-	v, err := strconv.ParseUint(s[:16], 16, 64)
-	return Identity(v), err == nil
+	for i := 16; i < 64; i++ {
+		if s[i] != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseUUID reads an identity from the uuid form (IsUUID); ok is false for any other string. It does
+// not allocate: it runs once per media key of every stored block.
+func ParseUUID(s string) (Identity, bool) {
+	if !IsUUID(s) {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < 16; i++ {
+		c := s[i]
+		if c <= '9' {
+			v = v<<4 | uint64(c-'0')
+		} else {
+			v = v<<4 | uint64(c-'a'+10)
+		}
+	}
+	return Identity(v), true
+}
+
+// ParseHex reads an identity from exactly 16 hex digits (the Hex form; upper case is accepted too, as
+// strconv.ParseUint reads it). The error names the input.
+func ParseHex(s string) (Identity, error) {
+	if len(s) != 16 {
+		return 0, fmt.Errorf("parsing identity %q: want 16 hex characters", s)
+	}
+	v, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing identity %q: %w", s, err)
+	}
+	return Identity(v), nil
 }
 
 // MediaKey is one media item named in a stored block's extra_keys: its identity and, in the

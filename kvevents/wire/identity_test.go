@@ -37,3 +37,29 @@ func TestParseUUIDRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestParseHex(t *testing.T) {
+	for s, want := range map[string]Identity{
+		"0a555750849fa9f6": 0x0a555750849fa9f6,
+		"00000000000000ab": 0xab,
+		"0A555750849FA9F6": 0x0a555750849fa9f6, // strconv.ParseUint reads upper case, as media.ParseIdentity did
+	} {
+		if got, err := ParseHex(s); err != nil || got != want {
+			t.Errorf("ParseHex(%q) = %#x, %v; want %#x", s, uint64(got), err, uint64(want))
+		}
+	}
+	for _, s := range []string{"", "0a555750849fa9f", "0a555750849fa9fz", "0a555750849fa9f60"} {
+		if _, err := ParseHex(s); err == nil {
+			t.Errorf("ParseHex(%q): no error", s)
+		}
+	}
+}
+
+func TestIsUUID(t *testing.T) {
+	if !IsUUID(Identity(0x00ab00000000000f).UUID()) {
+		t.Fatal("IsUUID rejects a UUID")
+	}
+	if IsUUID("00ab00000000000f") || IsUUID(strings.Repeat("0", 63)+"1") {
+		t.Fatal("IsUUID accepts a non-uuid")
+	}
+}
