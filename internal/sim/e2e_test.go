@@ -215,11 +215,11 @@ func independentHashes(t *testing.T, ctx context.Context, body []byte) []uint64 
 	res := loopbackResolver(t)
 	items := make([]layout.Media, len(req.Media))
 	for i, p := range req.Media {
-		id, ok := router.ParseForwardedUUID(p.UUID)
+		id, ok := wire.ParseUUID(p.UUID)
 		if !ok {
 			t.Fatalf("part %d has no forwarded uuid: %q", i, p.UUID)
 		}
-		items[i] = layout.Media{Kind: p.Kind, Identity: id}
+		items[i] = layout.Media{Kind: p.Kind, Identity: uint64(id)}
 		if p.Kind == blocks.Image {
 			info, err := res.Image(ctx, p.URL)
 			if err != nil {

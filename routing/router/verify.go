@@ -15,13 +15,6 @@ const maxExpectations = 1024
 // MediaKey is one media item named in a stored block's extra_keys (kvevents/wire.MediaKey).
 type MediaKey = wire.MediaKey
 
-// ParseForwardedUUID reads an identity from the uuid form kvroute forwards (16 lowercase hex digits
-// and 48 zeros); ok is false for any other string. It is wire.ParseUUID.
-func ParseForwardedUUID(s string) (uint64, bool) {
-	id, ok := wire.ParseUUID(s)
-	return uint64(id), ok
-}
-
 // expectation is the router's own expansion of one request that forwarded identities.
 type expectation struct {
 	model, digest string
