@@ -130,7 +130,7 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 	bs := c.cfg.BlockSize
 	nb := len(p.Tokens) / bs
 	keys := extrakeys.For(bs, len(p.Tokens), p.Spans, "", p.CacheSalt, c.cfg.KeyStyle)
-	// ExtraKeysFor names each item by the forwarded form of its identity; an item whose identifier
+	// extrakeys.For names each item by the forwarded form of its identity; an item whose identifier
 	// is another string (a client uuid of another form) is named by that string instead.
 	rename := map[string]string{}
 	for i, s := range p.Spans {
