@@ -9,6 +9,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/reason"
 )
 
@@ -145,17 +146,11 @@ func Identity(j []byte, t, h, w int, frames [][]byte) (uint64, error) {
 	return id, nil
 }
 
-// FormatIdentity is the wire form of an identity: 16 lowercase hex characters.
-func FormatIdentity(id uint64) string { return fmt.Sprintf("%016x", id) }
+// FormatIdentity is the wire form of an identity: 16 lowercase hex characters (wire.Identity.Hex).
+func FormatIdentity(id uint64) string { return wire.Identity(id).Hex() }
 
-// ParseIdentity parses the wire form (16 hex characters).
+// ParseIdentity parses the wire form (16 hex characters; wire.ParseHex).
 func ParseIdentity(s string) (uint64, error) {
-	if len(s) != 16 {
-		return 0, fmt.Errorf("parsing identity %q: want 16 hex characters", s)
-	}
-	v, err := strconv.ParseUint(s, 16, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parsing identity %q: %w", s, err)
-	}
-	return v, nil
+	id, err := wire.ParseHex(s)
+	return uint64(id), err
 }

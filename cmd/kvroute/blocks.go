@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -71,7 +71,7 @@ func blocksCmd(args []string, stdin io.Reader) (any, error) {
 	}
 	spans := make([]blocks.Span, len(in.Spans))
 	for i, s := range in.Spans {
-		id, err := parseHex16(s.Identity)
+		id, err := wire.ParseHex(s.Identity)
 		if err != nil {
 			return nil, fmt.Errorf("decoding span %d: %w", i, err)
 		}
@@ -84,7 +84,7 @@ func blocksCmd(args []string, stdin io.Reader) (any, error) {
 		default:
 			return nil, fmt.Errorf("decoding span %d: kind %q is not image or video", i, s.Kind)
 		}
-		spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: id, Kind: kind}
+		spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: uint64(id), Kind: kind}
 	}
 	seed := blocks.SeedFor(deref(in.LoRAName), deref(in.CacheSalt))
 	cfg := blocks.Config{BlockSize: in.BlockSize, ImagePad: *in.ImagePad, VideoPad: *in.VideoPad}
@@ -108,15 +108,3 @@ func deref(s *string) string {
 
 // hex16 prints a u64 as 16 lowercase hex digits.
 func hex16(v uint64) string { return fmt.Sprintf("%016x", v) }
-
-// parseHex16 parses an identity written as 16 hex digits.
-func parseHex16(s string) (uint64, error) {
-	if len(s) != 16 {
-		return 0, fmt.Errorf("parsing identity %q: want 16 hex digits", s)
-	}
-	v, err := strconv.ParseUint(s, 16, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parsing identity %q: %w", s, err)
-	}
-	return v, nil
-}

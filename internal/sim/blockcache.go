@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -127,12 +129,12 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 	}
 	bs := c.cfg.BlockSize
 	nb := len(p.Tokens) / bs
-	keys := codec.ExtraKeysFor(bs, len(p.Tokens), p.Spans, "", p.CacheSalt, c.cfg.KeyStyle)
-	// ExtraKeysFor names each item by the forwarded form of its identity; an item whose identifier
+	keys := extrakeys.For(bs, len(p.Tokens), p.Spans, "", p.CacheSalt, c.cfg.KeyStyle)
+	// extrakeys.For names each item by the forwarded form of its identity; an item whose identifier
 	// is another string (a client uuid of another form) is named by that string instead.
 	rename := map[string]string{}
 	for i, s := range p.Spans {
-		if id := codec.IdentityString(s.Identity); id != p.Identifiers[i] {
+		if id := wire.Identity(s.Identity).UUID(); id != p.Identifiers[i] {
 			rename[id] = p.Identifiers[i]
 		}
 	}

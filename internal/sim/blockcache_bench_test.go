@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkChainAndCommit(b *testing.B) {
 	for i := range prompts {
 		toks := seqTokens(10000, uint32(i)*20000)
 		prompts[i] = &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 100, End: 9000, Identity: uint64(i + 1), Kind: blocks.Video}},
-			Identifiers: []string{codec.IdentityString(uint64(i + 1))}}
+			Identifiers: []string{wire.Identity(i + 1).UUID()}}
 	}
 	events := 0
 	b.ReportAllocs()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -59,9 +60,9 @@ func TestChainDependsOnPrefixKeysAndSalt(t *testing.T) {
 	}
 	toks := seqTokens(12, 7)
 	span := []blocks.Span{{Start: 5, End: 7, Identity: 0xabc, Kind: blocks.Image}}
-	base := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{codec.IdentityString(0xabc)}})
-	other := chain(t, c, &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 5, End: 7, Identity: 0xabd, Kind: blocks.Image}}, Identifiers: []string{codec.IdentityString(0xabd)}})
-	salted := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{codec.IdentityString(0xabc)}, CacheSalt: "s"})
+	base := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{wire.Identity(0xabc).UUID()}})
+	other := chain(t, c, &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 5, End: 7, Identity: 0xabd, Kind: blocks.Image}}, Identifiers: []string{wire.Identity(0xabd).UUID()}})
+	salted := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{wire.Identity(0xabc).UUID()}, CacheSalt: "s"})
 	verbatim := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{"client-uuid"}})
 	if base.Hashes[0] != other.Hashes[0] || base.Hashes[1] == other.Hashes[1] || base.Hashes[2] == other.Hashes[2] {
 		t.Errorf("identity: %x vs %x", base.Hashes, other.Hashes)

@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
@@ -214,11 +215,11 @@ func independentHashes(t *testing.T, ctx context.Context, body []byte) []uint64 
 	res := loopbackResolver(t)
 	items := make([]layout.Media, len(req.Media))
 	for i, p := range req.Media {
-		id, ok := router.ParseForwardedUUID(p.UUID)
+		id, ok := wire.ParseUUID(p.UUID)
 		if !ok {
 			t.Fatalf("part %d has no forwarded uuid: %q", i, p.UUID)
 		}
-		items[i] = layout.Media{Kind: p.Kind, Identity: id}
+		items[i] = layout.Media{Kind: p.Kind, Identity: uint64(id)}
 		if p.Kind == blocks.Image {
 			info, err := res.Image(ctx, p.URL)
 			if err != nil {
@@ -259,10 +260,10 @@ func verifyEvents(t *testing.T, r *router.Router, worker string, msgs []sim.Mess
 		}
 		for _, ev := range b.Events {
 			for i := range ev.BlockHashes {
-				var keys []router.MediaKey
+				var keys []wire.MediaKey
 				for _, k := range ev.ExtraKeys[i] {
-					if id, ok := router.ParseForwardedUUID(k.Str); ok {
-						keys = append(keys, router.MediaKey{Identity: id, Offset: k.Offset, HasOffset: k.Kind == codec.KeyPair})
+					if id, ok := wire.ParseUUID(k.Str); ok {
+						keys = append(keys, wire.MediaKey{Identity: id, Offset: k.Offset, HasOffset: k.Kind == codec.KeyPair})
 					}
 				}
 				if len(keys) > 0 {

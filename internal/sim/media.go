@@ -9,11 +9,11 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/reason"
-	"github.com/kvroute/kvroute/routing/router"
 )
 
 // item is one resolved media part.
@@ -62,7 +62,7 @@ func (f *Frontend) resolve(ctx context.Context, p chat.MediaPart, kwargs []byte,
 		return it, err
 	}
 	if !p.HasUUID {
-		it.identifier = router.ForwardedUUID(own)
+		it.identifier = wire.Identity(own).UUID()
 		if len(kwargs) > 0 {
 			it.identifier = mixIdentifier(it.identifier, kwargs)
 		}
@@ -76,8 +76,8 @@ func (f *Frontend) resolve(ctx context.Context, p chat.MediaPart, kwargs []byte,
 // identityOf returns the number an identifier stands for: its value when it has kvroute's forwarded
 // form, else XXH3-64 of the string.
 func identityOf(identifier string) uint64 {
-	if id, ok := router.ParseForwardedUUID(identifier); ok {
-		return id
+	if id, ok := wire.ParseUUID(identifier); ok {
+		return uint64(id)
 	}
 	return xxh3.HashString(identifier)
 }

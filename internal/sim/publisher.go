@@ -13,22 +13,11 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // maxReplayRequestBytes bounds a replay request body.
 const maxReplayRequestBytes = 4 << 10
-
-// EventsSubject and ReplaySubject name a worker's NATS subjects (DESIGN.md §2.2).
-func EventsSubject(workerID string) string { return "kvroute.events." + workerID }
-
-// ReplaySubject is the subject a worker answers replay requests on.
-func ReplaySubject(workerID string) string { return "kvroute.ctl." + workerID + ".replay" }
-
-// ResetSubject is the subject a worker announces lost event history on.
-func ResetSubject(workerID string) string { return "kvroute.ctl." + workerID + ".reset" }
-
-// SnapshotSubject is the subject a worker answers snapshot requests on (DESIGN.md §2.2, §9).
-func SnapshotSubject(workerID string) string { return "kvroute.ctl." + workerID + ".snapshot" }
 
 // Message is one published batch.
 type Message struct {
@@ -113,25 +102,25 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 		if c.WorkerID == "" {
 			return nil, errors.New("creating publisher: no worker id")
 		}
-		sub, err := c.Conn.Subscribe(ReplaySubject(c.WorkerID), p.onReplay)
+		sub, err := c.Conn.Subscribe(wire.ReplaySubject(c.WorkerID), p.onReplay)
 		if err != nil {
-			return nil, fmt.Errorf("subscribing to %s: %w", ReplaySubject(c.WorkerID), err)
+			return nil, fmt.Errorf("subscribing to %s: %w", wire.ReplaySubject(c.WorkerID), err)
 		}
 		p.sub = sub
-		snap, err := c.Conn.Subscribe(SnapshotSubject(c.WorkerID), p.onSnapshot)
+		snap, err := c.Conn.Subscribe(wire.SnapshotSubject(c.WorkerID), p.onSnapshot)
 		if err != nil {
 			_ = sub.Unsubscribe()
-			return nil, fmt.Errorf("subscribing to %s: %w", SnapshotSubject(c.WorkerID), err)
+			return nil, fmt.Errorf("subscribing to %s: %w", wire.SnapshotSubject(c.WorkerID), err)
 		}
 		p.snap = snap
 		// A restarted simulator numbers its batches from 0 again and holds none of its old blocks:
 		// routers that still know the worker clear it and continue at seq 0 (as a bridge announces
 		// lost history).
 		reset, _ := json.Marshal(resetMessage{DPRank: 0, NextSeq: 0, Reason: "simulator started"})
-		if err := c.Conn.Publish(ResetSubject(c.WorkerID), reset); err != nil {
+		if err := c.Conn.Publish(wire.ResetSubject(c.WorkerID), reset); err != nil {
 			_ = sub.Unsubscribe()
 			_ = snap.Unsubscribe()
-			return nil, fmt.Errorf("publishing on %s: %w", ResetSubject(c.WorkerID), err)
+			return nil, fmt.Errorf("publishing on %s: %w", wire.ResetSubject(c.WorkerID), err)
 		}
 	}
 	return p, nil
@@ -260,10 +249,10 @@ func (p *Publisher) sendLocked(m Message) error {
 	if p.cfg.Conn == nil {
 		return nil
 	}
-	msg := &nats.Msg{Subject: EventsSubject(p.cfg.WorkerID), Data: m.Payload, Header: nats.Header{
-		"Kvroute-Seq":      []string{strconv.FormatUint(m.Seq, 10)},
-		"Kvroute-Encoding": []string{string(codec.VLLM)},
-		"Kvroute-Dp-Rank":  []string{"0"},
+	msg := &nats.Msg{Subject: wire.EventsSubject(p.cfg.WorkerID), Data: m.Payload, Header: nats.Header{
+		wire.HeaderSeq:      []string{strconv.FormatUint(m.Seq, 10)},
+		wire.HeaderEncoding: []string{string(codec.VLLM)},
+		wire.HeaderDPRank:   []string{"0"},
 	}}
 	if err := p.cfg.Conn.PublishMsg(msg); err != nil {
 		p.log.Error("publishing kv event batch", zap.Uint64("seq", m.Seq), zap.Error(err))

@@ -11,6 +11,7 @@ import (
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 func startNATS(t *testing.T) *nats.Conn {
@@ -38,11 +39,11 @@ func nextMsg(t *testing.T, sub *nats.Subscription) *nats.Msg {
 // nothing.
 func TestPublishAndReplay(t *testing.T) {
 	nc := startNATS(t)
-	sub, err := nc.SubscribeSync(sim.EventsSubject("w-1"))
+	sub, err := nc.SubscribeSync(wire.EventsSubject("w-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resets, err := nc.SubscribeSync(sim.ResetSubject("w-1"))
+	resets, err := nc.SubscribeSync(wire.ResetSubject("w-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestPublishAndReplay(t *testing.T) {
 
 	ask := func(body string) map[string]any {
 		t.Helper()
-		r, err := nc.Request(sim.ReplaySubject("w-1"), []byte(body), 10*time.Second)
+		r, err := nc.Request(wire.ReplaySubject("w-1"), []byte(body), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

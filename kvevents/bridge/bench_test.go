@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // BenchmarkForward measures the whole path ZMQ PUB → bridge → NATS → a subscriber on loopback, with
@@ -41,7 +42,7 @@ func BenchmarkForward(b *testing.B) {
 	defer eng.closeSockets()
 
 	var got atomic.Int64
-	sub, err := rc.Subscribe(bridge.EventsSubject("w1"), func(*nats.Msg) { got.Add(1) })
+	sub, err := rc.Subscribe(wire.EventsSubject("w1"), func(*nats.Msg) { got.Add(1) })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Bridge forwards the KV events of one or more workers from ZMQ to NATS and registers them. Create it
@@ -72,7 +73,7 @@ func New(nc *nats.Conn, cfg *Config) (*Bridge, error) {
 			}
 			rs[r] = &rank{
 				b: b, workerID: w.WorkerID, dpRank: r, subEP: sub, replayEP: rep, topic: w.Topic,
-				encoding: w.Encoding, subject: EventsSubject(w.WorkerID), resetSub: ResetSubject(w.WorkerID),
+				encoding: w.Encoding, subject: wire.EventsSubject(w.WorkerID), resetSub: wire.ResetSubject(w.WorkerID),
 				log:  b.log.With(zap.String("worker_id", w.WorkerID), zap.Int("dp_rank", r)),
 				reqs: make(chan replayReq), ring: newRing(c.RingBatches, c.RingBytes),
 				watch: &rankWatch{w: watch, enc: codec.Encoding(w.Encoding)},
@@ -110,20 +111,20 @@ func (b *Bridge) Start(ctx context.Context) error {
 				rk.run(runCtx)
 			}()
 		}
-		sub, err := b.nc.Subscribe(ReplaySubject(w.WorkerID), func(msg *nats.Msg) {
+		sub, err := b.nc.Subscribe(wire.ReplaySubject(w.WorkerID), func(msg *nats.Msg) {
 			b.onReplay(runCtx, w.WorkerID, ranks, msg)
 		})
 		if err != nil {
 			b.stopLocked(context.Background())
-			return fmt.Errorf("starting bridge: subscribing to %s: %w", ReplaySubject(w.WorkerID), err)
+			return fmt.Errorf("starting bridge: subscribing to %s: %w", wire.ReplaySubject(w.WorkerID), err)
 		}
 		b.subs = append(b.subs, sub)
-		sub, err = b.nc.Subscribe(SnapshotSubject(w.WorkerID), func(msg *nats.Msg) {
+		sub, err = b.nc.Subscribe(wire.SnapshotSubject(w.WorkerID), func(msg *nats.Msg) {
 			b.onSnapshot(runCtx, w.WorkerID, ranks, msg)
 		})
 		if err != nil {
 			b.stopLocked(context.Background())
-			return fmt.Errorf("starting bridge: subscribing to %s: %w", SnapshotSubject(w.WorkerID), err)
+			return fmt.Errorf("starting bridge: subscribing to %s: %w", wire.SnapshotSubject(w.WorkerID), err)
 		}
 		b.subs = append(b.subs, sub)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/index"
 )
@@ -168,7 +169,7 @@ func newConsumer(t testing.TB, nc *nats.Conn, workerID string, drop ...uint64) *
 	for _, s := range drop {
 		c.drop[s] = true
 	}
-	for _, subj := range []string{bridge.EventsSubject(workerID), bridge.ResetSubject(workerID)} {
+	for _, subj := range []string{wire.EventsSubject(workerID), wire.ResetSubject(workerID)} {
 		s, err := nc.ChanSubscribe(subj, c.ch)
 		if err != nil {
 			t.Fatal(err)
@@ -256,7 +257,7 @@ func (c *consumer) drainLocked(k index.WorkerKey) {
 func (c *consumer) requestReplay(k index.WorkerKey, from uint64) {
 	defer c.wg.Done()
 	body, _ := json.Marshal(bridge.ReplayRequest{DPRank: k.DPRank, FromSeq: from})
-	resp, err := c.nc.Request(bridge.ReplaySubject(c.workerID), body, 10*time.Second)
+	resp, err := c.nc.Request(wire.ReplaySubject(c.workerID), body, 10*time.Second)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inflight[k] = false

@@ -13,13 +13,6 @@ import (
 // maxControlBytes bounds a replay request body.
 const maxControlBytes = 4 << 10
 
-// ReplaySubject, ResetSubject, SnapshotSubject and EventsSubject name a worker's NATS subjects
-// (DESIGN.md §2.2).
-func ReplaySubject(workerID string) string   { return "kvroute.ctl." + workerID + ".replay" }
-func ResetSubject(workerID string) string    { return "kvroute.ctl." + workerID + ".reset" }
-func SnapshotSubject(workerID string) string { return "kvroute.ctl." + workerID + ".snapshot" }
-func EventsSubject(workerID string) string   { return "kvroute.events." + workerID }
-
 // ReplayRequest is the body of a request on kvroute.ctl.<worker_id>.replay.
 type ReplayRequest struct {
 	DPRank  int    `json:"dp_rank"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // pollInterval bounds how long a rank goroutine waits in zmq_poll before it looks at its context and
@@ -331,9 +332,9 @@ func (rk *rank) forward(m Message) {
 // publish sends one batch on the events subject with the DESIGN.md §2.2 headers.
 func (rk *rank) publish(m Message) error {
 	msg := &nats.Msg{Subject: rk.subject, Data: m.Payload, Header: nats.Header{
-		"Kvroute-Seq":      []string{strconv.FormatUint(m.Seq, 10)},
-		"Kvroute-Encoding": []string{rk.encoding},
-		"Kvroute-Dp-Rank":  []string{strconv.Itoa(rk.dpRank)},
+		wire.HeaderSeq:      []string{strconv.FormatUint(m.Seq, 10)},
+		wire.HeaderEncoding: []string{rk.encoding},
+		wire.HeaderDPRank:   []string{strconv.Itoa(rk.dpRank)},
 	}}
 	if err := rk.b.nc.PublishMsg(msg); err != nil {
 		if n := rk.c.publishErrors.Add(1); n&(n-1) == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -22,7 +23,7 @@ import (
 func warmUp(t *testing.T, env *testEnv, b *bridge.Bridge) {
 	t.Helper()
 	wait.For(t, "registration", func() bool { return b.Registered("w1") })
-	if _, err := env.rc.Request(bridge.ReplaySubject("w1"), []byte(`{"dp_rank":0,"from_seq":1000}`), 10*time.Second); err != nil {
+	if _, err := env.rc.Request(wire.ReplaySubject("w1"), []byte(`{"dp_rank":0,"from_seq":1000}`), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -269,7 +270,7 @@ func TestGapWithoutReplaySocket(t *testing.T) {
 
 	ask := func(body string) bridge.ReplayReply {
 		t.Helper()
-		resp, err := env.rc.Request(bridge.ReplaySubject("w1"), []byte(body), 10*time.Second)
+		resp, err := env.rc.Request(wire.ReplaySubject("w1"), []byte(body), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

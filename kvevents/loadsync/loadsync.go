@@ -23,12 +23,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
 // Subject is the NATS subject replicas share their load on (DESIGN.md §2.2).
-const Subject = "kvroute.sync.load"
+const Subject = wire.LoadSyncSubject
 
 // maxWorkers bounds the workers of one snapshot that are applied (input from other replicas is
 // trusted less than our own).

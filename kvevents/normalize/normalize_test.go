@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
@@ -335,7 +336,7 @@ func BenchmarkDecodeNormalize(b *testing.B) {
 		}
 		spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd, Kind: blocks.Video}}
 		bt := &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16,
-			HasExtraKeys: true, ExtraKeys: codec.ExtraKeysFor(16, len(toks), spans, "", "", codec.PairKeys)}}}
+			HasExtraKeys: true, ExtraKeys: extrakeys.For(16, len(toks), spans, "", "", codec.PairKeys)}}}
 		raw, err := codec.EncodeVLLM(bt, codec.ArrayForm, codec.MapForm)
 		if err != nil {
 			b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/index"
@@ -85,7 +86,7 @@ func chainPayloads(b *testing.B, n, nb int, video bool) [][]byte {
 		ev := codec.Event{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16, Medium: "GPU", HasMedium: true}
 		if video {
 			spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd + uint64(c), Kind: blocks.Video}}
-			ev.ExtraKeys, ev.HasExtraKeys = codec.ExtraKeysFor(16, len(toks), spans, "", "", codec.PairKeys), true
+			ev.ExtraKeys, ev.HasExtraKeys = extrakeys.For(16, len(toks), spans, "", "", codec.PairKeys), true
 		}
 		raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1.5, Events: []codec.Event{ev}}, codec.ArrayForm, codec.ArrayForm)
 		if err != nil {

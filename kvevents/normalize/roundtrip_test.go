@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
@@ -29,7 +30,7 @@ func TestRequestSideEqualsEventSide(t *testing.T) {
 			continue
 		}
 		for _, style := range []codec.ExtraKeysStyle{codec.PairKeys, codec.BareKeys} {
-			keys := codec.ExtraKeysFor(bs, len(in.Tokens), spans, lora, salt, style)
+			keys := extrakeys.For(bs, len(in.Tokens), spans, lora, salt, style)
 			hashes := make([]uint64, nb)
 			for i := range hashes {
 				hashes[i] = uint64(1000*prompts + i + 1)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Bucket is the NATS JetStream key-value bucket holding worker records (key = worker id).
-const Bucket = "kvroute_workers"
+const Bucket = wire.WorkersBucket
 
 // TTL is how long the bucket keeps a record that is not refreshed (DESIGN.md §2.1).
 const TTL = 30 * time.Second

@@ -9,17 +9,19 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Engine names a worker's inference engine.
 const (
-	EngineVLLM   = "vllm"
-	EngineSGLang = "sglang"
+	EngineVLLM   = wire.EngineVLLM
+	EngineSGLang = wire.EngineSGLang
 )
 
 // FeatureMMHashes is the feature a (patched) SGLang worker declares when it forwards client media
 // hashes into its KV events (DESIGN.md §1.6).
-const FeatureMMHashes = "mm_hashes"
+const FeatureMMHashes = wire.FeatureMMHashes
 
 // MaxRecordBytes bounds the size of one encoded worker record read from the bucket. Records come
 // from the network and are untrusted.

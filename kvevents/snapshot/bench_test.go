@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -34,7 +35,7 @@ func chainsOf(n int) []codec.Event {
 			}
 			var keys []codec.ExtraKey
 			if b%4 == 3 {
-				keys = []codec.ExtraKey{{Kind: codec.KeyPair, Str: codec.IdentityString(h), Offset: 0}}
+				keys = []codec.ExtraKey{{Kind: codec.KeyPair, Str: wire.Identity(h).UUID(), Offset: 0}}
 			}
 			ev.ExtraKeys = append(ev.ExtraKeys, keys)
 		}

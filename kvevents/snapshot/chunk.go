@@ -6,19 +6,7 @@ import (
 	"strconv"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
-)
-
-// Headers of a snapshot chunk (see the package doc).
-const (
-	HeaderSeq      = "Kvroute-Snapshot-Seq"
-	HeaderChunk    = "Kvroute-Snapshot-Chunk"
-	HeaderLast     = "Kvroute-Snapshot-Last"
-	HeaderBlocks   = "Kvroute-Snapshot-Blocks"
-	HeaderComplete = "Kvroute-Snapshot-Complete"
-	HeaderError    = "Kvroute-Snapshot-Error"
-	// HeaderEncoding and HeaderDPRank are the kvroute.events.<worker_id> headers (DESIGN.md §2.2).
-	HeaderEncoding = "Kvroute-Encoding"
-	HeaderDPRank   = "Kvroute-Dp-Rank"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // DefaultMaxChunkBytes is the default chunk payload bound: a quarter of NATS's default max_payload.
@@ -157,45 +145,45 @@ func Encode(v View, maxChunkBytes int, emit func(payload []byte, nblocks int) er
 // chunkHeaders returns the headers of chunk i.
 func chunkHeaders(seq uint64, i int, last bool, blocks int, complete bool, enc codec.Encoding, dpRank int) map[string][]string {
 	h := map[string][]string{
-		HeaderSeq:      {strconv.FormatUint(seq, 10)},
-		HeaderChunk:    {strconv.Itoa(i)},
-		HeaderEncoding: {string(enc)},
-		HeaderDPRank:   {strconv.Itoa(dpRank)},
+		wire.HeaderSnapshotSeq:   {strconv.FormatUint(seq, 10)},
+		wire.HeaderSnapshotChunk: {strconv.Itoa(i)},
+		wire.HeaderEncoding:      {string(enc)},
+		wire.HeaderDPRank:        {strconv.Itoa(dpRank)},
 	}
 	if complete {
-		h[HeaderComplete] = []string{"1"}
+		h[wire.HeaderSnapshotComplete] = []string{"1"}
 	}
 	if last {
-		h[HeaderLast] = []string{"1"}
-		h[HeaderBlocks] = []string{strconv.Itoa(blocks)}
+		h[wire.HeaderSnapshotLast] = []string{"1"}
+		h[wire.HeaderSnapshotBlocks] = []string{strconv.Itoa(blocks)}
 	}
 	return h
 }
 
 // parseChunk reads a chunk's headers; get returns a header's value.
 func parseChunk(get func(string) string, payload []byte) (Chunk, error) {
-	if e := get(HeaderError); e != "" {
+	if e := get(wire.HeaderSnapshotError); e != "" {
 		return Chunk{}, fmt.Errorf("%w: publisher: %s", ErrSnapshot, e)
 	}
-	c := Chunk{Payload: payload, Last: get(HeaderLast) == "1", Complete: get(HeaderComplete) == "1"}
+	c := Chunk{Payload: payload, Last: get(wire.HeaderSnapshotLast) == "1", Complete: get(wire.HeaderSnapshotComplete) == "1"}
 	var err error
-	if c.Seq, err = strconv.ParseUint(get(HeaderSeq), 10, 64); err != nil {
-		return Chunk{}, fmt.Errorf("%w: chunk without a valid %s", ErrSnapshot, HeaderSeq)
+	if c.Seq, err = strconv.ParseUint(get(wire.HeaderSnapshotSeq), 10, 64); err != nil {
+		return Chunk{}, fmt.Errorf("%w: chunk without a valid %s", ErrSnapshot, wire.HeaderSnapshotSeq)
 	}
-	if c.Index, err = strconv.Atoi(get(HeaderChunk)); err != nil || c.Index < 0 {
-		return Chunk{}, fmt.Errorf("%w: chunk without a valid %s", ErrSnapshot, HeaderChunk)
+	if c.Index, err = strconv.Atoi(get(wire.HeaderSnapshotChunk)); err != nil || c.Index < 0 {
+		return Chunk{}, fmt.Errorf("%w: chunk without a valid %s", ErrSnapshot, wire.HeaderSnapshotChunk)
 	}
-	if c.DPRank, err = strconv.Atoi(get(HeaderDPRank)); err != nil || c.DPRank < 0 {
-		return Chunk{}, fmt.Errorf("%w: chunk without a valid %s", ErrSnapshot, HeaderDPRank)
+	if c.DPRank, err = strconv.Atoi(get(wire.HeaderDPRank)); err != nil || c.DPRank < 0 {
+		return Chunk{}, fmt.Errorf("%w: chunk without a valid %s", ErrSnapshot, wire.HeaderDPRank)
 	}
-	enc, err := codec.ParseEncoding(get(HeaderEncoding))
+	enc, err := codec.ParseEncoding(get(wire.HeaderEncoding))
 	if err != nil || (enc != codec.VLLM && enc != codec.SGLang) {
-		return Chunk{}, fmt.Errorf("%w: chunk %s %q is not vllm or sglang", ErrSnapshot, HeaderEncoding, get(HeaderEncoding))
+		return Chunk{}, fmt.Errorf("%w: chunk %s %q is not vllm or sglang", ErrSnapshot, wire.HeaderEncoding, get(wire.HeaderEncoding))
 	}
 	c.Encoding = enc
 	if c.Last {
-		if c.Blocks, err = strconv.Atoi(get(HeaderBlocks)); err != nil || c.Blocks < 0 {
-			return Chunk{}, fmt.Errorf("%w: last chunk without a valid %s", ErrSnapshot, HeaderBlocks)
+		if c.Blocks, err = strconv.Atoi(get(wire.HeaderSnapshotBlocks)); err != nil || c.Blocks < 0 {
+			return Chunk{}, fmt.Errorf("%w: last chunk without a valid %s", ErrSnapshot, wire.HeaderSnapshotBlocks)
 		}
 	}
 	return c, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Answer is what a publisher sends for one request: the blocks (Set.Order, taken by the goroutine
@@ -62,7 +63,7 @@ func Respond(nc *nats.Conn, reply string, a *Answer) error {
 
 // RespondError tells the requester that no snapshot can be given, and why.
 func RespondError(nc *nats.Conn, reply string, cause error) error {
-	return nc.PublishMsg(&nats.Msg{Subject: reply, Header: nats.Header{HeaderError: []string{cause.Error()}}})
+	return nc.PublishMsg(&nats.Msg{Subject: reply, Header: nats.Header{wire.HeaderSnapshotError: []string{cause.Error()}}})
 }
 
 // ParseRequest reads a request body; dpSize is the number of ranks the publisher has.

@@ -7,9 +7,9 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/index"
-	"github.com/kvroute/kvroute/routing/router"
 )
 
 // apply decodes, normalizes and applies batch p, the stream's next. It returns true when a stored
@@ -160,12 +160,12 @@ func (sh *shard) verify(st *stream, ev *codec.Event, n int) {
 		for _, k := range ev.ExtraKeys[i] {
 			switch k.Kind {
 			case codec.KeyString:
-				if idn, ok := router.ParseForwardedUUID(k.Str); ok {
-					keys = append(keys, router.MediaKey{Identity: idn})
+				if idn, ok := wire.ParseUUID(k.Str); ok {
+					keys = append(keys, wire.MediaKey{Identity: idn})
 				}
 			case codec.KeyPair:
-				if idn, ok := router.ParseForwardedUUID(k.Str); ok {
-					keys = append(keys, router.MediaKey{Identity: idn, Offset: k.Offset, HasOffset: true})
+				if idn, ok := wire.ParseUUID(k.Str); ok {
+					keys = append(keys, wire.MediaKey{Identity: idn, Offset: k.Offset, HasOffset: true})
 				}
 			}
 		}

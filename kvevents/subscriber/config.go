@@ -6,7 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/routing/router"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Defaults of Config.
@@ -27,11 +27,11 @@ const (
 // StoredFunc receives, for the layout verification of DESIGN.md §2.3 (router.Router.VerifyStored),
 // every stored block that names at least one media identity in its extra_keys: the worker id, the
 // block's worker tokens (block_size ids) and its media items in extra_keys order. Identities are
-// parsed with router.ParseForwardedUUID; Offset/HasOffset come from the `[identifier, offset]` form
+// parsed with wire.ParseUUID; Offset/HasOffset come from the `[identifier, offset]` form
 // (HasOffset false for a bare identifier). Only blocks the index accepted are reported. The slices
 // are valid only during the call (copy to keep them). It runs on a shard goroutine: it must be quick
 // and safe for concurrent use.
-type StoredFunc func(workerID string, tokens []uint32, keys []router.MediaKey)
+type StoredFunc func(workerID string, tokens []uint32, keys []wire.MediaKey)
 
 // CountFunc receives every counter increment: worker is the worker id (UnregisteredWorker for
 // events of workers not in the set), result one of the Result* names, n > 0. It runs on the

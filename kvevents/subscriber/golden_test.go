@@ -12,7 +12,7 @@ import (
 	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/routing/router"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 type goldenStored struct {
@@ -139,7 +139,7 @@ func TestGoldenEncodingsSameIndex(t *testing.T) {
 type storedCall struct {
 	worker string
 	tokens []uint32
-	keys   []router.MediaKey
+	keys   []wire.MediaKey
 }
 
 // TestVerifyHook checks the layout verification callback on the golden video events: every stored
@@ -150,7 +150,7 @@ func TestVerifyHook(t *testing.T) {
 	e := newEnv(t, nil)
 	var mu sync.Mutex
 	var calls []storedCall
-	e.sub.SetOnStored(func(id string, tokens []uint32, keys []router.MediaKey) {
+	e.sub.SetOnStored(func(id string, tokens []uint32, keys []wire.MediaKey) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, storedCall{id, slices.Clone(tokens), slices.Clone(keys)})
@@ -191,7 +191,7 @@ func TestVerifyHook(t *testing.T) {
 			for _, it := range items {
 				var s string
 				var pair []json.RawMessage
-				k := router.MediaKey{}
+				k := wire.MediaKey{}
 				if json.Unmarshal(it, &s) != nil {
 					if err := json.Unmarshal(it, &pair); err != nil {
 						t.Fatal(err)
@@ -200,7 +200,7 @@ func TestVerifyHook(t *testing.T) {
 					_ = json.Unmarshal(pair[1], &k.Offset)
 					k.HasOffset = true
 				}
-				k.Identity = u64hex(t, s[:16])
+				k.Identity = wire.Identity(u64hex(t, s[:16]))
 				c.keys = append(c.keys, k)
 			}
 			out = append(out, c)
@@ -233,7 +233,7 @@ func TestVerifyHook(t *testing.T) {
 		p[0].keys[0].Offset != 13 || p[3].keys[0].Offset != -35 {
 		t.Errorf("pairs: %+v", p)
 	}
-	if b := byWorker(calls, "bare"); len(b) != 6 || b[5].keys[0] != (router.MediaKey{Identity: 0x51c22565f5f9c525}) {
+	if b := byWorker(calls, "bare"); len(b) != 6 || b[5].keys[0] != (wire.MediaKey{Identity: 0x51c22565f5f9c525}) {
 		t.Errorf("bare: %+v", b)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"time"
 )
 
@@ -23,7 +24,7 @@ type replayAnswer struct {
 func (s *Subscriber) replay(sh *shard, id string, rank int, gen, from uint64) {
 	body := fmt.Appendf(nil, `{"dp_rank":%d,"from_seq":%d}`, rank, from)
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ReplayTimeout)
-	msg, err := s.nc.RequestWithContext(ctx, replaySubject(id), body)
+	msg, err := s.nc.RequestWithContext(ctx, wire.ReplaySubject(id), body)
 	cancel()
 	it := item{kind: itemReplayAnswer, id: id, rank: rank, gen: gen}
 	if err != nil {

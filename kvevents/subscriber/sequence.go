@@ -10,13 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
-)
-
-// Headers of kvroute.events.<worker_id> (DESIGN.md §2.2).
-const (
-	HeaderSeq      = "Kvroute-Seq"
-	HeaderEncoding = "Kvroute-Encoding"
-	HeaderDPRank   = "Kvroute-Dp-Rank"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // maxControlBytes bounds a reset body or a replay answer.
@@ -27,20 +21,20 @@ var errHeader = errors.New("invalid kv event headers")
 // parseHeaders reads seq, encoding and dp rank; the encoding defaults to the worker's engine.
 func parseHeaders(m *nats.Msg, engine string) (pending, int, error) {
 	h := m.Header
-	seq, err := strconv.ParseUint(h.Get(HeaderSeq), 10, 64)
+	seq, err := strconv.ParseUint(h.Get(wire.HeaderSeq), 10, 64)
 	if err != nil {
-		return pending{}, 0, fmt.Errorf("parsing %s %q: %w", HeaderSeq, h.Get(HeaderSeq), errHeader)
+		return pending{}, 0, fmt.Errorf("parsing %s %q: %w", wire.HeaderSeq, h.Get(wire.HeaderSeq), errHeader)
 	}
 	enc := codec.Encoding(engine)
-	if v := h.Get(HeaderEncoding); v != "" {
+	if v := h.Get(wire.HeaderEncoding); v != "" {
 		if enc, err = codec.ParseEncoding(v); err != nil {
-			return pending{}, 0, fmt.Errorf("parsing %s: %w: %w", HeaderEncoding, errHeader, err)
+			return pending{}, 0, fmt.Errorf("parsing %s: %w: %w", wire.HeaderEncoding, errHeader, err)
 		}
 	}
 	rank := 0
-	if v := h.Get(HeaderDPRank); v != "" {
+	if v := h.Get(wire.HeaderDPRank); v != "" {
 		if rank, err = strconv.Atoi(v); err != nil || rank < 0 {
-			return pending{}, 0, fmt.Errorf("parsing %s %q: %w", HeaderDPRank, v, errHeader)
+			return pending{}, 0, fmt.Errorf("parsing %s %q: %w", wire.HeaderDPRank, v, errHeader)
 		}
 	}
 	return pending{seq: seq, enc: enc, data: m.Data}, rank, nil
@@ -59,7 +53,7 @@ func (sh *shard) onEvent(it item) {
 	}
 	p, rank, err := parseHeaders(it.msg, w.rec.Engine)
 	if err == nil && rank >= len(w.ranks) {
-		err = fmt.Errorf("checking %s %d: dp_size is %d: %w", HeaderDPRank, rank, len(w.ranks), errHeader)
+		err = fmt.Errorf("checking %s %d: dp_size is %d: %w", wire.HeaderDPRank, rank, len(w.ranks), errHeader)
 	}
 	if err != nil {
 		if n := s.count(w.view, it.id, rBadHeader, 1); logWorthy(n) {

@@ -11,8 +11,8 @@ import (
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
-	"github.com/kvroute/kvroute/routing/router"
 )
 
 // maxDPSize bounds the ranks tracked per worker (worker records come from the network).
@@ -55,7 +55,7 @@ type shard struct {
 	// scratch
 	one    codec.Batch
 	blocks []index.StoredBlock
-	keys   []router.MediaKey
+	keys   []wire.MediaKey
 }
 
 // wstate is one registered worker.

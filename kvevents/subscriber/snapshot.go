@@ -10,6 +10,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -43,7 +44,7 @@ func (sh *shard) startSnapshot(st *stream, reason string) {
 // (the stream's snapshot) ends. It runs in its own tracked goroutine.
 func (s *Subscriber) fetchSnapshot(ctx context.Context, sh *shard, id string, rank int, gen uint64) {
 	cfg := snapshot.FetchConfig{Idle: s.cfg.SnapshotTimeout, MaxBytes: s.cfg.MaxSnapshotBytes}
-	err := snapshot.Fetch(ctx, s.nc, snapshotSubject(id), rank, cfg, func(c snapshot.Chunk) error {
+	err := snapshot.Fetch(ctx, s.nc, wire.SnapshotSubject(id), rank, cfg, func(c snapshot.Chunk) error {
 		if !sh.post(s.ctx, item{kind: itemSnapshotChunk, id: id, rank: rank, gen: gen, chunk: c}) {
 			return s.ctx.Err()
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -13,19 +12,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
 // NATS subjects of DESIGN.md §2.2.
-const (
-	eventsPrefix   = "kvroute.events."
-	ctlPrefix      = "kvroute.ctl."
-	resetSuffix    = ".reset"
-	replaySuffix   = ".replay"
-	snapshotSuffix = ".snapshot"
-	eventsSubject  = eventsPrefix + "*"
-	resetSubject   = ctlPrefix + "*" + resetSuffix
-)
+const ()
 
 // ErrStopped is returned by Start after Stop, and by Start called twice.
 var ErrStopped = errors.New("subscriber stopped or already started")
@@ -124,7 +116,7 @@ func (s *Subscriber) Start(ctx context.Context) error {
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.ch = make(chan *nats.Msg, s.cfg.QueueLength)
-	for _, subj := range []string{eventsSubject, resetSubject} {
+	for _, subj := range []string{wire.AllEvents, wire.AllResets} {
 		sub, err := s.nc.ChanSubscribe(subj, s.ch)
 		if err != nil {
 			for _, x := range s.subs {
@@ -245,13 +237,10 @@ func (s *Subscriber) dispatch() {
 
 // classify reads the worker id and message kind from the subject.
 func classify(m *nats.Msg) (item, string, bool) {
-	subj := m.Subject
-	switch {
-	case strings.HasPrefix(subj, eventsPrefix):
-		id := subj[len(eventsPrefix):]
+	if id, ok := wire.EventsWorker(m.Subject); ok {
 		return item{kind: itemEvent, id: id, msg: m}, id, registry.ValidWorkerID(id)
-	case strings.HasPrefix(subj, ctlPrefix) && strings.HasSuffix(subj, resetSuffix):
-		id := subj[len(ctlPrefix) : len(subj)-len(resetSuffix)]
+	}
+	if id, ok := wire.ResetWorker(m.Subject); ok {
 		return item{kind: itemReset, id: id, msg: m}, id, registry.ValidWorkerID(id)
 	}
 	return item{}, "", false
@@ -262,6 +251,3 @@ func (s *Subscriber) shardFor(id string) *shard {
 	_, _ = h.Write([]byte(id))
 	return s.shards[h.Sum32()%uint32(len(s.shards))]
 }
-
-func replaySubject(id string) string   { return ctlPrefix + id + replaySuffix }
-func snapshotSubject(id string) string { return ctlPrefix + id + snapshotSuffix }

@@ -1,4 +1,4 @@
-// Package resolver implements router.Media over the media fetcher and decoder: it fetches a
+// Package resolver implements mediaport.Media over the media fetcher and decoder: it fetches a
 // media URL, decodes it at the edge and returns what the router needs (identity, frame count,
 // geometry). kvroute's handler and kvroute-sim both use it, so the router and the simulated
 // worker sample and hash a clip the same way.
@@ -20,8 +20,8 @@ import (
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/mediaport"
 	"github.com/kvroute/kvroute/routing/reason"
-	"github.com/kvroute/kvroute/routing/router"
 )
 
 // Image size caps: an image_url part larger than this is rejected (frame_too_large) before its
@@ -50,16 +50,16 @@ type Resolver struct {
 // New returns a resolver over a fetcher and a decoder.
 func New(f *fetch.Fetcher, d *media.Decoder) *Resolver { return &Resolver{fetcher: f, decoder: d} }
 
-var _ router.Media = (*Resolver)(nil)
+var _ mediaport.Media = (*Resolver)(nil)
 
 // stage reports one stage that began at t to the Stage hook and to the request's stage observer
-// (router.WithStageObserver), if any.
+// (mediaport.WithStageObserver), if any.
 func (r *Resolver) stage(ctx context.Context, name string, t time.Time) {
 	d := time.Since(t)
 	if r.Stage != nil {
 		r.Stage(name, d)
 	}
-	router.ObserveStage(ctx, name, t, d)
+	mediaport.ObserveStage(ctx, name, t, d)
 }
 
 // Video fetches url and decodes it with the frames contract c samples; the result's identity
@@ -67,18 +67,18 @@ func (r *Resolver) stage(ctx context.Context, name string, t time.Time) {
 // A URL fetched before with validators is revalidated instead (revalidate.go): a 304 reuses
 // the earlier result without reading the body. The fetched bytes stay reserved in the fetcher's
 // budget until the decode ends.
-func (r *Resolver) Video(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
+func (r *Resolver) Video(ctx context.Context, url string, c *layout.Contract) (*mediaport.VideoInfo, error) {
 	return r.videoRevalidated(ctx, url, c)
 }
 
 // DecodeVideo is Video for bytes already in memory.
-func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contract) (*router.VideoInfo, error) {
+func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contract) (*mediaport.VideoInfo, error) {
 	digest, err := c.Digest()
 	if err != nil {
 		return nil, reason.Wrap(reason.ContractUnsupported, err, "hashing the contract")
 	}
 	sampler := func(total int, st media.Stats) ([]int, error) {
-		idx, err := router.Sampler(c, total, st.FPS, st.Width, st.Height)
+		idx, err := mediaport.Sampler(c, total, st.FPS, st.Width, st.Height)
 		if err != nil {
 			return nil, reason.Wrap(reason.LayoutError, err, "sampling frames")
 		}
@@ -97,7 +97,7 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 			r.CacheResult("miss")
 		}
 	}
-	return &router.VideoInfo{
+	return &mediaport.VideoInfo{
 		Identity:        res.Identity,
 		Codec:           res.Stats.Codec,
 		DecodedFrames:   res.Stats.DecodedFrames,
@@ -114,7 +114,7 @@ func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
 // Image fetches url and decodes it (PNG, JPEG, GIF), the bytes reserved in the fetcher's budget
 // until then.
-func (r *Resolver) Image(ctx context.Context, url string) (*router.ImageInfo, error) {
+func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
 	t := time.Now()
 	data, release, err := r.fetcher.FetchHeld(ctx, url)
 	defer release()
@@ -130,7 +130,7 @@ func (r *Resolver) Image(ctx context.Context, url string) (*router.ImageInfo, er
 // DecodeImage decodes an image and computes its identity: XXH3-64 (seed 0) over Dynamo's
 // canonical_content_hash layout of the RGB pixels (u64le rank 3, u64le H, W, 3, u8 dtype 0, the
 // rows packed). The size is checked on the header before any pixel buffer is allocated.
-func DecodeImage(data []byte) (*router.ImageInfo, error) {
+func DecodeImage(data []byte) (*mediaport.ImageInfo, error) {
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "the image is not a PNG, JPEG or GIF file")
@@ -168,5 +168,5 @@ func DecodeImage(data []byte) (*router.ImageInfo, error) {
 	if id == 0 {
 		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
 	}
-	return &router.ImageInfo{Identity: id, Width: w, Height: h}, nil
+	return &mediaport.ImageInfo{Identity: id, Width: w, Height: h}, nil
 }

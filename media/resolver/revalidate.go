@@ -10,7 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/router"
+	"github.com/kvroute/kvroute/routing/mediaport"
 )
 
 // maxRevalidated bounds the URLs whose validators and video result are kept for revalidation.
@@ -29,7 +29,7 @@ type revalidated struct {
 type revalEntry struct {
 	key  string
 	v    fetch.Validators
-	info router.VideoInfo
+	info mediaport.VideoInfo
 }
 
 func (c *revalidated) get(key string) (revalEntry, bool) {
@@ -42,7 +42,7 @@ func (c *revalidated) get(key string) (revalEntry, bool) {
 	return revalEntry{}, false
 }
 
-func (c *revalidated) put(key string, v fetch.Validators, info *router.VideoInfo) {
+func (c *revalidated) put(key string, v fetch.Validators, info *mediaport.VideoInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -76,7 +76,7 @@ func (c *revalidated) remove(key string) {
 // Last-Modified is fetched with a conditional request, and a 304 Not Modified returns the
 // result decoded from the earlier bytes without reading or decoding anything. A URL without
 // validators is fetched and decoded as before; a 200 replaces the remembered validators.
-func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
+func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.Contract) (*mediaport.VideoInfo, error) {
 	digest, err := c.Digest()
 	if err != nil {
 		return r.videoFetch(ctx, url, c) // DecodeVideo reports the contract error
@@ -109,7 +109,7 @@ func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.C
 
 // videoFetch fetches url unconditionally and decodes it, the bytes reserved in the fetcher's
 // budget until the decode ends.
-func (r *Resolver) videoFetch(ctx context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {
+func (r *Resolver) videoFetch(ctx context.Context, url string, c *layout.Contract) (*mediaport.VideoInfo, error) {
 	t := time.Now()
 	data, release, err := r.fetcher.FetchHeld(ctx, url)
 	defer release()

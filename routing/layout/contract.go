@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/reason"
 )
 
@@ -18,8 +19,8 @@ const (
 	AdapterQwen3VL      = "qwen3_vl"
 	AdapterNemotronOmni = "nemotron_omni"
 
-	EngineVLLM   = "vllm"
-	EngineSGLang = "sglang"
+	EngineVLLM   = wire.EngineVLLM
+	EngineSGLang = wire.EngineSGLang
 
 	SamplerHFFPS            = "hf_fps"
 	SamplerUniformNumFrames = "uniform_num_frames"

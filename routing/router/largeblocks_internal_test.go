@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/routing/blocks"
@@ -51,7 +52,7 @@ func TestLargeBlockSizes(t *testing.T) {
 				for i := 0; i < nb; i++ {
 					ev.BlockHashes = append(ev.BlockHashes, uint64(len(id))<<32|uint64(i+1))
 				}
-				ev.ExtraKeys, ev.HasExtraKeys = codec.ExtraKeysFor(bs, len(toks), spans, "", "", codec.PairKeys), true
+				ev.ExtraKeys, ev.HasExtraKeys = extrakeys.For(bs, len(toks), spans, "", "", codec.PairKeys), true
 				raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1, Events: []codec.Event{ev}}, codec.ArrayForm, codec.MapForm)
 				if err != nil {
 					t.Fatal(err)

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -15,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/index"
@@ -26,8 +26,6 @@ import (
 
 // DefaultMaxMedia is the default cap on media items per request (DESIGN.md §6).
 const DefaultMaxMedia = 32
-
-var errNoFrames = errors.New("the sampler selected no frames")
 
 // Config tunes the router. The zero value is not usable; start from DefaultConfig.
 type Config struct {
@@ -348,9 +346,7 @@ func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint
 
 // ForwardedUUID is the uuid kvroute forwards for an identity: 16 lowercase hex digits and 48 zeros
 // (DESIGN.md §1 step 6); vLLM uses it verbatim as the item's multimodal hash.
-func ForwardedUUID(identity uint64) string {
-	return fmt.Sprintf("%016x", identity) + strings.Repeat("0", 48)
-}
+func ForwardedUUID(identity uint64) string { return wire.Identity(identity).UUID() }
 
 // checkMediaURLs applies the network-free URL rules to every media part with a URL.
 func (r *Router) checkMediaURLs(req *chat.Request) error {

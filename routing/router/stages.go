@@ -3,30 +3,25 @@ package router
 import (
 	"context"
 	"time"
+
+	"github.com/kvroute/kvroute/routing/mediaport"
 )
 
-// StageObserver receives one routing stage of one request (DESIGN.md §10 stage names: parse,
-// template, tokenize, fetch, decode, layout, hash, index, score): when it began and how long it
-// took. It may be called from several goroutines of the request at once.
-type StageObserver func(stage string, start time.Time, d time.Duration)
+// StageObserver receives one routing stage of one request (routing/mediaport.StageObserver).
+type StageObserver = mediaport.StageObserver
 
-type stageObserverKey struct{}
-
-// WithStageObserver returns ctx carrying f: Route (and the Media implementation, through
-// ObserveStage) reports every stage of the request routed under ctx to f, besides the router-wide
-// Hooks.Stage. Caddy's tracing glue uses it to turn stages into child spans of the request.
+// WithStageObserver returns ctx carrying f (routing/mediaport.WithStageObserver): Route and the
+// Media implementation report every stage of the request routed under ctx to f, besides the
+// router-wide Hooks.Stage.
 func WithStageObserver(ctx context.Context, f StageObserver) context.Context {
-	return context.WithValue(ctx, stageObserverKey{}, f)
+	return mediaport.WithStageObserver(ctx, f)
 }
 
-// ObserveStage reports a stage to ctx's StageObserver, if any. Media implementations call it for
-// their fetch and decode stages.
+// ObserveStage reports a stage to ctx's StageObserver, if any (routing/mediaport.ObserveStage).
 func ObserveStage(ctx context.Context, stage string, start time.Time, d time.Duration) {
-	observeStage(ctx, stage, start, d)
+	mediaport.ObserveStage(ctx, stage, start, d)
 }
 
 func observeStage(ctx context.Context, stage string, start time.Time, d time.Duration) {
-	if f, ok := ctx.Value(stageObserverKey{}).(StageObserver); ok && f != nil {
-		f(stage, start, d)
-	}
+	mediaport.ObserveStage(ctx, stage, start, d)
 }

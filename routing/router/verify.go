@@ -1,41 +1,19 @@
 package router
 
 import (
-	"strconv"
-	"strings"
 	"sync"
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // maxExpectations bounds the forwarded identities awaiting verification.
 const maxExpectations = 1024
 
-// MediaKey is one media item named in a stored block's extra_keys: its identity and, in the
-// current vLLM form `[identifier, placeholder_offset − block_start]`, the offset of the item's
-// placeholder range relative to the block's first token.
-type MediaKey struct {
-	Identity  uint64
-	Offset    int64
-	HasOffset bool
-}
-
-// ParseForwardedUUID reads an identity from the uuid form kvroute forwards (16 lowercase hex digits
-// and 48 zeros); ok is false for any other string.
-func ParseForwardedUUID(s string) (uint64, bool) {
-	if len(s) != 64 || s[16:] != strings.Repeat("0", 48) {
-		return 0, false
-	}
-	for _, c := range s[:16] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseUint(s[:16], 16, 64)
-	return v, err == nil
-}
+// MediaKey is one media item named in a stored block's extra_keys (kvevents/wire.MediaKey).
+type MediaKey = wire.MediaKey
 
 // expectation is the router's own expansion of one request that forwarded identities.
 type expectation struct {
@@ -141,7 +119,7 @@ func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []MediaKey)
 		}
 		v.mu.Lock()
 		model, known := v.models[workerID]
-		e := v.pending[verifyKey{model, k.Identity}]
+		e := v.pending[verifyKey{model, uint64(k.Identity)}]
 		v.mu.Unlock()
 		if !known || e == nil {
 			continue
@@ -172,7 +150,7 @@ func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []MediaKey)
 		v.mu.Unlock()
 		if result == "mismatch" {
 			fields := []zap.Field{zap.String("model", e.model), zap.String("worker_id", workerID),
-				zap.String("identity", ForwardedUUID(k.Identity)[:16]), zap.Int64("block_start", blockStart), zap.Int("first_difference", diff)}
+				zap.String("identity", k.Identity.Hex()), zap.Int64("block_start", blockStart), zap.Int("first_difference", diff)}
 			if p := blockStart + int64(diff); p >= 0 && p < int64(len(e.tokens)) {
 				fields = append(fields, zap.Uint32("router_token", e.tokens[p]), zap.Uint32("worker_token", tokens[diff]))
 			}

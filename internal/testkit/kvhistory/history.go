@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -123,7 +124,7 @@ func (h *History) stored() codec.Event {
 			for i := 4; i < 12; i++ {
 				toks[i] = 151655
 			}
-			keys = append(keys, codec.ExtraKey{Kind: codec.KeyPair, Str: codec.IdentityString(id), Offset: 4})
+			keys = append(keys, codec.ExtraKey{Kind: codec.KeyPair, Str: wire.Identity(id).UUID(), Offset: 4})
 		}
 		if b == 0 && salt != "" {
 			keys = append(keys, codec.ExtraKey{Kind: codec.KeyString, Str: salt})
