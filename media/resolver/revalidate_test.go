@@ -31,16 +31,19 @@ func (s *clipServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", fmt.Sprintf(`"v%d"`, version))
 		mod = time.Date(2026, 1, 1, 0, 0, version, 0, time.UTC)
 	}
-	rec := &statusRecorder{ResponseWriter: w}
+	// Count the response when its status is written, before any byte reaches the client: counted
+	// after ServeContent returned, the client could read the counts before the last response was.
+	rec := &statusRecorder{ResponseWriter: w, onStatus: func(code int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch code {
+		case http.StatusOK:
+			s.ok++
+		case http.StatusNotModified:
+			s.nm++
+		}
+	}}
 	http.ServeContent(rec, r, "clip.webm", mod, bytes.NewReader(data))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch rec.status {
-	case http.StatusOK:
-		s.ok++
-	case http.StatusNotModified:
-		s.nm++
-	}
 }
 
 func (s *clipServer) set(data []byte, version int) {
@@ -57,17 +60,21 @@ func (s *clipServer) counts() (ok, nm int) {
 
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	status   int
+	onStatus func(int) // called once, with the status, before it is written
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
-	r.status = code
+	if r.status == 0 {
+		r.status = code
+		r.onStatus(code)
+	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.WriteHeader(http.StatusOK)
 	}
 	return r.ResponseWriter.Write(b)
 }
