@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -128,6 +129,11 @@ func (s *Subscriber) Start(ctx context.Context) error {
 		}
 		s.subs = append(s.subs, sub)
 	}
+	// The SUBs go out asynchronously: a round trip makes the server hold them before the
+	// registration replays are requested, so the batches a bridge replays (and any published
+	// after Start returns) reach this subscriber. Not an error when the connection is down: the
+	// subscriptions are sent again on reconnect.
+	_ = s.nc.FlushTimeout(2 * time.Second)
 	s.shards = make([]*shard, s.cfg.Shards)
 	for i := range s.shards {
 		s.shards[i] = newShard(s)
