@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +78,10 @@ func (c *revalidated) remove(key string) {
 // result decoded from the earlier bytes without reading or decoding anything. A URL without
 // validators is fetched and decoded as before; a 200 replaces the remembered validators.
 func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.Contract) (*mediaport.VideoInfo, error) {
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		// data: and file: have no validators: no key (a data: URL is the whole clip) to build
+		return r.videoFetch(ctx, url, c)
+	}
 	digest, err := c.Digest()
 	if err != nil {
 		return r.videoFetch(ctx, url, c) // DecodeVideo reports the contract error
