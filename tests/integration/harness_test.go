@@ -348,6 +348,10 @@ func (h *harness) reload(t *testing.T, opts harnessOpts) {
 	if err := caddy.Load(cfgJSON, true); err != nil {
 		t.Fatalf("reloading config: %v", err)
 	}
+	// The old server closes its idle keep-alive connections as it stops; a POST sent on one of
+	// them in that instant is reset and net/http does not retry a POST. A client of a reloaded
+	// Caddy dials anew, as a real client retrying would.
+	h.client.CloseIdleConnections()
 }
 
 func registerSim(nc *nats.Conn, w *simWorker) (*sim.Registration, error) {
