@@ -127,32 +127,45 @@ type Input struct {
 	Available func(w *Worker) bool
 }
 
-// Candidate is one scored worker, for logs, explain and the selection policy's next-best list.
+// Candidate is one scored worker: the one candidate type of the routing outcome, read by the
+// [ROUTING] log's costs, POST /kvroute/explain (its JSON is the explain `candidates` entry of
+// DESIGN.md §10, plus the cost terms and load) and the selection policy's next-best list.
 type Candidate struct {
-	WorkerID      string
-	Endpoint      string
-	OverlapBlocks int
-	Cost          float64
-	Available     bool
-	// Terms are the parts of Cost under the scheduler's cost model; Load the worker's active
-	// load they were computed from; Busy whether a busy threshold was exceeded.
-	Terms scheduler.Terms
-	Load  scheduler.Load
-	Busy  bool
-	// OverBalance and RecentRequests are the ttft model's load bound (scheduler.Scored).
-	OverBalance    bool
-	RecentRequests float64
+	WorkerID      string  `json:"worker_id"`
+	Endpoint      string  `json:"endpoint"`
+	OverlapBlocks int     `json:"overlap_blocks"`
+	Cost          float64 `json:"cost"`
+	// Available is false when the worker's upstream cannot take requests (Input.Available): such
+	// a candidate is scored and listed but never chosen.
+	Available bool `json:"available"`
+	// Terms are the parts of Cost under the scheduler's cost model (ttft: uncached_tokens +
+	// queued_prefill_tokens + queue_tokens; linear: prefill_blocks + decode_blocks; the other
+	// model's terms are 0).
+	Terms scheduler.Terms `json:"terms"`
+	// Load is the worker's active load as this router accounts it, the terms' source; embedded so
+	// its keys (active_prefill_tokens, active_decode_blocks, active_requests) sit in the
+	// candidate's JSON.
+	scheduler.Load
+	// Busy is set when a busy threshold (max_active_prefill_tokens, max_active_decode_blocks) is
+	// exceeded: the worker is skipped unless every available one is busy.
+	Busy bool `json:"busy"`
+	// RecentRequests is the worker's decayed count of the requests this router routed to it
+	// recently; OverBalance is set when it is over the ttft model's load bound (balance_factor):
+	// the worker is skipped unless every available one is (scheduler.Scored).
+	RecentRequests float64 `json:"recent_requests"`
+	OverBalance    bool    `json:"over_balance"`
 }
 
-// MediaSummary describes one media item of the routing view (explain's `media` entries).
+// MediaSummary describes one media item of the routing view (explain's `media` entries,
+// DESIGN.md §10).
 type MediaSummary struct {
-	Kind     string
-	Identity string
-	Frames   int
-	Width    int
-	Height   int
-	GridTHW  [3]int
-	Tokens   int
+	Kind     string `json:"kind"`
+	Identity string `json:"identity"`
+	Frames   int    `json:"frames"`
+	Width    int    `json:"width"`
+	Height   int    `json:"height"`
+	GridTHW  [3]int `json:"grid_thw"`
+	Tokens   int    `json:"tokens"`
 }
 
 // Result is the routing outcome of one request.
