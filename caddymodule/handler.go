@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/router"
 )
 
 func init() {
@@ -273,14 +273,11 @@ func setDecisionVars(r *http.Request, d *Decision) {
 	caddyhttp.SetVar(ctx, "kvroute.fallback", string(d.Fallback))
 }
 
-// routedBody reports whether the request's body is read and routed on: a POST to an OpenAI chat
-// or completions path. Other requests are routed on load alone and their bodies stream through.
+// routedBody reports whether the request's body is read and routed on: a POST to a chat or
+// completions path (router.ClassifyPath, the router's own rule). Other requests are routed on
+// load alone and their bodies stream through.
 func routedBody(r *http.Request) bool {
-	if r.Method != http.MethodPost {
-		return false
-	}
-	p := strings.TrimSuffix(r.URL.Path, "/")
-	return strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/completions")
+	return r.Method == http.MethodPost && router.ClassifyPath(r.URL.Path) != router.PathOther
 }
 
 // newRequestID returns 32 random hex digits.

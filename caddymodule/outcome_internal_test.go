@@ -152,3 +152,26 @@ func TestOutcomeChainPinned(t *testing.T) {
 		t.Errorf("body %q, handle %v, prefill on w1 %d", d.Body, d.handle, d.prefillOn("w1"))
 	}
 }
+
+// TestHandlerAndRouterShareThePathRule sends one chat body to each path through the handler with
+// the routing core's Decider: the handler reads the body exactly when the router routes the path
+// (not not_routed), so no path is buffered and then left unrouted, nor routed unread.
+func TestHandlerAndRouterShareThePathRule(t *testing.T) {
+	h := testHandler(testApp(t, nil), 1<<20)
+	h.app.SetDecider(&routerDecider{app: h.app, core: &routingCore{router: outcomeRouter(t)}})
+	body := `{"model":"m","prompt":"route me","messages":[{"role":"user","content":"route me"}]}`
+	for path, routed := range map[string]bool{
+		"/v1/chat/completions": true, "/openai/v1/chat/completions": true, "/v1/completions": true,
+		"/v1/chat/completions/": false, "/v1/completions/": false, "/v1/embeddings": false,
+	} {
+		_, s := serve(t, h, "POST", path, body, nil)
+		if !s.called || s.body != body {
+			t.Fatalf("%s: forwarded %v, body %q", path, s.called, s.body)
+		}
+		read := s.decision.body != nil
+		notRouted := s.decision.Fallback == reason.NotRouted
+		if read != routed || notRouted == routed {
+			t.Errorf("%s: body read %v, fallback %q; want read and routed %v", path, read, s.decision.Fallback, routed)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,8 +245,8 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not a JSON object")
 	}
 	res.Model, res.MediaItems = req.Model, len(req.Media)
-	kind := pathKind(in.Path)
-	if kind != pathOther && req.SchemaErr == nil {
+	kind := ClassifyPath(in.Path)
+	if kind != PathOther && req.SchemaErr == nil {
 		// Client errors come first, whatever the routing outcome: a forwarded media part is
 		// fetched by the worker, so a refused address is refused here on every path.
 		if len(req.Media) > r.cfg.MaxMedia {
@@ -261,7 +260,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		r.verify.setWorkers(in.Workers)
 	}
 	workers, matched := workersFor(in.Workers, req.Model)
-	if kind == pathOther {
+	if kind == PathOther {
 		// No preference, as the handler forwards such a path (the policy's fallback picks): the
 		// explain endpoint must not name a worker the handler would not choose.
 		res.Fallback, res.Detail = reason.NotRouted, "path is not routed by KV overlap"
@@ -377,28 +376,10 @@ func (r *Router) checkMediaURLs(req *chat.Request) error {
 	return nil
 }
 
-type pathType int
-
-const (
-	pathOther pathType = iota
-	pathChat
-	pathCompletions
-)
-
-func pathKind(p string) pathType {
-	switch {
-	case strings.HasSuffix(p, "/chat/completions"):
-		return pathChat
-	case strings.HasSuffix(p, "/completions"):
-		return pathCompletions
-	}
-	return pathOther
-}
-
-func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind pathType) (string, []uint32, error) {
+func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathKind) (string, []uint32, error) {
 	var prompt string
 	switch {
-	case kind == pathChat && req.HasMessages:
+	case kind == PathChat && req.HasMessages:
 		if r.model.Template == nil {
 			return "", nil, model.ErrNoTemplate
 		}
@@ -409,7 +390,7 @@ func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind pathT
 		if err != nil {
 			return "", nil, err
 		}
-	case kind == pathCompletions && req.HasPrompt:
+	case kind == PathCompletions && req.HasPrompt:
 		prompt = req.Prompt
 	default:
 		return "", nil, errors.New("the request has no messages (chat) or string prompt (completions)")
