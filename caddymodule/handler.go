@@ -134,10 +134,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			code = reason.IndexUnavailable
 		}
 		h.logger.Error("computing routing decision", zap.String("request_id", reqID), zap.Error(err))
-		d = &Decision{Fallback: code}
+		d = &Decision{Result: router.Result{Fallback: code}}
 	}
 	if d == nil {
-		d = &Decision{Fallback: reason.NotRouted}
+		d = notRouted()
 	}
 	d.RequestID = reqID
 	if d.Body != nil && body != nil {
@@ -214,7 +214,7 @@ func (h *Handler) countDecision(d *Decision) {
 	if !d.counted.CompareAndSwap(false, true) {
 		return
 	}
-	worker := d.WorkerID
+	worker := d.WorkerID()
 	if s := d.servedBy(); s != "" && worker != "" {
 		worker = s
 	}
@@ -232,8 +232,8 @@ func (h *Handler) record(r *http.Request, d *Decision) {
 		c.Write(
 			zap.String("request_id", d.RequestID),
 			zap.String("model", d.Model),
-			zap.String("worker_id", d.WorkerID),
-			zap.String("endpoint", d.Endpoint),
+			zap.String("worker_id", d.WorkerID()),
+			zap.String("endpoint", d.Endpoint()),
 			zap.Int("overlap_blocks", d.OverlapBlocks),
 			zap.Int("total_blocks", d.TotalBlocks),
 			zap.String("fallback", string(d.Fallback)),

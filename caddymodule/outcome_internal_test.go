@@ -148,8 +148,8 @@ func TestOutcomeChainPinned(t *testing.T) {
 	}
 	// a text body is forwarded as the client sent it; the load is accounted, and moves with the
 	// full prompt (no overlap anywhere) when an attempt goes to another worker
-	if d.Body != nil && string(d.Body) != body || d.handle == nil || d.prefillOn("w1") != 89 {
-		t.Errorf("body %q, handle %v, prefill on w1 %d", d.Body, d.handle, d.prefillOn("w1"))
+	if d.Body != nil && string(d.Body) != body || d.handle == nil || d.PrefillOn("w1") != 89 {
+		t.Errorf("body %q, handle %v, prefill on w1 %d", d.Body, d.handle, d.PrefillOn("w1"))
 	}
 }
 

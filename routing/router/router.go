@@ -201,6 +201,22 @@ type Result struct {
 	hasDecision bool
 }
 
+// WorkerID returns the chosen worker's id; "" for no preference.
+func (res *Result) WorkerID() string {
+	if res.Chosen == nil {
+		return ""
+	}
+	return res.Chosen.WorkerID
+}
+
+// Endpoint returns the chosen worker's endpoint (normalized host:port); "" for no preference.
+func (res *Result) Endpoint() string {
+	if res.Chosen == nil {
+		return ""
+	}
+	return res.Chosen.Endpoint
+}
+
 // PrefillOn returns the request's uncached prompt tokens on the worker with id workerID (its own
 // overlap; 0 without a decision), for scheduler.Handle.Move when the request goes to another
 // worker than Chosen.
