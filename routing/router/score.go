@@ -50,7 +50,10 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 	res.CostModel = cfg.Model()
 	d, err := r.sched.Select(scheduler.Request{Tokens: requestTokens, BlockSize: bs}, cands)
 	r.stage(ctx, "score", t)
-	res.Costs = map[string]float64{}
+	res.Costs = make(map[string]float64, len(d.Candidates))
+	if len(d.Candidates) > 0 {
+		res.Ranked = make([]Candidate, 0, len(d.Candidates)) // score runs once per Route
+	}
 	for _, c := range d.Candidates {
 		res.Costs[c.Worker.ID] = c.Cost
 		res.Ranked = append(res.Ranked, Candidate{WorkerID: c.Worker.ID, Endpoint: c.Endpoint, OverlapBlocks: c.OverlapBlocks,
