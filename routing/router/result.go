@@ -23,9 +23,10 @@ type Input struct {
 	Available func(w *Worker) bool
 }
 
-// Candidate is one scored worker: the one candidate type of the routing outcome, read by the
-// [ROUTING] log's costs, POST /kvroute/explain (its JSON is the explain `candidates` entry of
-// DESIGN.md §10, plus the cost terms and load) and the selection policy's next-best list.
+// Candidate is one scored worker: the one candidate type of the routing outcome, read by POST
+// /kvroute/explain (its JSON is the explain `candidates` entry of DESIGN.md §10, plus the cost
+// terms and load) and by the selection policy, whose next-best workers are the available ones
+// after the chosen (caddymodule.Decision).
 type Candidate struct {
 	WorkerID      string  `json:"worker_id"`
 	Endpoint      string  `json:"endpoint"`
@@ -78,7 +79,8 @@ type Result struct {
 	// RequestTokens is the prompt length used for the load terms.
 	RequestTokens int
 	// Chosen is the picked worker (nil: no preference, the policy's fallback picks). Ranked holds
-	// every candidate, best first.
+	// every candidate, best first: the chosen one (Chosen points at Ranked[0]), then the others by
+	// availability, cost and id.
 	Chosen *Candidate
 	Ranked []Candidate
 	// Costs maps worker id to cost.
