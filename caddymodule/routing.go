@@ -19,7 +19,6 @@ import (
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -421,7 +420,7 @@ type routerDecider struct {
 func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, error) {
 	if in.Body == nil {
 		// not a chat or completions POST: the handler did not read the body
-		return &Decision{Fallback: reason.NotRouted}, nil
+		return notRouted(), nil
 	}
 	parent := ctx
 	ctx = media.WithRequestID(ctx, in.RequestID) // FFmpeg log lines of this request's decodes
@@ -435,22 +434,7 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 	if err != nil {
 		return nil, err
 	}
-	dec := &Decision{Model: res.Model, Fallback: res.Fallback, OverlapBlocks: res.OverlapBlocks,
-		TotalBlocks: res.TotalBlocks, Costs: res.Costs, Detail: res.Detail}
-	if res.Chosen != nil {
-		dec.WorkerID, dec.Endpoint = res.Chosen.WorkerID, res.Chosen.Endpoint
-		for _, c := range res.Ranked[1:] {
-			if c.Available {
-				dec.Candidates = append(dec.Candidates, Candidate{WorkerID: c.WorkerID, Endpoint: c.Endpoint})
-			}
-		}
-	}
-	if res.Forwarded {
-		dec.Body = res.Body
-	}
-	if dec.handle = d.core.router.Begin(res); dec.handle != nil {
-		dec.prefillOn = res.PrefillOn
-	}
+	dec := &Decision{Result: *res, handle: d.core.router.Begin(res)}
 	if c := d.app.logger.Check(zap.DebugLevel, "routing detail"); c != nil && res.Detail != "" {
 		c.Write(zap.String("request_id", in.RequestID), zap.String("fallback", string(res.Fallback)), zap.String("detail", res.Detail))
 	}

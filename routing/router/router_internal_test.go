@@ -58,7 +58,7 @@ func (f *fakeMedia) Image(_ context.Context, url string) (*ImageInfo, error) {
 
 var testModel = sync.OnceValues(func() (*model.Model, error) { return model.Load(modelDir) })
 
-func newTestRouter(t *testing.T, media Media) *Router {
+func newTestRouter(t testing.TB, media Media) *Router {
 	t.Helper()
 	m, err := testModel()
 	if err != nil {
