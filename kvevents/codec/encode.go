@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -97,7 +98,7 @@ func (w *writer) optInt(n int64, ok bool) {
 	}
 }
 
-func (w *writer) hashes(hs []uint64) {
+func (w *writer) hashes(hs []wire.EngineHash) {
 	w.arrayLen(len(hs))
 	for _, h := range hs {
 		w.int(int64(h))

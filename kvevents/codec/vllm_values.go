@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
@@ -15,7 +16,7 @@ import (
 // pair, or anything else kept raw).
 
 // hash reads an engine block hash: a signed or unsigned int (bitwise u64), or bytes (last 8, big-endian).
-func (dc *Decoder) hash() (uint64, error) {
+func (dc *Decoder) hash() (wire.EngineHash, error) {
 	c, err := dc.peek()
 	if err != nil {
 		return 0, err
@@ -27,7 +28,7 @@ func (dc *Decoder) hash() (uint64, error) {
 			return 0, fmt.Errorf("reading block hash: %w", errTruncated)
 		}
 		dc.off = next
-		return h, nil
+		return wire.EngineHash(h), nil
 	case msgpcode.IsBin(c) || msgpcode.IsString(c):
 		b, next, ok := rawBytes(dc.buf, dc.off)
 		if !ok {
@@ -39,13 +40,13 @@ func (dc *Decoder) hash() (uint64, error) {
 		}
 		var be [8]byte
 		copy(be[8-len(b):], b)
-		return binary.BigEndian.Uint64(be[:]), nil
+		return wire.EngineHash(binary.BigEndian.Uint64(be[:])), nil
 	}
 	return 0, malformed("block hash", c)
 }
 
 // hashes reads block_hashes into the scratch; the result aliases it until finish.
-func (dc *Decoder) hashes() ([]uint64, error) {
+func (dc *Decoder) hashes() ([]wire.EngineHash, error) {
 	n, err := dc.arrayLen("block_hashes")
 	if err != nil {
 		return nil, err
