@@ -366,3 +366,6 @@ func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID
 		}
 	}
 }
+
+// engineHashes lists the engine block hashes of a hand-written event.
+func engineHashes(hs ...wire.EngineHash) []wire.EngineHash { return hs }
