@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // This file holds the Decoder: its reusable state, the entry points by encoding, and the per-batch

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Form is a msgspec struct encoding: positional array (array_like=True, vLLM before PR #42892) or map.

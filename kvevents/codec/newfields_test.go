@@ -3,8 +3,9 @@ package codec
 import (
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // TestNewVLLMFields decodes events carrying the fields newer vLLM adds after group_idx

@@ -7,8 +7,9 @@ import (
 	"math"
 	"slices"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // This file reads the values of vLLM's event fields in the forms engines write them: block hashes
