@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/scheduler"
@@ -27,7 +28,7 @@ func (r *Router) loadOnly(ctx context.Context, res *Result, workers []Worker, in
 }
 
 // score looks the hashes up, scores every worker and fills the decision fields of res.
-func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *Input, hashes []uint64, requestTokens, bs int) error {
+func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *Input, hashes []wire.BlockHash, requestTokens, bs int) error {
 	t := time.Now()
 	overlap := map[string]int{}
 	if len(hashes) > 0 {
