@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvroute/kvroute/routing/blocks"
@@ -25,10 +26,12 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	req, err := chat.ParseRequestLimited(in.Body, chat.Limits{MaxMessages: r.cfg.MaxMessages, MaxParts: r.cfg.MaxParts})
 	r.stage(ctx, "parse", t0)
 	if errors.Is(err, chat.ErrTooManyParts) {
-		return nil, reason.Wrap(reason.TooManyParts, err, "the request has too many messages or content parts")
+		return nil, reason.Wrap(reason.TooManyParts, err, "the request has too many messages or content parts: %s", parseDetail(err))
 	}
 	if err != nil {
-		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not a JSON object")
+		// The client is told what is wrong and where (the byte offset, the nesting limit, a top
+		// level that is not an object), not only that something is.
+		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not one valid JSON object: %s", parseDetail(err))
 	}
 	res.Model, res.MediaItems = req.Model, len(req.Media)
 	kind := ClassifyPath(in.Path)
@@ -135,4 +138,11 @@ func (r *Router) checkMediaURLs(req *chat.Request) error {
 		}
 	}
 	return nil
+}
+
+// parseDetail is the parser's own account of a body it refused, without the "parsing request
+// body: " frame and the sentinel's text the message around it already says.
+func parseDetail(err error) string {
+	d := strings.TrimPrefix(err.Error(), "parsing request body: ")
+	return strings.TrimPrefix(d, chat.ErrTooManyParts.Error()+": ")
 }
