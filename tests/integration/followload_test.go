@@ -3,7 +3,6 @@ package integration
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,20 +15,8 @@ import (
 // workerLoads returns requests_in_flight of every worker in /kvroute/workers.
 func workerLoads(t *testing.T, e *edgeEnv) map[string]int64 {
 	t.Helper()
-	res, err := http.Get(e.admin + "/kvroute/workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var ws []struct {
-		WorkerID string `json:"worker_id"`
-		InFlight int64  `json:"requests_in_flight"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]int64{}
-	for _, w := range ws {
+	for _, w := range adminWorkers(t, e) {
 		out[w.WorkerID] = w.InFlight
 	}
 	return out

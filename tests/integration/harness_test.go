@@ -20,12 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/resolver"
@@ -147,11 +146,7 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
-	auto_https off
-	persist_config off
-	log {
-		output discard
-	}
+	%s
 	kvroute {
 		embedded_nats {
 			port random
@@ -182,7 +177,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.opts.siteDirectives)
+`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.opts.siteDirectives)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -257,24 +252,12 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 
 	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
-	httpPort, adminPort := freePort(t), freePort(t)
+	httpPort, adminPort := caddytest.Port(t), caddytest.Port(t)
 	h.httpPort, h.adminPort = httpPort, adminPort
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(h.caddyfile(httpPort, adminPort)), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("loading config: %v", err)
-	}
 	// registered first: runs last, after the simulators deregistered
-	t.Cleanup(func() {
-		h.client.CloseIdleConnections()
-		if err := caddy.Stop(); err != nil {
-			t.Errorf("stopping caddy: %v", err)
-		}
-	})
+	caddytest.Start(t, h.caddyfile(httpPort, adminPort), h.client.CloseIdleConnections)
 	n := runningApp(t).NATS()
 	if n == nil {
 		t.Fatal("kvroute app has no NATS state")
@@ -343,13 +326,7 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 func (h *harness) reload(t *testing.T, opts harnessOpts) {
 	t.Helper()
 	h.opts = opts
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(h.caddyfile(h.httpPort, h.adminPort)), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("reloading config: %v", err)
-	}
+	caddytest.MustLoad(t, h.caddyfile(h.httpPort, h.adminPort))
 	// The old server closes its idle keep-alive connections as it stops; a POST sent on one of
 	// them in that instant is reset and net/http does not retry a POST. A client of a reloaded
 	// Caddy dials anew, as a real client retrying would.
@@ -571,7 +548,20 @@ func (h *harness) totalRequests() int64 {
 // request's rendered prompt (the test model's own template and tokenizer).
 func promptTextPrefixBlocks(t *testing.T, body []byte) int {
 	t.Helper()
-	m, _ := testkit.Models(t, modelDir)
+	ids := promptIDs(t, modelDir, body)
+	for i, id := range ids {
+		if id == visionStart {
+			return i / blockSize
+		}
+	}
+	return len(ids) / blockSize
+}
+
+// promptIDs are the token ids of the request body's rendered prompt with the template and
+// tokenizer of the model folder dir.
+func promptIDs(t *testing.T, dir string, body []byte) []uint32 {
+	t.Helper()
+	m, _ := testkit.Models(t, dir)
 	req, err := chat.ParseRequest(body)
 	if err != nil {
 		t.Fatal(err)
@@ -580,12 +570,7 @@ func promptTextPrefixBlocks(t *testing.T, body []byte) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, id := range ids {
-		if id == visionStart {
-			return i / blockSize
-		}
-	}
-	return len(ids) / blockSize
+	return ids
 }
 
 // mustJSON marshals v (maps keep sorted keys: bodies are deterministic).

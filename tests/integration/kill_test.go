@@ -199,22 +199,32 @@ func runKill(t *testing.T, proxy string) killRun {
 	return run
 }
 
-// workerHealthy returns the `healthy` field of /kvroute/workers for worker id.
-func workerHealthy(t *testing.T, e *edgeEnv, id string) bool {
+// adminWorker is the part of a /kvroute/workers entry the edge tests read.
+type adminWorker struct {
+	WorkerID string `json:"worker_id"`
+	Healthy  bool   `json:"healthy"`
+	InFlight int64  `json:"requests_in_flight"`
+}
+
+// adminWorkers returns the edge Caddy's /kvroute/workers.
+func adminWorkers(t *testing.T, e *edgeEnv) []adminWorker {
 	t.Helper()
 	res, err := http.Get(e.admin + "/kvroute/workers")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var ws []struct {
-		WorkerID string `json:"worker_id"`
-		Healthy  bool   `json:"healthy"`
-	}
+	var ws []adminWorker
 	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range ws {
+	return ws
+}
+
+// workerHealthy returns the `healthy` field of /kvroute/workers for worker id.
+func workerHealthy(t *testing.T, e *edgeEnv, id string) bool {
+	t.Helper()
+	for _, w := range adminWorkers(t, e) {
 		if w.WorkerID == id {
 			return w.Healthy
 		}

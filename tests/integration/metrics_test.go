@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
-	"github.com/kvroute/kvroute/routing/chat"
 )
 
 // scrape returns the admin endpoint's /metrics text.
@@ -155,15 +153,7 @@ func TestOperatingState(t *testing.T) {
 	}
 
 	body := textBody(t, "qwen", longText("Operating state.", 400))
-	m, _ := testkit.Models(t, modelDir)
-	req, err := chat.ParseRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids, err := m.PromptTokens(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := promptIDs(t, modelDir, body)
 	tokens, blocks := int64(len(ids)), int64((len(ids)+blockSize-1)/blockSize)
 
 	done := make(chan answer, 1)

@@ -8,10 +8,9 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/kvroute/kvroute/internal/testkit"
-	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -24,15 +23,8 @@ var nemotronEVSContract = strings.Replace(layout.NemotronContractJSON, `"video_p
 // placeholder in its rendered prompt (the Nemotron test model's template and tokenizer).
 func nemotronTextPrefixBlocks(t *testing.T, body []byte) int {
 	t.Helper()
+	ids := promptIDs(t, nemotronModelDir, body)
 	m, _ := testkit.Models(t, nemotronModelDir)
-	req, err := chat.ParseRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids, err := m.PromptTokens(req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	video := m.Tokenizer.Encode(layout.NemotronVideoToken)
 	for i := 0; i+len(video) <= len(ids); i++ {
 		if slices.Equal(ids[i:i+len(video)], video) {
@@ -142,11 +134,7 @@ func TestNemotronModelFolderRefusedAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte((&harness{modelDir: dir}).caddyfile(freePort(t), freePort(t))), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	err = caddy.Load(cfgJSON, true)
+	err := caddytest.Load((&harness{modelDir: dir}).caddyfile(caddytest.Port(t), caddytest.Port(t)))
 	if err == nil {
 		_ = caddy.Stop()
 		t.Fatal("caddy started with a model folder lacking downsample_ratio")
