@@ -151,12 +151,9 @@ func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			e.NoAuth = true
 			continue
 		}
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		val := d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
+		val, err := singleArg(d)
+		if err != nil {
+			return err
 		}
 		switch opt {
 		case "token_file":
@@ -373,12 +370,9 @@ func (h *HealthChecks) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		val := d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
+		val, err := singleArg(d)
+		if err != nil {
+			return err
 		}
 		switch opt {
 		case "uri":

@@ -231,14 +231,23 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 
 // oneArg reads exactly one argument and hands it to set.
 func oneArg(d *caddyfile.Dispenser, set func(string) error) error {
+	v, err := singleArg(d)
+	if err != nil {
+		return err
+	}
+	return set(v)
+}
+
+// singleArg reads exactly one argument.
+func singleArg(d *caddyfile.Dispenser) (string, error) {
 	if !d.NextArg() {
-		return d.ArgErr()
+		return "", d.ArgErr()
 	}
 	v := d.Val()
 	if d.NextArg() {
-		return d.ArgErr()
+		return "", d.ArgErr()
 	}
-	return set(v)
+	return v, nil
 }
 
 // stringInto stores the argument in p as it is.

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/internal/defaults"
 )
 
 // PublisherConfig configures a Publisher. The zero value is not useful; start from
@@ -52,17 +55,13 @@ func NewPublisher(kv jetstream.KeyValue, w Worker, cfg *PublisherConfig) (*Publi
 	if err != nil {
 		return nil, err
 	}
-	c := *DefaultPublisherConfig()
+	d := DefaultPublisherConfig()
+	c := *d
 	if cfg != nil {
-		if cfg.Interval > 0 {
-			c.Interval = cfg.Interval
-		}
-		if cfg.Timeout > 0 {
-			c.Timeout = cfg.Timeout
-		}
-		if cfg.Logger != nil {
-			c.Logger = cfg.Logger
-		}
+		c = *cfg
+		defaults.Positive(&c.Interval, d.Interval)
+		defaults.Positive(&c.Timeout, d.Timeout)
+		c.Logger = cmp.Or(c.Logger, d.Logger)
 	}
 	return &Publisher{kv: kv, cfg: c, record: rec, id: w.WorkerID}, nil
 }
