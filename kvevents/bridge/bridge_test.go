@@ -89,6 +89,30 @@ func (e *testEnv) registryBucket() jetstream.KeyValue {
 	return kv
 }
 
+// record returns worker id's record in the registry bucket kv; false when the bucket has none.
+func record(t *testing.T, kv jetstream.KeyValue, id string) (registry.Worker, bool) {
+	t.Helper()
+	entry, err := kv.Get(context.Background(), id)
+	if err != nil {
+		return registry.Worker{}, false
+	}
+	rec, err := registry.Decode(id, entry.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, true
+}
+
+// mustRecord is record for a worker that must be registered.
+func mustRecord(t *testing.T, kv jetstream.KeyValue, id string) registry.Worker {
+	t.Helper()
+	rec, ok := record(t, kv, id)
+	if !ok {
+		t.Fatalf("no registry record of %s", id)
+	}
+	return rec
+}
+
 func (e *testEnv) startBridge(cfg *bridge.Config) *bridge.Bridge {
 	e.t.Helper()
 	if cfg.Logger == nil {
@@ -224,14 +248,7 @@ func TestForwardFillAndReplay(t *testing.T) {
 	// Registration: the record carries the probed block size, and Stop deletes it.
 	kv := env.registryBucket()
 	wait.For(t, "registration", func() bool { return b.Registered("w1") })
-	entry, err := kv.Get(context.Background(), "w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := registry.Decode("w1", entry.Value())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := mustRecord(t, kv, "w1")
 	wantEP := strings.TrimPrefix(metrics.URL, "http://")
 	if rec.Endpoint != wantEP || rec.BlockSize != 16 || rec.DPSize != 2 || rec.Model != "qwen3-vl-test" || rec.Engine != "vllm" ||
 		rec.EngineVersion != "0.26.1" || !rec.HasFeature("mm_hashes") || string(rec.Contract) != contractJSON {
