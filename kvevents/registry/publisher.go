@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/defaults"
+	"github.com/kvroute/kvroute/internal/tick"
 )
 
 // PublisherConfig configures a Publisher. The zero value is not useful; start from
@@ -91,18 +92,11 @@ func (p *Publisher) loop(ctx context.Context, done chan struct{}) {
 			p.cfg.Logger.Error("registry publisher panicked", zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
-	t := time.NewTicker(p.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := p.put(ctx); err != nil && ctx.Err() == nil {
-				p.cfg.Logger.Error("heartbeating worker record", zap.String("worker_id", p.id), zap.Error(err))
-			}
+	tick.Every(ctx, p.cfg.Interval, func() {
+		if err := p.put(ctx); err != nil && ctx.Err() == nil {
+			p.cfg.Logger.Error("heartbeating worker record", zap.String("worker_id", p.id), zap.Error(err))
 		}
-	}
+	})
 }
 
 // Update replaces the record (same worker id) and, when the Publisher is started, writes it at once;
