@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
@@ -78,15 +79,7 @@ func (e *testEnv) startNATS() {
 // registryBucket opens the worker registry bucket over the router's connection.
 func (e *testEnv) registryBucket() jetstream.KeyValue {
 	e.t.Helper()
-	js, err := jetstream.New(e.rc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	kv, err := registry.OpenBucket(context.Background(), js)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return kv
+	return natstest.Bucket(e.t, e.rc)
 }
 
 // record returns worker id's record in the registry bucket kv; false when the bucket has none.

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/kvroute/kvroute/caddymodule"
 	"github.com/kvroute/kvroute/internal/testkit/caddytest"
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/router"
 )
@@ -405,14 +405,7 @@ func TestKVRoute(t *testing.T) {
 		}
 		// the registry still works through the kept connection: a worker registering now is
 		// listed by the new config
-		js, err := jetstream.New(conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kv, err := registry.OpenBucket(context.Background(), js)
-		if err != nil {
-			t.Fatal(err)
-		}
+		kv := natstest.Bucket(t, conn)
 		pub, err := registry.NewPublisher(kv, registry.Worker{WorkerID: "w3", Endpoint: "127.0.0.1:1", Model: "other", Engine: "vllm", BlockSize: 16}, nil)
 		if err != nil {
 			t.Fatal(err)
