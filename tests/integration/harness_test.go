@@ -483,6 +483,22 @@ func (e explainResp) fallback() string {
 	return *e.Fallback
 }
 
+// textPrefixOnly checks a request whose one clip differs from the clip of identity refID and whose
+// text is the same: it is routed exactly under its own identity and credited at most the prefix
+// (> 0) complete blocks of text before its clip.
+func (h *harness) textPrefixOnly(t *testing.T, body []byte, refID string, prefix int) {
+	t.Helper()
+	e := h.explain(t, body)
+	if e.fallback() != "" || len(e.Media) != 1 || e.Media[0].Identity == refID {
+		t.Fatalf("other clip explain: %+v", e)
+	}
+	got := h.chat(t, body).mustOK(t)
+	if got.fallback != "" || got.overlap > prefix || prefix == 0 {
+		t.Fatalf("other clip: overlap %d, text prefix %d blocks, fallback %q", got.overlap, prefix, got.fallback)
+	}
+	t.Logf("other clip: text prefix %d blocks, overlap %d on %s", prefix, got.overlap, got.worker)
+}
+
 func (h *harness) explain(t *testing.T, body []byte) explainResp {
 	t.Helper()
 	res, err := h.client.Post(h.admin+"/kvroute/explain", "application/json", bytes.NewReader(body))
