@@ -28,7 +28,6 @@ import (
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/resolver"
-	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -578,14 +577,7 @@ func promptTextPrefixBlocks(t *testing.T, body []byte) int {
 func promptIDs(t *testing.T, dir string, body []byte) []uint32 {
 	t.Helper()
 	m, _ := testkit.Models(t, dir)
-	req, err := chat.ParseRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids, err := m.PromptTokens(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, ids := testkit.Prompt(t, m, body)
 	return ids
 }
 
