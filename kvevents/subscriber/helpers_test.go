@@ -182,6 +182,17 @@ func (b *fakeBridge) requestLog() []uint64 {
 	return slices.Clone(b.requests)
 }
 
+// forwardChain forwards a chain of n batches (longChain) as seqs 0 to n-1, losing those lost
+// names, and returns them.
+func (b *fakeBridge) forwardChain(t testing.TB, n int, lost func(i int) bool) [][]byte {
+	var g chainGen
+	batches := longChain(t, &g, n)
+	for i, data := range batches {
+		b.forward(uint64(i), data, lost(i))
+	}
+	return batches
+}
+
 // forward keeps a batch for replay and publishes it unless lost.
 func (b *fakeBridge) forward(seq uint64, data []byte, lost bool) {
 	b.mu.Lock()

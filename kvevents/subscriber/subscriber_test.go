@@ -149,11 +149,7 @@ func TestGapReplay(t *testing.T) {
 	wait.For(t, "registration replay", func() bool { return len(b.requestLog()) == 1 })
 	e.waitState("w", subscriber.StateLive)
 
-	var g chainGen
-	batches := longChain(t, &g, 10)
-	for i, data := range batches {
-		b.forward(uint64(i), data, i == 4 || i == 5)
-	}
+	batches := b.forwardChain(t, 10, func(i int) bool { return i == 4 || i == 5 })
 	e.waitSeq("w", 9)
 	if got := b.requestLog(); !slices.Equal(got, []uint64{0, 4}) {
 		t.Errorf("replay requests from %v, want [0 4]", got)
@@ -179,11 +175,7 @@ func TestUnknownParentReplay(t *testing.T) {
 	e.waitRegistrationReplayFailed("w")
 	b := newBridge(t, e.pub, "w")
 	b.listen()
-	var g chainGen
-	batches := longChain(t, &g, 6)
-	for i, data := range batches {
-		b.forward(uint64(i), data, i < 3) // 0..2 went out before the router subscribed
-	}
+	batches := b.forwardChain(t, 6, func(i int) bool { return i < 3 }) // 0..2 went out before the router subscribed
 	e.waitSeq("w", 5)
 	wait.For(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 12 })
 	if got := b.requestLog(); !slices.Equal(got, []uint64{0}) {
@@ -205,11 +197,7 @@ func TestUnknownParentReplayShort(t *testing.T) {
 	b := newBridge(t, e.pub, "w")
 	b.limit = 4
 	b.listen()
-	var g chainGen
-	batches := longChain(t, &g, 8)
-	for i, data := range batches {
-		b.forward(uint64(i), data, i < 3)
-	}
+	batches := b.forwardChain(t, 8, func(i int) bool { return i < 3 })
 	e.waitSeq("w", 7)
 	wait.For(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 16 })
 	ref, queries := reference(t, "w", batches)
