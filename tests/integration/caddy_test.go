@@ -169,18 +169,11 @@ func (e *env) post(t *testing.T, path string, body []byte, hdr map[string]string
 // upstreamFails returns Caddy's passive-health failure count of the upstream dial address.
 func upstreamFails(t *testing.T, e *env, dial string) int {
 	t.Helper()
-	res, err := e.client.Get(e.admin + "/reverse_proxy/upstreams")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var ups []struct {
 		Address string `json:"address"`
 		Fails   int    `json:"fails"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&ups); err != nil {
-		t.Fatal(err)
-	}
+	getJSON(t, e.client, e.admin+"/reverse_proxy/upstreams", &ups)
 	for _, u := range ups {
 		if u.Address == dial {
 			return u.Fails

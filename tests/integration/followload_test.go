@@ -1,13 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -25,21 +22,7 @@ func workerLoads(t *testing.T, e *edgeEnv) map[string]int64 {
 // decisionsOf sums caddy_kvroute_decisions_total over the series whose worker label is id.
 func decisionsOf(t *testing.T, e *edgeEnv, id string) float64 {
 	t.Helper()
-	res, err := http.Get(e.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "caddy_kvroute_decisions_total{") && strings.Contains(l, `worker="`+id+`"`) {
-			v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-			sum += v
-		}
-	}
-	return sum
+	return sumSamples(t, getText(t, http.DefaultClient, e.admin+"/metrics"), "caddy_kvroute_decisions_total", `worker="`+id+`"`)
 }
 
 // TestLoadAndDecisionsFollowTheServingWorker: when the chosen worker is dead (killed, not yet

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -347,15 +346,8 @@ type workerStatus struct {
 
 func (h *harness) workers(t *testing.T) map[string]workerStatus {
 	t.Helper()
-	res, err := h.client.Get(h.admin + "/kvroute/workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var ws []workerStatus
-	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
-		t.Fatal(err)
-	}
+	h.adminJSON(t, "/kvroute/workers", &ws)
 	out := map[string]workerStatus{}
 	for _, w := range ws {
 		out[w.WorkerID] = w
@@ -520,34 +512,7 @@ func (h *harness) explain(t *testing.T, body []byte) explainResp {
 // given `name="value"` pair.
 func (h *harness) metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	res, err := h.client.Get(h.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
+	return sumSamples(t, h.scrape(t), name, labels...)
 }
 
 // totalRequests is the chat requests received by all simulators.

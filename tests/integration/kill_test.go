@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -209,15 +208,8 @@ type adminWorker struct {
 // adminWorkers returns the edge Caddy's /kvroute/workers.
 func adminWorkers(t *testing.T, e *edgeEnv) []adminWorker {
 	t.Helper()
-	res, err := http.Get(e.admin + "/kvroute/workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var ws []adminWorker
-	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
-		t.Fatal(err)
-	}
+	getJSON(t, http.DefaultClient, e.admin+"/kvroute/workers", &ws)
 	return ws
 }
 
@@ -269,13 +261,7 @@ func TestKillWorkerUnderLoad(t *testing.T) {
 // metricLine returns the value of the admin /metrics sample whose name and labels are series.
 func metricLine(t *testing.T, e *edgeEnv, series string) string {
 	t.Helper()
-	res, err := http.Get(e.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(getText(t, http.DefaultClient, e.admin+"/metrics"), "\n") {
 		if v, ok := strings.CutPrefix(l, series+" "); ok {
 			return v
 		}
