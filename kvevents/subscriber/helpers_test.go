@@ -362,6 +362,14 @@ func overlap(ix *index.Index, id string, q []wire.BlockHash) int {
 	return 0
 }
 
+// sameAsReference checks that worker id's entries in ix equal those of an index built directly
+// from batches (reference).
+func sameAsReference(t testing.TB, ix *index.Index, id string, batches [][]byte) {
+	t.Helper()
+	ref, queries := reference(t, id, batches)
+	sameIndex(t, ix, id, ref, id, queries)
+}
+
 // sameIndex checks that worker got in ix what refID got in ref: the same blocks
 // (indextest.SameWorker), the same block count and the same overlap for every query.
 func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID string, queries [][]wire.BlockHash) {
