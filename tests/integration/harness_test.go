@@ -490,6 +490,18 @@ func (h *harness) textPrefixOnly(t *testing.T, body []byte, refID string, prefix
 	t.Logf("other clip: text prefix %d blocks, overlap %d on %s", prefix, got.overlap, got.worker)
 }
 
+// coldChat sends a request that must be routed exactly (no fallback) and waits until the
+// simulators' KV events for it are applied.
+func (h *harness) coldChat(t *testing.T, body []byte) answer {
+	t.Helper()
+	cold := h.chat(t, body).mustOK(t)
+	if cold.fallback != "" {
+		t.Fatalf("cold: fallback %q", cold.fallback)
+	}
+	h.waitEvents(t)
+	return cold
+}
+
 func (h *harness) explain(t *testing.T, body []byte) explainResp {
 	t.Helper()
 	res, err := h.client.Post(h.admin+"/kvroute/explain", "application/json", bytes.NewReader(body))

@@ -78,11 +78,7 @@ func TestVideoRouting(t *testing.T) {
 	// at least 0.9 of the blocks, and the simulator's cache hit over half the prompt.
 	coldWarm := func(t *testing.T, body []byte) (cold, warm answer) {
 		t.Helper()
-		cold = h.chat(t, body).mustOK(t)
-		if cold.fallback != "" {
-			t.Fatalf("cold: fallback %q", cold.fallback)
-		}
-		h.waitEvents(t)
+		cold = h.coldChat(t, body)
 		warm = h.chat(t, body).mustOK(t)
 		if warm.fallback != "" || warm.worker != cold.worker || warm.overlap <= cold.overlap || 10*warm.overlap < 9*warm.total {
 			t.Fatalf("warm: worker %s (cold %s), overlap %d (cold %d) of %d, fallback %q", warm.worker, cold.worker, warm.overlap, cold.overlap, warm.total, warm.fallback)
