@@ -82,23 +82,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if a.NATSURL != "" {
 				return d.Err("nats_url already specified")
 			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			a.NATSURL = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
+			if err := oneArg(d, stringInto(&a.NATSURL)); err != nil {
+				return err
 			}
 		case "nats_credentials":
 			if a.NATSCredentials != "" {
 				return d.Err("nats_credentials already specified")
 			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			a.NATSCredentials = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
+			if err := oneArg(d, stringInto(&a.NATSCredentials)); err != nil {
+				return err
 			}
 		case "embedded_nats":
 			if a.EmbeddedNATS != nil {
@@ -159,12 +151,9 @@ func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			e.NoAuth = true
 			continue
 		}
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		val := d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
+		val, err := singleArg(d)
+		if err != nil {
+			return err
 		}
 		switch opt {
 		case "token_file":
@@ -273,31 +262,31 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if h.MaxBodySize != 0 {
 				return d.Err("max_body_size already specified")
 			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			size, err := humanize.ParseBytes(d.Val())
-			if err != nil || size == 0 || size > 1<<40 {
-				return d.Errf("invalid max_body_size '%s'", d.Val())
-			}
-			h.MaxBodySize = int64(size)
-			if d.NextArg() {
-				return d.ArgErr()
+			err := oneArg(d, func(v string) error {
+				size, err := humanize.ParseBytes(v)
+				if err != nil || size == 0 || size > 1<<40 {
+					return d.Errf("invalid max_body_size '%s'", v)
+				}
+				h.MaxBodySize = int64(size)
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		case "read_timeout":
 			if h.ReadTimeout != 0 {
 				return d.Err("read_timeout already specified")
 			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil || dur <= 0 {
-				return d.Errf("invalid read_timeout '%s'", d.Val())
-			}
-			h.ReadTimeout = caddy.Duration(dur)
-			if d.NextArg() {
-				return d.ArgErr()
+			err := oneArg(d, func(v string) error {
+				dur, err := caddy.ParseDuration(v)
+				if err != nil || dur <= 0 {
+					return d.Errf("invalid read_timeout '%s'", v)
+				}
+				h.ReadTimeout = caddy.Duration(dur)
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		default:
 			return d.Errf("unrecognized subdirective '%s'", d.Val())
@@ -381,12 +370,9 @@ func (h *HealthChecks) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		val := d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
+		val, err := singleArg(d)
+		if err != nil {
+			return err
 		}
 		switch opt {
 		case "uri":

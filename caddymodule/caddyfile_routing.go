@@ -54,7 +54,7 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 		if rc.ModelDir != "" {
 			return true, d.Err("model_dir already specified")
 		}
-		return true, oneArg(d, func(s string) error { rc.ModelDir = s; return nil })
+		return true, oneArg(d, stringInto(&rc.ModelDir))
 	case "frontend_decoding":
 		if rc.FrontendDecoding != nil {
 			return true, d.Err("frontend_decoding already specified")
@@ -140,7 +140,7 @@ func (m *MediaConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "allowed_domains":
 			m.AllowedDomains, err = appendArgs(d, m.AllowedDomains)
 		case "file_root":
-			err = oneArg(d, func(s string) error { m.FileRoot = s; return nil })
+			err = oneArg(d, stringInto(&m.FileRoot))
 		case "max_bytes":
 			err = oneArg(d, sizeInto(d, &m.MaxBytes))
 		case "fetch_timeout":
@@ -231,14 +231,28 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 
 // oneArg reads exactly one argument and hands it to set.
 func oneArg(d *caddyfile.Dispenser, set func(string) error) error {
+	v, err := singleArg(d)
+	if err != nil {
+		return err
+	}
+	return set(v)
+}
+
+// singleArg reads exactly one argument.
+func singleArg(d *caddyfile.Dispenser) (string, error) {
 	if !d.NextArg() {
-		return d.ArgErr()
+		return "", d.ArgErr()
 	}
 	v := d.Val()
 	if d.NextArg() {
-		return d.ArgErr()
+		return "", d.ArgErr()
 	}
-	return set(v)
+	return v, nil
+}
+
+// stringInto stores the argument in p as it is.
+func stringInto(p *string) func(string) error {
+	return func(s string) error { *p = s; return nil }
 }
 
 func noArgs(d *caddyfile.Dispenser) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/tick"
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
 
@@ -160,16 +161,7 @@ func (p *prober) run(ctx context.Context) {
 	if every <= 0 {
 		every = DefaultHealthInterval
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.round(ctx)
-		}
-	}
+	tick.Every(ctx, every, func() { p.round(ctx) })
 }
 
 // round probes every current worker once, concurrently, and revives down workers whose registry

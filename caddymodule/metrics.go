@@ -31,51 +31,48 @@ var hitRatioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 
 // reload (or panic on a duplicate registration).
 var kvMetrics = newMetrics()
 
+// metricsNamespace and metricsSubsystem prefix every kvroute metric: caddy_kvroute_<name>.
+const metricsNamespace, metricsSubsystem = "caddy", "kvroute"
+
 func newMetrics() *metrics {
-	const ns, sub = "caddy", "kvroute"
 	return &metrics{
-		state: newStateCollector(ns, sub),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "decisions_total",
-			Help: "Routing decisions by model (a model some worker declares, else other), worker the request went to and fallback reason (empty when exact, not_routed when not routed by KV overlap).",
-		}, []string{"model", "worker", "fallback"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "errors_total",
-			Help: "Requests answered with a kvroute client error, by reason code.",
-		}, []string{"code"}),
+		state: newStateCollector(metricsNamespace, metricsSubsystem),
+		decisions: counterVec("decisions_total",
+			"Routing decisions by model (a model some worker declares, else other), worker the request went to and fallback reason (empty when exact, not_routed when not routed by KV overlap).",
+			"model", "worker", "fallback"),
+		errors: counterVec("errors_total", "Requests answered with a kvroute client error, by reason code.", "code"),
 		hitRatio: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "predicted_hit_ratio",
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "predicted_hit_ratio",
 			Help: "Overlap blocks of the chosen worker divided by the request's total blocks.",
 			// Written out: LinearBuckets(0, 0.1, 11) accumulates float steps (0.30000000000000004,
 			// top bucket 0.9999999999999999), and a full hit (exactly 1) then lands only in +Inf.
 			Buckets: hitRatioBuckets,
 		}),
 		routingSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "routing_seconds",
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "routing_seconds",
 			Help:    "Time spent per routing stage (parse, template, tokenize, fetch, decode, layout, hash, index, score).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"stage"}),
-		decodeCache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "decode_cache_total",
-			Help: "Video decode cache lookups by result.",
-		}, []string{"result"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "events_total",
-			Help: "KV events received by worker and result.",
-		}, []string{"worker", "result"}),
-		indexBlocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "index_blocks",
-			Help: "Blocks held in the KV index per worker.",
-		}, []string{"worker"}),
-		contractAgreement: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "contract_agreement",
-			Help: "1 when every worker of the model publishes agreeing video contracts, else 0.",
-		}, []string{"model"}),
-		layoutVerified: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "layout_verified_total",
-			Help: "Run-time layout verifications against worker events, by result.",
-		}, []string{"result"}),
+		decodeCache:       counterVec("decode_cache_total", "Video decode cache lookups by result.", "result"),
+		events:            counterVec("events_total", "KV events received by worker and result.", "worker", "result"),
+		indexBlocks:       gaugeVec("index_blocks", "Blocks held in the KV index per worker.", "worker"),
+		contractAgreement: gaugeVec("contract_agreement", "1 when every worker of the model publishes agreeing video contracts, else 0.", "model"),
+		layoutVerified:    counterVec("layout_verified_total", "Run-time layout verifications against worker events, by result.", "result"),
 	}
+}
+
+// counterVec is the caddy_kvroute_<name> counter with labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help,
+	}, labels)
+}
+
+// gaugeVec is the caddy_kvroute_<name> gauge with labels.
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help,
+	}, labels)
 }
 
 func (m *metrics) collectors() []prometheus.Collector {

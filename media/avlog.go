@@ -99,23 +99,22 @@ func (t *logTags) untag() {
 	t.ptrs = nil
 }
 
-// avLevelName names FFmpeg's log levels (libavutil/log.h).
+// avLevels are FFmpeg's log levels (libavutil/log.h), most severe first: a level is named by the
+// first entry it does not exceed.
+var avLevels = [...]struct {
+	max  int
+	name string
+}{
+	{C.AV_LOG_PANIC, "panic"}, {C.AV_LOG_FATAL, "fatal"}, {C.AV_LOG_ERROR, "error"}, {C.AV_LOG_WARNING, "warning"},
+	{C.AV_LOG_INFO, "info"}, {C.AV_LOG_VERBOSE, "verbose"}, {C.AV_LOG_DEBUG, "debug"},
+}
+
+// avLevelName names an FFmpeg log level; below AV_LOG_DEBUG it is "trace".
 func avLevelName(level int) string {
-	switch {
-	case level <= C.AV_LOG_PANIC:
-		return "panic"
-	case level <= C.AV_LOG_FATAL:
-		return "fatal"
-	case level <= C.AV_LOG_ERROR:
-		return "error"
-	case level <= C.AV_LOG_WARNING:
-		return "warning"
-	case level <= C.AV_LOG_INFO:
-		return "info"
-	case level <= C.AV_LOG_VERBOSE:
-		return "verbose"
-	case level <= C.AV_LOG_DEBUG:
-		return "debug"
+	for _, l := range avLevels {
+		if level <= l.max {
+			return l.name
+		}
 	}
 	return "trace"
 }

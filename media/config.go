@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/defaults"
 	"github.com/kvroute/kvroute/routing/reason"
 )
 
@@ -57,36 +58,18 @@ func (c *DecoderConfig) withDefaults() *DecoderConfig {
 		return d
 	}
 	out := *c
-	if out.MaxWidth <= 0 {
-		out.MaxWidth = d.MaxWidth
-	}
-	if out.MaxHeight <= 0 {
-		out.MaxHeight = d.MaxHeight
-	}
-	if out.MaxDecodedFrames <= 0 {
-		out.MaxDecodedFrames = d.MaxDecodedFrames
-	}
-	if out.MaxRGBBytes <= 0 {
-		out.MaxRGBBytes = d.MaxRGBBytes
-	}
-	if out.DecodeTimeout <= 0 {
-		out.DecodeTimeout = d.DecodeTimeout
-	}
-	if out.Slots <= 0 {
-		out.Slots = d.Slots
-	}
-	if out.SlotWait <= 0 {
-		out.SlotWait = d.SlotWait
-	}
-	if out.Threads <= 0 {
-		out.Threads = d.Threads
-	}
+	defaults.Positive(&out.MaxWidth, d.MaxWidth)
+	defaults.Positive(&out.MaxHeight, d.MaxHeight)
+	defaults.Positive(&out.MaxDecodedFrames, d.MaxDecodedFrames)
+	defaults.Positive(&out.MaxRGBBytes, d.MaxRGBBytes)
+	defaults.Positive(&out.DecodeTimeout, d.DecodeTimeout)
+	defaults.Positive(&out.Slots, d.Slots)
+	defaults.Positive(&out.SlotWait, d.SlotWait)
+	defaults.Positive(&out.Threads, d.Threads)
 	if out.CacheEntries == 0 {
 		out.CacheEntries = d.CacheEntries
 	}
-	if out.CacheBytes <= 0 {
-		out.CacheBytes = d.CacheBytes
-	}
+	defaults.Positive(&out.CacheBytes, d.CacheBytes)
 	return &out
 }
 

@@ -78,6 +78,19 @@ type ffmpegRun struct {
 	BenchCPU, BenchReal time.Duration
 }
 
+// benchFFmpeg is runFFmpeg in a benchmark: an error, or output other than want bytes, fails it.
+func benchFFmpeg(b *testing.B, bin string, args []string, out *bytes.Buffer, want int) ffmpegRun {
+	b.Helper()
+	r, err := runFFmpeg(bin, args, out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if out.Len() != want {
+		b.Fatalf("ffmpeg wrote %d bytes, want %d", out.Len(), want)
+	}
+	return r
+}
+
 // runFFmpeg runs the ffmpeg CLI with args, writing its stdout into out (reset first).
 func runFFmpeg(bin string, args []string, out *bytes.Buffer) (ffmpegRun, error) {
 	var errb bytes.Buffer
@@ -249,13 +262,7 @@ func BenchmarkDecodeSelectedFFmpegCLI(b *testing.B) {
 			var cpu, benchCPU, benchReal time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				r, err := runFFmpeg(bin, args, &out)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if out.Len() != want {
-					b.Fatalf("ffmpeg wrote %d bytes, want %d", out.Len(), want)
-				}
+				r := benchFFmpeg(b, bin, args, &out, want)
 				cpu += r.CPU
 				benchCPU += r.BenchCPU
 				benchReal += r.BenchReal
@@ -313,14 +320,8 @@ func BenchmarkDecodeSelectedInterleaved(b *testing.B) {
 			b.Fatalf("RGB bytes %d, want %d", res.RGBBytes, want)
 		}
 		w0 = time.Now()
-		r, err := runFFmpeg(bin, args, &out)
-		if err != nil {
-			b.Fatal(err)
-		}
+		r := benchFFmpeg(b, bin, args, &out, want)
 		ffWall += time.Since(w0)
-		if out.Len() != want {
-			b.Fatalf("ffmpeg wrote %d bytes, want %d", out.Len(), want)
-		}
 		ffCPU += r.CPU
 		ffInner += r.BenchCPU
 	}

@@ -3,19 +3,10 @@ package media
 import (
 	"context"
 	"encoding/binary"
-	"runtime"
 	"testing"
-)
 
-// liveHeap is the heap in use after two forced collections (the second one frees what the first
-// one's finalizers released).
-func liveHeap() int64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
+	"github.com/kvroute/kvroute/internal/testkit/memtest"
+)
 
 // TestDecodeHeapIndependentOfN decodes N and then 4N distinct clips (a fixture followed by 1 MiB of
 // trailing bytes that differ per clip, as an attacker varies a clip to miss the decode cache) and
@@ -29,13 +20,11 @@ func TestDecodeHeapIndependentOfN(t *testing.T) {
 		t.Fatal(err)
 	}
 	const pad = 1 << 20
-	serial := 0
+	serial := uint64(0)
 	decodeN := func(n int) {
 		for range n {
-			clip := make([]byte, len(base)+pad)
-			copy(clip, base)
 			serial++
-			binary.LittleEndian.PutUint64(clip[len(clip)-8:], uint64(serial))
+			clip := memtest.DistinctClip(base, pad, serial)
 			if _, err := d.Decode(context.Background(), clip, IndexSampler([]int{0}), DecodeOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -43,11 +32,11 @@ func TestDecodeHeapIndependentOfN(t *testing.T) {
 	}
 	const n = 8
 	decodeN(2) // warm-up: FFmpeg and runtime one-time allocations
-	h0 := liveHeap()
+	h0 := memtest.LiveHeap()
 	decodeN(n)
-	h1 := liveHeap()
+	h1 := memtest.LiveHeap()
 	decodeN(3 * n)
-	h4 := liveHeap()
+	h4 := memtest.LiveHeap()
 	t.Logf("live heap: start %d KiB, after %d decodes %d KiB, after %d decodes %d KiB", h0>>10, n, h1>>10, 4*n, h4>>10)
 	// One clip is 1 MiB: growing by more than one clip between N and 4N decodes means clips are kept.
 	if grow := h4 - h1; grow > pad {
@@ -83,9 +72,9 @@ func TestFailedOpenHeapIndependentOfN(t *testing.T) {
 	}
 	const n = 16
 	decodeN(2)
-	h1 := func() int64 { decodeN(n); return liveHeap() }()
+	h1 := func() int64 { decodeN(n); return memtest.LiveHeap() }()
 	decodeN(3 * n)
-	h4 := liveHeap()
+	h4 := memtest.LiveHeap()
 	t.Logf("live heap after %d failed opens %d KiB, after %d %d KiB", n+2, h1>>10, 4*n+2, h4>>10)
 	if grow := h4 - h1; grow > size {
 		t.Fatalf("live heap grew %d KiB over %d failed opens: inputs are retained", grow>>10, 3*n)

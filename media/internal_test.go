@@ -135,3 +135,15 @@ func TestNoLeaks(t *testing.T) {
 		t.Fatalf("%d inputs and %d scalers not freed", n, m)
 	}
 }
+
+// TestAVLevelName names FFmpeg's levels by the values of libavutil/log.h (FFmpeg 5.1): AV_LOG_QUIET
+// -8, PANIC 0, FATAL 8, ERROR 16, WARNING 24, INFO 32, VERBOSE 40, DEBUG 48, TRACE 56; a level
+// between two takes the more severe name.
+func TestAVLevelName(t *testing.T) {
+	for level, want := range map[int]string{-8: "panic", 0: "panic", 8: "fatal", 12: "error", 16: "error", 24: "warning",
+		32: "info", 40: "verbose", 48: "debug", 49: "trace", 56: "trace"} {
+		if got := avLevelName(level); got != want {
+			t.Errorf("avLevelName(%d) = %q, want %q", level, got, want)
+		}
+	}
+}

@@ -3,14 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
+
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 )
 
 // upstream is one trivial worker: it reads the whole request body and answers a fixed chat
@@ -23,39 +23,25 @@ type upstream struct {
 const completion = `{"id":"bench","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`
 
 func startUpstream(delay time.Duration) (*upstream, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, addr, err := caddytest.Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		time.Sleep(delay)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, completion)
-	})
-	u := &upstream{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, addr: ln.Addr().String()}
-	go func() { _ = u.srv.Serve(ln) }()
-	return u, nil
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return &upstream{srv: srv, addr: addr}, nil
 }
 
 // startMedia serves dir (the clips) on a loopback port and returns its base URL.
 func startMedia(dir string) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, addr, err := caddytest.Serve(http.FileServer(http.Dir(dir)))
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return "http://" + addr, func() { _ = srv.Close() }, nil
 }
 
 // caddyfile is the benchmark configuration: two sites over the same two upstreams, one routed by
@@ -64,11 +50,7 @@ func freePort() (int, error) {
 func caddyfile(adminPort, kvPort, plainPort int, modelDir, contractFile, w1, w2, extraGlobal string) string {
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%[1]d
-	auto_https off
-	persist_config off
-	log {
-		output discard
-	}
+	%[9]s
 	kvroute {
 		embedded_nats {
 			port random
@@ -116,23 +98,18 @@ http://127.0.0.1:%[3]d {
 		lb_policy round_robin
 	}
 }
-`, adminPort, kvPort, plainPort, modelDir, contractFile, w1, w2, extraGlobal)
+`, adminPort, kvPort, plainPort, modelDir, contractFile, w1, w2, extraGlobal, caddytest.QuietGlobals)
 }
 
 // startCaddy loads the configuration in this process and returns the two site base URLs.
 func startCaddy(modelDir, contract string, w1, w2 *upstream, extraGlobal string) (kv, plain string, stop func(), err error) {
-	adminPort, err := freePort()
-	if err != nil {
-		return "", "", nil, err
+	var ports [3]int // admin, kvroute site, plain site
+	for i := range ports {
+		if ports[i], err = caddytest.FreePort(); err != nil {
+			return "", "", nil, err
+		}
 	}
-	kvPort, err := freePort()
-	if err != nil {
-		return "", "", nil, err
-	}
-	plainPort, err := freePort()
-	if err != nil {
-		return "", "", nil, err
-	}
+	adminPort, kvPort, plainPort := ports[0], ports[1], ports[2]
 	dir, err := os.MkdirTemp("", "kvroute-bench-")
 	if err != nil {
 		return "", "", nil, err
@@ -142,12 +119,8 @@ func startCaddy(modelDir, contract string, w1, w2 *upstream, extraGlobal string)
 		return "", "", nil, err
 	}
 	cfg := caddyfile(adminPort, kvPort, plainPort, modelDir, cf, w1.addr, w2.addr, extraGlobal)
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg), nil)
-	if err != nil {
-		return "", "", nil, fmt.Errorf("adapting: %w", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		return "", "", nil, fmt.Errorf("loading: %w", err)
+	if err := caddytest.Load(cfg); err != nil {
+		return "", "", nil, err
 	}
 	stop = func() {
 		_ = caddy.Stop()

@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/caddymodule"
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 )
 
@@ -43,26 +42,13 @@ type cluster struct {
 	regs    []*sim.Registration
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // caddyfile renders the run's configuration: kvroute's handler and selection policy over the
 // registered workers, or Caddy's own policy over the static upstreams.
 func (c clusterConfig) caddyfile(port int, upstreams []string) string {
 	if c.Policy != "kvroute" {
 		return fmt.Sprintf(`{
 	admin off
-	auto_https off
-	persist_config off
-	log {
-		output discard
-	}
+	%s
 }
 
 http://127.0.0.1:%d {
@@ -70,7 +56,7 @@ http://127.0.0.1:%d {
 		lb_policy %s
 	}
 }
-`, port, strings.Join(upstreams, " "), c.Policy)
+`, caddytest.QuietGlobals, port, strings.Join(upstreams, " "), c.Policy)
 	}
 	sched := ""
 	if strings.TrimSpace(c.Scheduler) != "" {
@@ -78,11 +64,7 @@ http://127.0.0.1:%d {
 	}
 	return fmt.Sprintf(`{
 	admin off
-	auto_https off
-	persist_config off
-	log {
-		output discard
-	}
+	%s
 	kvroute {
 		embedded_nats {
 			port random
@@ -100,7 +82,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, c.ModelDir, sched, port)
+`, caddytest.QuietGlobals, c.ModelDir, sched, port)
 }
 
 // startCluster starts the simulators (each with a fresh block cache of Capacity blocks) and Caddy.
@@ -114,21 +96,12 @@ func startCluster(ctx context.Context, c clusterConfig) (cl *cluster, err error)
 			cl.stop()
 		}
 	}()
-	port, err := freePort()
+	port, err := caddytest.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	cl.base = fmt.Sprintf("http://127.0.0.1:%d", port)
-	load := func(upstreams []string) error {
-		cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(c.caddyfile(port, upstreams)), nil)
-		if err != nil {
-			return fmt.Errorf("adapting the Caddyfile: %w", err)
-		}
-		if err := caddy.Load(cfgJSON, true); err != nil {
-			return fmt.Errorf("loading Caddy: %w", err)
-		}
-		return nil
-	}
+	load := func(upstreams []string) error { return caddytest.Load(c.caddyfile(port, upstreams)) }
 	if c.Policy != "kvroute" {
 		if err := cl.startSims(ctx, c, nil); err != nil {
 			return nil, err
@@ -138,11 +111,10 @@ func startCluster(ctx context.Context, c clusterConfig) (cl *cluster, err error)
 	if err := load(nil); err != nil {
 		return nil, err
 	}
-	a, err := caddy.ActiveContext().App("kvroute")
+	app, err := caddytest.App()
 	if err != nil {
 		return nil, err
 	}
-	app := a.(*caddymodule.App)
 	if app.NATS() == nil {
 		return nil, errors.New("kvroute app has no NATS")
 	}
@@ -183,17 +155,15 @@ func (cl *cluster) startSims(ctx context.Context, c clusterConfig, ns *caddymodu
 			sc.Events = pub
 		}
 		s := sim.New(&sc)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		srv, ep, err := caddytest.Serve(s.Handler())
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
 		cl.sims, cl.ids, cl.servers = append(cl.sims, s), append(cl.ids, id), append(cl.servers, srv)
-		cl.eps = append(cl.eps, ln.Addr().String())
+		cl.eps = append(cl.eps, ep)
 		if nc != nil {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			reg, err := sim.RegisterConn(rctx, nc, ln.Addr().String(), s, nil)
+			reg, err := sim.RegisterConn(rctx, nc, ep, s, nil)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("registering %s: %w", id, err)

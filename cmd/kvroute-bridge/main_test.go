@@ -86,14 +86,7 @@ func TestRunRegistersAndDeregisters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := registry.OpenBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := natstest.Bucket(t, nc)
 	contract := write(t, t.TempDir(), "contract.json", `{"schema":"kvroute.video_contract/v1"}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

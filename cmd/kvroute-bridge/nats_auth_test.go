@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	zmq "github.com/pebbe/zmq4"
 
-	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 )
 
 // TestDocsNATSPermissions starts nats-server with the authorization block of docs/deploy-vllm.md §5
@@ -65,14 +65,7 @@ func TestDocsNATSPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	js, err := jetstream.New(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := registry.OpenBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := natstest.Bucket(t, rc)
 	events := make(chan *nats.Msg, 64)
 	for _, subj := range []string{"kvroute.events.*", "kvroute.ctl.*.reset"} {
 		if _, err := rc.ChanSubscribe(subj, events); err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/router"
@@ -204,14 +203,7 @@ func independentHashes(t *testing.T, ctx context.Context, body []byte) []wire.Bl
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := chat.ParseRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt, _, err := m.PromptTokens(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	req, prompt, _ := testkit.Prompt(t, m, body)
 	res := loopbackResolver(t)
 	items := make([]layout.Media, len(req.Media))
 	for i, p := range req.Media {

@@ -12,7 +12,6 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/chat"
 )
 
 type simUsage struct {
@@ -81,14 +80,7 @@ func TestRepeatHitsAndEvents(t *testing.T) {
 	defer http.DefaultClient.CloseIdleConnections()
 
 	m, _ := testkit.Models(t, modelDir)
-	req, err := chat.ParseRequest([]byte(textBody))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids, err := m.PromptTokens(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, ids := testkit.Prompt(t, m, []byte(textBody))
 	nb := len(ids) / 16
 	if nb < 2 {
 		t.Fatalf("prompt of %d tokens is too short for the test", len(ids))
@@ -148,14 +140,7 @@ func TestEvictionEvents(t *testing.T) {
 	bodyB := `{"messages":[{"role":"user","content":"` + strings.Repeat("one two three four ", 10) + `"}]}`
 	m, _ := testkit.Models(t, modelDir)
 	blocksOf := func(body string) int {
-		req, err := chat.ParseRequest([]byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, ids, err := m.PromptTokens(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, ids := testkit.Prompt(t, m, []byte(body))
 		return len(ids) / 16
 	}
 	na, nb := blocksOf(bodyA), blocksOf(bodyB)

@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/layout"
 )
@@ -24,14 +23,7 @@ func TestRegistryRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := registry.OpenBucket(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := natstest.Bucket(t, nc)
 	e, err := kv.Get(ctx, "sim-r")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/defaults"
 	"github.com/kvroute/kvroute/kvevents/codec"
 )
 
@@ -104,34 +106,22 @@ type Server struct {
 
 // New returns a Server; cfg may be nil.
 func New(cfg *Config) *Server {
-	c := *DefaultConfig()
+	d := DefaultConfig()
+	c := *d
 	if cfg != nil {
-		if cfg.WorkerID != "" {
-			c.WorkerID = cfg.WorkerID
+		c = *cfg
+		c.WorkerID = cmp.Or(c.WorkerID, d.WorkerID)
+		c.Model = cmp.Or(c.Model, d.Model)
+		defaults.Positive(&c.BlockSize, d.BlockSize)
+		c.PrefillPerToken, c.MaxRunning = max(c.PrefillPerToken, 0), max(c.MaxRunning, 0)
+		defaults.Positive(&c.MaxTokens, d.MaxTokens)
+		defaults.Positive(&c.MaxBodySize, d.MaxBodySize)
+		if c.Tokenizer == nil {
+			c.Tokenizer = d.Tokenizer
 		}
-		if cfg.Model != "" {
-			c.Model = cfg.Model
+		if c.Cache == nil {
+			c.Cache = d.Cache
 		}
-		if cfg.BlockSize > 0 {
-			c.BlockSize = cfg.BlockSize
-		}
-		c.PrefillDelay, c.TokenDelay = cfg.PrefillDelay, cfg.TokenDelay
-		c.PrefillPerToken, c.MaxRunning = max(cfg.PrefillPerToken, 0), max(cfg.MaxRunning, 0)
-		if cfg.MaxTokens > 0 {
-			c.MaxTokens = cfg.MaxTokens
-		}
-		if cfg.MaxBodySize > 0 {
-			c.MaxBodySize = cfg.MaxBodySize
-		}
-		if cfg.Tokenizer != nil {
-			c.Tokenizer = cfg.Tokenizer
-		}
-		if cfg.Cache != nil {
-			c.Cache = cfg.Cache
-		}
-		c.Frontend, c.Blocks, c.Events, c.Logger = cfg.Frontend, cfg.Blocks, cfg.Events, cfg.Logger
-		c.Contract, c.Features = cfg.Contract, cfg.Features
-		c.OnRequest, c.OnDone = cfg.OnRequest, cfg.OnDone
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

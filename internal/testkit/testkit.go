@@ -1,5 +1,5 @@
 // Package testkit holds helpers that several packages' tests share: a media resolver for loopback
-// test servers and the loaded test model. Only tests import it.
+// test servers, the loaded test model and a request's prompt tokens. Only tests import it.
 package testkit
 
 import (
@@ -9,6 +9,7 @@ import (
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
 )
@@ -17,8 +18,15 @@ import (
 // the default decoder; its fetcher is closed when the test ends.
 func LoopbackResolver(tb testing.TB) *resolver.Resolver {
 	tb.Helper()
+	return Resolver(tb, true)
+}
+
+// Resolver returns a media resolver with the default fetch policy (loopback servers allowed when
+// allowLoopback) and the default decoder; its fetcher is closed when the test ends.
+func Resolver(tb testing.TB, allowLoopback bool) *resolver.Resolver {
+	tb.Helper()
 	fc := fetch.DefaultConfig()
-	fc.AllowLoopback = true
+	fc.AllowLoopback = allowLoopback
 	f, err := fetch.New(fc)
 	if err != nil {
 		tb.Fatal(err)
@@ -60,4 +68,19 @@ func Models(tb testing.TB, dir string) (*model.Model, *layout.Model) {
 		tb.Fatal(err)
 	}
 	return l.model, l.layout
+}
+
+// Prompt parses body as a chat request and renders and tokenizes its prompt with m (media
+// placeholders unexpanded); an error fails the test.
+func Prompt(tb testing.TB, m *model.Model, body []byte) (req *chat.Request, prompt string, ids []uint32) {
+	tb.Helper()
+	req, err := chat.ParseRequest(body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	prompt, ids, err = m.PromptTokens(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return req, prompt, ids
 }

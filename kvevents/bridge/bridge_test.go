@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
@@ -78,15 +79,31 @@ func (e *testEnv) startNATS() {
 // registryBucket opens the worker registry bucket over the router's connection.
 func (e *testEnv) registryBucket() jetstream.KeyValue {
 	e.t.Helper()
-	js, err := jetstream.New(e.rc)
+	return natstest.Bucket(e.t, e.rc)
+}
+
+// record returns worker id's record in the registry bucket kv; false when the bucket has none.
+func record(t *testing.T, kv jetstream.KeyValue, id string) (registry.Worker, bool) {
+	t.Helper()
+	entry, err := kv.Get(context.Background(), id)
 	if err != nil {
-		e.t.Fatal(err)
+		return registry.Worker{}, false
 	}
-	kv, err := registry.OpenBucket(context.Background(), js)
+	rec, err := registry.Decode(id, entry.Value())
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return kv
+	return rec, true
+}
+
+// mustRecord is record for a worker that must be registered.
+func mustRecord(t *testing.T, kv jetstream.KeyValue, id string) registry.Worker {
+	t.Helper()
+	rec, ok := record(t, kv, id)
+	if !ok {
+		t.Fatalf("no registry record of %s", id)
+	}
+	return rec
 }
 
 func (e *testEnv) startBridge(cfg *bridge.Config) *bridge.Bridge {
@@ -224,14 +241,7 @@ func TestForwardFillAndReplay(t *testing.T) {
 	// Registration: the record carries the probed block size, and Stop deletes it.
 	kv := env.registryBucket()
 	wait.For(t, "registration", func() bool { return b.Registered("w1") })
-	entry, err := kv.Get(context.Background(), "w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := registry.Decode("w1", entry.Value())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := mustRecord(t, kv, "w1")
 	wantEP := strings.TrimPrefix(metrics.URL, "http://")
 	if rec.Endpoint != wantEP || rec.BlockSize != 16 || rec.DPSize != 2 || rec.Model != "qwen3-vl-test" || rec.Engine != "vllm" ||
 		rec.EngineVersion != "0.26.1" || !rec.HasFeature("mm_hashes") || string(rec.Contract) != contractJSON {

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/defaults"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
@@ -111,30 +112,16 @@ func DefaultConfig() *Config {
 func (c *Config) withDefaults() Config {
 	d := *DefaultConfig()
 	out := *c
-	if out.RingBatches <= 0 {
-		out.RingBatches = d.RingBatches
-	}
-	if out.RingBytes <= 0 {
-		out.RingBytes = d.RingBytes
-	}
-	if out.ReplayTimeout <= 0 {
-		out.ReplayTimeout = d.ReplayTimeout
-	}
-	if out.MaxReplayBatches <= 0 {
-		out.MaxReplayBatches = d.MaxReplayBatches
-	}
-	if out.MaxReplayBytes <= 0 {
-		out.MaxReplayBytes = d.MaxReplayBytes
-	}
-	if out.ReconnectInterval <= 0 {
-		out.ReconnectInterval = d.ReconnectInterval
-	}
+	defaults.Positive(&out.RingBatches, d.RingBatches)
+	defaults.Positive(&out.RingBytes, d.RingBytes)
+	defaults.Positive(&out.ReplayTimeout, d.ReplayTimeout)
+	defaults.Positive(&out.MaxReplayBatches, d.MaxReplayBatches)
+	defaults.Positive(&out.MaxReplayBytes, d.MaxReplayBytes)
+	defaults.Positive(&out.ReconnectInterval, d.ReconnectInterval)
 	if out.ReconnectIntervalMax < out.ReconnectInterval {
 		out.ReconnectIntervalMax = max(d.ReconnectIntervalMax, out.ReconnectInterval)
 	}
-	if out.RegisterRetry <= 0 {
-		out.RegisterRetry = d.RegisterRetry
-	}
+	defaults.Positive(&out.RegisterRetry, d.RegisterRetry)
 	if out.Logger == nil {
 		out.Logger = d.Logger
 	}

@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +12,6 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
@@ -39,14 +37,7 @@ func hybridBatch(t *testing.T, bs, mambaBS int) []byte {
 
 func recordBlockSize(t *testing.T, kv jetstream.KeyValue, id string) int {
 	t.Helper()
-	entry, err := kv.Get(context.Background(), id)
-	if err != nil {
-		return 0
-	}
-	rec, err := registry.Decode(id, entry.Value())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, _ := record(t, kv, id)
 	return rec.BlockSize
 }
 

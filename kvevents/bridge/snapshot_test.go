@@ -116,15 +116,5 @@ func TestSnapshotForLateRouter(t *testing.T) {
 
 // dumpRank is kvhistory.Dumped for rank dp of w1.
 func dumpRank(idx *index.Index, dp int) []index.StoredBlock {
-	d := idx.Dump(context.Background(), index.WorkerKey{ID: "w1", DPRank: dp})
-	slices.SortFunc(d, func(a, b index.StoredBlock) int {
-		switch {
-		case a.EngineHash < b.EngineHash:
-			return -1
-		case a.EngineHash > b.EngineHash:
-			return 1
-		}
-		return 0
-	})
-	return d
+	return kvhistory.DumpedKey(idx, index.WorkerKey{ID: "w1", DPRank: dp})
 }

@@ -35,14 +35,7 @@ func TestWithRouterSubscriber(t *testing.T) {
 	wait.For(t, "registration", func() bool { return b.Registered("w1") })
 
 	kv := env.registryBucket()
-	entry, err := kv.Get(context.Background(), "w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := registry.Decode("w1", entry.Value())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := mustRecord(t, kv, "w1")
 	idx, err := index.New(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/tick"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/scheduler"
@@ -135,17 +136,10 @@ func (s *Sync) Stop() {
 
 func (s *Sync) loop(ctx context.Context) {
 	defer close(s.done)
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.publish()
-			s.expire()
-		}
-	}
+	tick.Every(ctx, s.cfg.Interval, func() {
+		s.publish()
+		s.expire()
+	})
 }
 
 // publish sends this replica's own load (tracker load minus what other replicas contributed).

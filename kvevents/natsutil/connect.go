@@ -1,11 +1,14 @@
 package natsutil
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/internal/defaults"
 )
 
 // ConnectConfig configures Connect; nil means defaults.
@@ -29,22 +32,15 @@ type ConnectConfig struct {
 // Connect opens a NATS connection to url that reconnects forever (the embedded server or a
 // cluster may restart) and logs disconnects, reconnects, closes and asynchronous errors.
 func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
-	c := ConnectConfig{Name: "kvroute", Timeout: 5 * time.Second, ReconnectWait: time.Second, Logger: zap.NewNop()}
+	var c ConnectConfig
 	if cfg != nil {
-		if cfg.Name != "" {
-			c.Name = cfg.Name
-		}
-		if cfg.Timeout > 0 {
-			c.Timeout = cfg.Timeout
-		}
-		if cfg.ReconnectWait > 0 {
-			c.ReconnectWait = cfg.ReconnectWait
-		}
-		if cfg.Logger != nil {
-			c.Logger = cfg.Logger
-		}
-		c.Options = cfg.Options
-		c.TokenFile = cfg.TokenFile
+		c = *cfg
+	}
+	c.Name = cmp.Or(c.Name, "kvroute")
+	defaults.Positive(&c.Timeout, 5*time.Second)
+	defaults.Positive(&c.ReconnectWait, time.Second)
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
 	}
 	if c.TokenFile == "" {
 		c.TokenFile = localTokenFile(url)

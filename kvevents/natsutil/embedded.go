@@ -1,6 +1,7 @@
 package natsutil
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/internal/defaults"
 )
 
 // DefaultEmbeddedPort is the embedded server's default client port: the standard NATS port, so
@@ -56,22 +59,14 @@ var ErrNotLoopback = errors.New("embedded NATS server must listen on a loopback 
 
 // StartEmbedded starts the server and waits until it accepts connections.
 func StartEmbedded(cfg *EmbeddedConfig) (*Embedded, error) {
-	c := *DefaultEmbeddedConfig()
+	d := DefaultEmbeddedConfig()
+	c := *d
 	if cfg != nil {
-		if cfg.Host != "" {
-			c.Host = cfg.Host
-		}
-		if cfg.Port != 0 {
-			c.Port = cfg.Port
-		}
-		c.StoreDir = cfg.StoreDir
-		if cfg.ReadyTimeout > 0 {
-			c.ReadyTimeout = cfg.ReadyTimeout
-		}
-		if cfg.Logger != nil {
-			c.Logger = cfg.Logger
-		}
-		c.Token = cfg.Token
+		c = *cfg
+		c.Host = cmp.Or(c.Host, d.Host)
+		c.Port = cmp.Or(c.Port, d.Port) // RandomPort is negative: only 0 means the default
+		defaults.Positive(&c.ReadyTimeout, d.ReadyTimeout)
+		c.Logger = cmp.Or(c.Logger, d.Logger)
 	}
 	if ip := net.ParseIP(c.Host); c.Host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("starting embedded NATS on %q: %w", c.Host, ErrNotLoopback)

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/internal/defaults"
+	"github.com/kvroute/kvroute/internal/tick"
 )
 
 // PublisherConfig configures a Publisher. The zero value is not useful; start from
@@ -52,17 +56,13 @@ func NewPublisher(kv jetstream.KeyValue, w Worker, cfg *PublisherConfig) (*Publi
 	if err != nil {
 		return nil, err
 	}
-	c := *DefaultPublisherConfig()
+	d := DefaultPublisherConfig()
+	c := *d
 	if cfg != nil {
-		if cfg.Interval > 0 {
-			c.Interval = cfg.Interval
-		}
-		if cfg.Timeout > 0 {
-			c.Timeout = cfg.Timeout
-		}
-		if cfg.Logger != nil {
-			c.Logger = cfg.Logger
-		}
+		c = *cfg
+		defaults.Positive(&c.Interval, d.Interval)
+		defaults.Positive(&c.Timeout, d.Timeout)
+		c.Logger = cmp.Or(c.Logger, d.Logger)
 	}
 	return &Publisher{kv: kv, cfg: c, record: rec, id: w.WorkerID}, nil
 }
@@ -92,18 +92,11 @@ func (p *Publisher) loop(ctx context.Context, done chan struct{}) {
 			p.cfg.Logger.Error("registry publisher panicked", zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
-	t := time.NewTicker(p.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := p.put(ctx); err != nil && ctx.Err() == nil {
-				p.cfg.Logger.Error("heartbeating worker record", zap.String("worker_id", p.id), zap.Error(err))
-			}
+	tick.Every(ctx, p.cfg.Interval, func() {
+		if err := p.put(ctx); err != nil && ctx.Err() == nil {
+			p.cfg.Logger.Error("heartbeating worker record", zap.String("worker_id", p.id), zap.Error(err))
 		}
-	}
+	})
 }
 
 // Update replaces the record (same worker id) and, when the Publisher is started, writes it at once;

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/kvroute/kvroute/internal/defaults"
 )
 
 // WatcherConfig configures a Watcher; nil means DefaultWatcherConfig.
@@ -63,22 +66,16 @@ type entry struct {
 
 // NewWatcher returns a stopped Watcher over kv. cfg may be nil.
 func NewWatcher(kv jetstream.KeyValue, cfg *WatcherConfig) *Watcher {
-	c := *DefaultWatcherConfig()
+	d := DefaultWatcherConfig()
+	c := *d
 	if cfg != nil {
-		if cfg.TTL > 0 {
-			c.TTL = cfg.TTL
-			c.SweepInterval = cfg.TTL / 6
+		c = *cfg
+		defaults.Positive(&c.TTL, d.TTL)
+		defaults.Positive(&c.SweepInterval, c.TTL/6)
+		c.Logger = cmp.Or(c.Logger, d.Logger)
+		if c.Now == nil {
+			c.Now = d.Now
 		}
-		if cfg.SweepInterval > 0 {
-			c.SweepInterval = cfg.SweepInterval
-		}
-		if cfg.Logger != nil {
-			c.Logger = cfg.Logger
-		}
-		if cfg.Now != nil {
-			c.Now = cfg.Now
-		}
-		c.Accepted = cfg.Accepted
 	}
 	w := &Watcher{kv: kv, cfg: c, seen: map[string]entry{}, subs: map[chan struct{}]struct{}{}, ready: make(chan struct{})}
 	empty := []Worker{}

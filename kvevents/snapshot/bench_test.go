@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/testkit/kvhistory"
+	"github.com/kvroute/kvroute/internal/testkit/memtest"
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
@@ -52,14 +53,6 @@ func setOf(n int) *snapshot.Set {
 	return s
 }
 
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // BenchmarkSetMemory reports the live heap per block of a Set of 100 000 blocks of 16 tokens (the
 // bridge's cost per block its engine holds), measured after runtime.GC.
 func BenchmarkSetMemory(b *testing.B) {
@@ -68,10 +61,10 @@ func BenchmarkSetMemory(b *testing.B) {
 	b.ResetTimer()
 	var per float64
 	for range b.N {
-		before := liveHeap()
+		before := memtest.LiveHeap()
 		s := snapshot.NewSet(n)
 		s.Apply(&codec.Batch{Events: evs})
-		after := liveHeap()
+		after := memtest.LiveHeap()
 		per = float64(after-before) / n
 		runtime.KeepAlive(s)
 	}
@@ -84,12 +77,12 @@ func TestSetMemoryBounded(t *testing.T) {
 	const limit = 20_000
 	measure := func(stored int) float64 {
 		evs := chainsOf(stored)
-		before := liveHeap()
+		before := memtest.LiveHeap()
 		s := snapshot.NewSet(limit)
 		for i := range evs {
 			s.Apply(&codec.Batch{Events: evs[i : i+1]})
 		}
-		after := liveHeap()
+		after := memtest.LiveHeap()
 		if s.Len() != min(stored, limit) {
 			t.Fatalf("set holds %d blocks after %d stored, want %d", s.Len(), stored, min(stored, limit))
 		}

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/defaults"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
@@ -102,33 +103,17 @@ func withDefaults(cfg *Config) Config {
 		return d
 	}
 	c := *cfg
-	if c.ReplayTimeout <= 0 {
-		c.ReplayTimeout = d.ReplayTimeout
-	}
-	if c.MaxBuffered <= 0 {
-		c.MaxBuffered = d.MaxBuffered
-	}
-	if c.MaxBufferedBytes <= 0 {
-		c.MaxBufferedBytes = d.MaxBufferedBytes
-	}
-	if c.SnapshotTimeout <= 0 {
-		c.SnapshotTimeout = d.SnapshotTimeout
-	}
-	if c.MaxSnapshotBytes <= 0 {
-		c.MaxSnapshotBytes = d.MaxSnapshotBytes
-	}
-	if c.Shards <= 0 {
-		c.Shards = d.Shards
-	}
-	if c.QueueLength <= 0 {
-		c.QueueLength = d.QueueLength
-	}
+	defaults.Positive(&c.ReplayTimeout, d.ReplayTimeout)
+	defaults.Positive(&c.MaxBuffered, d.MaxBuffered)
+	defaults.Positive(&c.MaxBufferedBytes, d.MaxBufferedBytes)
+	defaults.Positive(&c.SnapshotTimeout, d.SnapshotTimeout)
+	defaults.Positive(&c.MaxSnapshotBytes, d.MaxSnapshotBytes)
+	defaults.Positive(&c.Shards, d.Shards)
+	defaults.Positive(&c.QueueLength, d.QueueLength)
 	if c.ImagePad == 0 && c.VideoPad == 0 {
 		c.ImagePad, c.VideoPad = d.ImagePad, d.VideoPad
 	}
-	if c.MaxSaltedBlocks <= 0 {
-		c.MaxSaltedBlocks = d.MaxSaltedBlocks
-	}
+	defaults.Positive(&c.MaxSaltedBlocks, d.MaxSaltedBlocks)
 	if c.Logger == nil {
 		c.Logger = d.Logger
 	}

@@ -182,6 +182,17 @@ func (b *fakeBridge) requestLog() []uint64 {
 	return slices.Clone(b.requests)
 }
 
+// forwardChain forwards a chain of n batches (longChain) as seqs 0 to n-1, losing those lost
+// names, and returns them.
+func (b *fakeBridge) forwardChain(t testing.TB, n int, lost func(i int) bool) [][]byte {
+	var g chainGen
+	batches := longChain(t, &g, n)
+	for i, data := range batches {
+		b.forward(uint64(i), data, lost(i))
+	}
+	return batches
+}
+
 // forward keeps a batch for replay and publishes it unless lost.
 func (b *fakeBridge) forward(seq uint64, data []byte, lost bool) {
 	b.mu.Lock()
@@ -349,6 +360,14 @@ func overlap(ix *index.Index, id string, q []wire.BlockHash) int {
 		}
 	}
 	return 0
+}
+
+// sameAsReference checks that worker id's entries in ix equal those of an index built directly
+// from batches (reference).
+func sameAsReference(t testing.TB, ix *index.Index, id string, batches [][]byte) {
+	t.Helper()
+	ref, queries := reference(t, id, batches)
+	sameIndex(t, ix, id, ref, id, queries)
 }
 
 // sameIndex checks that worker got in ix what refID got in ref: the same blocks

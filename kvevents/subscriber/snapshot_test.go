@@ -55,6 +55,14 @@ func newSnapPublisher(t testing.TB, nc *nats.Conn, id string, ringMax int) *snap
 	return p
 }
 
+// publishN publishes the next n batches of h (lost: numbered and kept, not sent).
+func (p *snapPublisher) publishN(t *testing.T, h *kvhistory.History, n int, lost bool) {
+	t.Helper()
+	for range n {
+		p.publish(kvhistory.Encode(t, h.Batch()), lost)
+	}
+}
+
 // publish numbers a batch, applies it to the set, keeps it, and sends it unless lost.
 func (p *snapPublisher) publish(data []byte, lost bool) uint64 {
 	p.mu.Lock()
@@ -152,14 +160,10 @@ func TestSnapshotLoadsLateReplica(t *testing.T) {
 	e := newEnv(t, nil)
 	p := newSnapPublisher(t, e.pub, "w", 10)
 	h := kvhistory.New(11)
-	for range 400 {
-		p.publish(kvhistory.Encode(t, h.Batch()), false)
-	}
+	p.publishN(t, h, 400, false)
 	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
 	e.waitSeq("w", 399)
-	for range 40 {
-		p.publish(kvhistory.Encode(t, h.Batch()), false)
-	}
+	p.publishN(t, h, 40, false)
 	e.waitSeq("w", 439)
 	sameBlocks(t, e.ix, p)
 	ev := e.events("w")
@@ -194,9 +198,7 @@ func TestSnapshotBuffersLiveBatches(t *testing.T) {
 		t.Fatalf("snapshot taken at seq %d, want 300", seq)
 	}
 	e.waitState("w", subscriber.StateSnapshot)
-	for range 30 {
-		p.publish(kvhistory.Encode(t, h.Batch()), false)
-	}
+	p.publishN(t, h, 30, false)
 	publishOn(t, e.pub, "w", 299, 0, "vllm", batches[299]) // in the snapshot already
 	wait.For(t, "31 buffered", func() bool { return e.events("w")[subscriber.ResultBuffered] == 31 })
 	if r, _ := e.rank0("w"); r.LastSeq != nil {
@@ -219,16 +221,10 @@ func TestGapLoadsSnapshot(t *testing.T) {
 	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
 	e.waitState("w", subscriber.StateLive) // nothing published: the registration replay finds nothing
 	h := kvhistory.New(13)
-	for range 200 {
-		p.publish(kvhistory.Encode(t, h.Batch()), false)
-	}
+	p.publishN(t, h, 200, false)
 	e.waitSeq("w", 199)
-	for range 25 { // lost, and more than the ring holds
-		p.publish(kvhistory.Encode(t, h.Batch()), true)
-	}
-	for range 20 {
-		p.publish(kvhistory.Encode(t, h.Batch()), false)
-	}
+	p.publishN(t, h, 25, true) // lost, and more than the ring holds
+	p.publishN(t, h, 20, false)
 	e.waitSeq("w", 244)
 	sameBlocks(t, e.ix, p)
 	ev := e.events("w")
@@ -246,14 +242,10 @@ func TestSnapshotRefusedClears(t *testing.T) {
 	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
 	e.waitState("w", subscriber.StateLive)
 	h := kvhistory.New(14)
-	for range 50 {
-		p.publish(kvhistory.Encode(t, h.Batch()), false)
-	}
+	p.publishN(t, h, 50, false)
 	e.waitSeq("w", 49)
-	for range 25 {
-		p.publish(kvhistory.Encode(t, h.Batch()), true)
-	}
-	p.publish(kvhistory.Encode(t, h.Batch()), false)
+	p.publishN(t, h, 25, true)
+	p.publishN(t, h, 1, false)
 	e.waitSeq("w", 75)
 	ev := e.events("w")
 	if ev[subscriber.ResultSnapshotFailed] != 1 || ev[subscriber.ResultCleared] != 1 || ev[subscriber.ResultSnapshotLoaded] != 0 {
@@ -277,9 +269,7 @@ func TestResetDuringSnapshot(t *testing.T) {
 	release := make(chan struct{})
 	p.release = release
 	h := kvhistory.New(15)
-	for range 100 {
-		p.publish(kvhistory.Encode(t, h.Batch()), false)
-	}
+	p.publishN(t, h, 100, false)
 	wait.For(t, "100 batches dropped before registration", func() bool {
 		return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == 100
 	})

@@ -149,17 +149,12 @@ func TestGapReplay(t *testing.T) {
 	wait.For(t, "registration replay", func() bool { return len(b.requestLog()) == 1 })
 	e.waitState("w", subscriber.StateLive)
 
-	var g chainGen
-	batches := longChain(t, &g, 10)
-	for i, data := range batches {
-		b.forward(uint64(i), data, i == 4 || i == 5)
-	}
+	batches := b.forwardChain(t, 10, func(i int) bool { return i == 4 || i == 5 })
 	e.waitSeq("w", 9)
 	if got := b.requestLog(); !slices.Equal(got, []uint64{0, 4}) {
 		t.Errorf("replay requests from %v, want [0 4]", got)
 	}
-	ref, queries := reference(t, "w", batches)
-	sameIndex(t, e.ix, "w", ref, "w", queries)
+	sameAsReference(t, e.ix, "w", batches)
 	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 20 {
 		t.Errorf("w holds %d blocks, want 20", n)
 	}
@@ -179,18 +174,13 @@ func TestUnknownParentReplay(t *testing.T) {
 	e.waitRegistrationReplayFailed("w")
 	b := newBridge(t, e.pub, "w")
 	b.listen()
-	var g chainGen
-	batches := longChain(t, &g, 6)
-	for i, data := range batches {
-		b.forward(uint64(i), data, i < 3) // 0..2 went out before the router subscribed
-	}
+	batches := b.forwardChain(t, 6, func(i int) bool { return i < 3 }) // 0..2 went out before the router subscribed
 	e.waitSeq("w", 5)
 	wait.For(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 12 })
 	if got := b.requestLog(); !slices.Equal(got, []uint64{0}) {
 		t.Errorf("replay requests from %v, want [0]", got)
 	}
-	ref, queries := reference(t, "w", batches)
-	sameIndex(t, e.ix, "w", ref, "w", queries)
+	sameAsReference(t, e.ix, "w", batches)
 	if ev := e.events("w"); ev[subscriber.ResultUnknownParent] < 1 || ev[subscriber.ResultReplayRequested] != 2 {
 		t.Errorf("counters %v", ev)
 	}
@@ -205,15 +195,10 @@ func TestUnknownParentReplayShort(t *testing.T) {
 	b := newBridge(t, e.pub, "w")
 	b.limit = 4
 	b.listen()
-	var g chainGen
-	batches := longChain(t, &g, 8)
-	for i, data := range batches {
-		b.forward(uint64(i), data, i < 3)
-	}
+	batches := b.forwardChain(t, 8, func(i int) bool { return i < 3 })
 	e.waitSeq("w", 7)
 	wait.For(t, "rebuild", func() bool { return e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}) == 16 })
-	ref, queries := reference(t, "w", batches)
-	sameIndex(t, e.ix, "w", ref, "w", queries)
+	sameAsReference(t, e.ix, "w", batches)
 	if got := b.requestLog(); !slices.Equal(got, []uint64{0}) {
 		t.Errorf("replay requests from %v, want [0]", got)
 	}
@@ -248,8 +233,7 @@ func TestUnansweredReplayClears(t *testing.T) {
 	wait.For(t, "replay failure", func() bool { return e.events("w")[subscriber.ResultReplayFailed] == 1 })
 	e.waitSeq("w", 5)
 
-	ref, queries := reference(t, "w", [][]byte{fresh})
-	sameIndex(t, e.ix, "w", ref, "w", queries)
+	sameAsReference(t, e.ix, "w", [][]byte{fresh})
 	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "w"}); n != 3 {
 		t.Errorf("w holds %d blocks after the failed replay, want the 3 of the new chain", n)
 	}
@@ -301,8 +285,7 @@ func TestClearAndResetOnlyThatWorker(t *testing.T) {
 	z := ga.stored(t, 4, false, codec.ArrayForm)
 	e.publish("a", 10, 0, "vllm", z)
 	e.waitSeq("a", 10)
-	ref, queries := reference(t, "a", [][]byte{z})
-	sameIndex(t, e.ix, "a", ref, "a", queries)
+	sameAsReference(t, e.ix, "a", [][]byte{z})
 	if n := e.ix.WorkerBlocks(index.WorkerKey{ID: "a"}); n != 4 {
 		t.Errorf("a holds %d blocks, want the 4 after the reset", n)
 	}
@@ -424,8 +407,7 @@ func TestFloodWithConcurrentReads(t *testing.T) {
 		t.Error("no concurrent reads ran")
 	}
 	for _, id := range ids {
-		ref, queries := reference(t, id, all[id])
-		sameIndex(t, e.ix, id, ref, id, queries)
+		sameAsReference(t, e.ix, id, all[id])
 		if ev := e.events(id); ev[subscriber.ResultApplied] != n || ev[subscriber.ResultGap] != 0 {
 			t.Errorf("%s counters %v", id, ev)
 		}
@@ -450,8 +432,7 @@ func TestReplayAnswerOrder(t *testing.T) {
 		b.forward(uint64(i), data, i == 2 || i == 3)
 	}
 	e.waitSeq("w", 5)
-	ref, queries := reference(t, "w", batches)
-	sameIndex(t, e.ix, "w", ref, "w", queries)
+	sameAsReference(t, e.ix, "w", batches)
 
 	b.setMode("liar")
 	b.forward(6, g.stored(t, 1, true, codec.ArrayForm), true)

@@ -58,57 +58,45 @@ var (
 // by their IPv4 address, so no IPv6 spelling reaches an IPv4 address the policy refuses.
 func classify(ip netip.Addr) addrClass {
 	ip = ip.Unmap().WithZone("")
-	if ip.Is4() {
-		return classify4(ip)
+	switch {
+	case ip.Is4():
+		if zeroV4.Contains(ip) || ip == bcast {
+			return classNeverDialed
+		}
+		return classifyFamily(ip, privateV4, reservedV4)
+	case nat64.Contains(ip):
+		b := ip.As16()
+		return classify(netip.AddrFrom4([4]byte(b[12:16])))
+	case sixTo4.Contains(ip):
+		b := ip.As16()
+		return classify(netip.AddrFrom4([4]byte(b[2:6])))
 	}
+	return classifyFamily(ip, nil, reservedV6)
+}
+
+// classifyFamily classifies ip by netip's predicates and then by the special-purpose prefixes of
+// its address family (private and reserved).
+func classifyFamily(ip netip.Addr, private, reserved []netip.Prefix) addrClass {
 	switch {
 	case ip.IsUnspecified() || ip.IsMulticast():
 		return classNeverDialed
 	case ip.IsLoopback():
 		return classLoopback
-	case ip.IsPrivate():
+	case ip.IsPrivate() || inAny(private, ip):
 		return classPrivate
-	case ip.IsLinkLocalUnicast():
+	case ip.IsLinkLocalUnicast() || inAny(reserved, ip):
 		return classReserved
-	}
-	for _, p := range reservedV6 {
-		if p.Contains(ip) {
-			return classReserved
-		}
-	}
-	if nat64.Contains(ip) {
-		b := ip.As16()
-		return classify4(netip.AddrFrom4([4]byte(b[12:16])))
-	}
-	if sixTo4.Contains(ip) {
-		b := ip.As16()
-		return classify4(netip.AddrFrom4([4]byte(b[2:6])))
 	}
 	return classPublic
 }
 
-func classify4(ip netip.Addr) addrClass {
-	switch {
-	case zeroV4.Contains(ip) || ip.IsMulticast() || ip == bcast:
-		return classNeverDialed
-	case ip.IsLoopback():
-		return classLoopback
-	case ip.IsPrivate():
-		return classPrivate
-	case ip.IsLinkLocalUnicast():
-		return classReserved
-	}
-	for _, p := range privateV4 {
+func inAny(prefixes []netip.Prefix, ip netip.Addr) bool {
+	for _, p := range prefixes {
 		if p.Contains(ip) {
-			return classPrivate
+			return true
 		}
 	}
-	for _, p := range reservedV4 {
-		if p.Contains(ip) {
-			return classReserved
-		}
-	}
-	return classPublic
+	return false
 }
 
 // checkAddr returns nil when the policy lets the fetcher connect to ip:port, else an error naming the

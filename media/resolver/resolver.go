@@ -115,15 +115,12 @@ func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 // Image fetches url and decodes it (PNG, JPEG, GIF), the bytes reserved in the fetcher's budget
 // until then.
 func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
-	t := time.Now()
-	data, release, err := r.fetcher.FetchHeld(ctx, url)
+	data, release, err := r.fetchHeld(ctx, url)
 	defer release()
-	r.stage(ctx, "fetch", t)
 	if err != nil {
 		return nil, err
 	}
-	t = time.Now()
-	defer r.stage(ctx, "decode", t)
+	defer r.stage(ctx, "decode", time.Now())
 	return DecodeImage(data)
 }
 

@@ -14,8 +14,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
-	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/reason"
@@ -23,22 +22,6 @@ import (
 
 // hubContract is DESIGN.md §2.3's example contract (hf_fps, 2 fps, hub budgets).
 const hubContract = layout.HubContractJSON
-
-func newResolver(t *testing.T, allowLoopback bool) *resolver.Resolver {
-	t.Helper()
-	cfg := fetch.DefaultConfig()
-	cfg.AllowLoopback = allowLoopback
-	f, err := fetch.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	d, err := media.NewDecoder(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resolver.New(f, d)
-}
 
 func contract(t *testing.T) *layout.Contract {
 	t.Helper()
@@ -53,7 +36,7 @@ func contract(t *testing.T) *layout.Contract {
 // (golden/video_identity.json: e3e7a3756ad9d625 over frames 0,16,…,299), for the WebM file, its
 // MKV remux and the same bytes fetched over HTTP.
 func TestVideoIdentityGolden(t *testing.T) {
-	r := newResolver(t, true)
+	r := testkit.Resolver(t, true)
 	c := contract(t)
 	srv := httptest.NewServer(http.FileServer(http.Dir("../../testdata/video")))
 	defer srv.Close()
@@ -88,7 +71,7 @@ func TestVideoIdentityGolden(t *testing.T) {
 }
 
 func TestVideoErrors(t *testing.T) {
-	r := newResolver(t, false)
+	r := testkit.Resolver(t, false)
 	c := contract(t)
 	h264, err := os.ReadFile("../../testdata/video/h264_640x360_30fps_3s.mp4")
 	if err != nil {

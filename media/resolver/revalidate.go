@@ -115,12 +115,17 @@ func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.C
 // videoFetch fetches url unconditionally and decodes it, the bytes reserved in the fetcher's
 // budget until the decode ends.
 func (r *Resolver) videoFetch(ctx context.Context, url string, c *layout.Contract) (*mediaport.VideoInfo, error) {
-	t := time.Now()
-	data, release, err := r.fetcher.FetchHeld(ctx, url)
+	data, release, err := r.fetchHeld(ctx, url)
 	defer release()
-	r.stage(ctx, "fetch", t)
 	if err != nil {
 		return nil, err
 	}
 	return r.DecodeVideo(ctx, data, c)
+}
+
+// fetchHeld is fetch.Fetcher.FetchHeld timed as the "fetch" stage: release (never nil) gives the
+// bytes' reservation in the fetcher's budget back.
+func (r *Resolver) fetchHeld(ctx context.Context, url string) (data []byte, release func(), err error) {
+	defer r.stage(ctx, "fetch", time.Now())
+	return r.fetcher.FetchHeld(ctx, url)
 }

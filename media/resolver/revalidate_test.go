@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/testkit"
 )
 
 // clipServer serves one clip at /clip.webm, with an ETag and Last-Modified when validators is
@@ -92,7 +94,7 @@ func TestVideoRevalidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newResolver(t, true)
+	r := testkit.Resolver(t, true)
 	revalidated := 0
 	r.Revalidated = func() { revalidated++ }
 	c := contract(t)

@@ -8,7 +8,7 @@ import (
 )
 
 func BenchmarkLayoutVideo(b *testing.B) {
-	c := mustParseB(b)
+	c := mustParse(b, exampleContract)
 	in := layout.VideoInput{TotalFrames: 36000, SourceFPS: 60, Width: 1920, Height: 1080}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -19,7 +19,7 @@ func BenchmarkLayoutVideo(b *testing.B) {
 }
 
 func BenchmarkDigest(b *testing.B) {
-	c := mustParseB(b)
+	c := mustParse(b, exampleContract)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := c.Digest(); err != nil {
@@ -33,7 +33,7 @@ func BenchmarkExpand(b *testing.B) {
 	const prompt = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe this video.<|im_end|>\n<|im_start|>assistant\n"
 	for _, mode := range []string{layout.TimestampsSpliced, layout.TimestampsWhole} {
 		b.Run(mode, func(b *testing.B) {
-			c := mustParseB(b)
+			c := mustParse(b, exampleContract)
 			c.TimestampTokenization = mode
 			a, err := layout.NewQwen3VL(c, nil, tok)
 			if err != nil {
@@ -53,13 +53,4 @@ func BenchmarkExpand(b *testing.B) {
 			}
 		})
 	}
-}
-
-func mustParseB(b *testing.B) *layout.Contract {
-	b.Helper()
-	c, err := layout.ParseContract([]byte(exampleContract))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return c
 }

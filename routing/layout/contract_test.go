@@ -22,7 +22,8 @@ const exampleCanonical = `{"adapter":"qwen3_vl","engine":"vllm","frame_count_sou
 	`"schema":"kvroute.video_contract/v1","sglang_preprocess":null,"timestamp_tokenization":"spliced",` +
 	`"token_ids":{"image_pad":151655,"video_pad":151656,"vision_end":151653,"vision_start":151652},"video_pruning_rate":0}`
 
-func mustParse(t *testing.T, doc string) *layout.Contract {
+// mustParse parses a contract document; an error fails the test or benchmark.
+func mustParse(t testing.TB, doc string) *layout.Contract {
 	t.Helper()
 	c, err := layout.ParseContract([]byte(doc))
 	if err != nil {

@@ -196,16 +196,7 @@ func TestReplacementFromGoldenIDs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: %v", c.ID, target, err)
 			}
-			full := slices.Clone(head)
-			if target == layout.PlaceholderBareVideoToken {
-				full = append(full, testIDs.VisionStart)
-			}
-			start := len(full)
-			full = append(full, want...)
-			end := len(full)
-			if target == layout.PlaceholderBareVideoToken {
-				full = append(full, testIDs.VisionEnd)
-			}
+			full, start, end := appendVideo(slices.Clone(head), target, want)
 			full = append(full, tail...)
 			wantSpan := []blocks.Span{{Start: start, End: end, Identity: 7, Kind: blocks.Video}}
 			if !slices.Equal(ex.Tokens, full) || !reflect.DeepEqual(ex.Spans, wantSpan) {
@@ -370,15 +361,7 @@ func TestExpandMixedMedia(t *testing.T) {
 			want = appendRun(want, testIDs.ImagePad, 220)
 			e0 := len(want)
 			want = append(want, tok.Encode("<|vision_end|>B")...)
-			if target == layout.PlaceholderBareVideoToken {
-				want = append(want, testIDs.VisionStart)
-			}
-			s1 := len(want)
-			want = append(want, repl...)
-			e1 := len(want)
-			if target == layout.PlaceholderBareVideoToken {
-				want = append(want, testIDs.VisionEnd)
-			}
+			want, s1, e1 := appendVideo(want, target, repl)
 			want = append(want, tok.Encode("C<|vision_start|>")...)
 			s2 := len(want)
 			want = appendRun(want, testIDs.ImagePad, 64)
@@ -430,4 +413,20 @@ func TestNewQwen3VLChecks(t *testing.T) {
 	if _, err := a.VideoLayout(layout.VideoInput{TotalFrames: 1, SourceFPS: 30, Width: 640, Height: 360}); reason.CodeOf(err) != reason.LayoutError {
 		t.Errorf("one frame: err %v, want layout_error", err)
 	}
+}
+
+// appendVideo appends a video's replacement as the prompt holds it under placeholder target (the
+// bare video token's replacement is wrapped in <|vision_start|> … <|vision_end|>) and returns the
+// replacement's span [start, end).
+func appendVideo(dst []uint32, target string, repl []uint32) (out []uint32, start, end int) {
+	if target == layout.PlaceholderBareVideoToken {
+		dst = append(dst, testIDs.VisionStart)
+	}
+	start = len(dst)
+	dst = append(dst, repl...)
+	end = len(dst)
+	if target == layout.PlaceholderBareVideoToken {
+		dst = append(dst, testIDs.VisionEnd)
+	}
+	return dst, start, end
 }

@@ -48,7 +48,7 @@ func FuzzExpand(f *testing.F) {
 	f.Add("<|vision_start|><|image_pad|><|vision_end|><|vision_start|><|video_pad|><|vision_end|>", uint8(3))
 	f.Add("<|video_pad|><|image_pad|>", uint8(1))
 	f.Fuzz(func(t *testing.T, prompt string, mode uint8) {
-		c := mustParseT(t)
+		c := mustParse(t, exampleContract)
 		if mode&1 != 0 {
 			c.PlaceholderTarget = layout.PlaceholderVisionWrappedVideoToken
 		}
@@ -103,13 +103,4 @@ func FuzzExpand(f *testing.F) {
 			prev = sp.End
 		}
 	})
-}
-
-func mustParseT(t *testing.T) *layout.Contract {
-	t.Helper()
-	c, err := layout.ParseContract([]byte(exampleContract))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

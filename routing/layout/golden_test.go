@@ -16,8 +16,45 @@ func readJSONL[T any](t *testing.T, name string) []T {
 	return goldens.Records[T](t, goldenDir+name)
 }
 
+// goldenID is the id of a golden JSONL record.
+type goldenID struct {
+	ID string `json:"id"`
+}
+
+func (g *goldenID) caseID() string { return g.ID }
+
+// checkGolden reads the want records of the golden file name and calls check on each; a failure
+// check reports through fail (prefixed with the record's id) makes the record count as a mismatch.
+// It logs how many records match and fails the test unless all do.
+func checkGolden[T any, P interface {
+	*T
+	caseID() string
+}](t *testing.T, name string, want int, check func(c P, fail func(format string, args ...any))) {
+	t.Helper()
+	cases := readJSONL[T](t, name)
+	if len(cases) != want {
+		t.Fatalf("%s has %d cases, want %d", name, len(cases), want)
+	}
+	matched := 0
+	for i := range cases {
+		c := P(&cases[i])
+		ok := true
+		check(c, func(format string, args ...any) {
+			ok = false
+			t.Errorf(c.caseID()+": "+format, args...)
+		})
+		if ok {
+			matched++
+		}
+	}
+	t.Logf("%s: %d/%d cases match", name, matched, len(cases))
+	if matched != len(cases) {
+		t.Errorf("%s: %d/%d golden cases match", name, matched, len(cases))
+	}
+}
+
 type layoutCase struct {
-	ID     string   `json:"id"`
+	goldenID
 	Tags   []string `json:"tags"`
 	Inputs struct {
 		TotalFrames       int                      `json:"total_frames"`
@@ -86,27 +123,16 @@ func contractFor(c *layoutCase) *layout.Contract {
 var testIDs = layout.TokenIDs{VisionStart: 151652, VisionEnd: 151653, ImagePad: 151655, VideoPad: 151656}
 
 func TestGoldenVideoLayout(t *testing.T) {
-	cases := readJSONL[layoutCase](t, "layout.jsonl")
-	if len(cases) != 752 {
-		t.Fatalf("layout.jsonl has %d cases, want 752", len(cases))
-	}
-	matched := 0
-	for i := range cases {
-		c := &cases[i]
+	checkGolden(t, "layout.jsonl", 752, func(c *layoutCase, fail func(string, ...any)) {
 		ct := contractFor(c)
 		if err := ct.Validate(); err != nil {
-			t.Errorf("%s: contract: %v", c.ID, err)
-			continue
+			fail("contract: %v", err)
+			return
 		}
 		in := layout.VideoInput{TotalFrames: c.Inputs.TotalFrames, SourceFPS: c.Inputs.SourceFPS,
 			Width: c.Inputs.Width, Height: c.Inputs.Height}
 		l, err := layout.LayoutVideo(ct, in)
 		o := c.Outputs
-		ok := true
-		fail := func(format string, args ...any) {
-			ok = false
-			t.Errorf(c.ID+": "+format, args...)
-		}
 		if o.Error != "" {
 			var se *layout.StageError
 			switch {
@@ -123,7 +149,7 @@ func TestGoldenVideoLayout(t *testing.T) {
 		} else {
 			if err != nil {
 				fail("error %v", err)
-				continue
+				return
 			}
 			if !reflect.DeepEqual(l.Indices, o.Indices) || l.NumFrames != o.NumFrames {
 				fail("indices %v, want %v", l.Indices, o.Indices)
@@ -145,17 +171,13 @@ func TestGoldenVideoLayout(t *testing.T) {
 				fail("timestamp texts %v, want %v", l.TimestampTexts, o.TimestampTexts)
 			}
 		}
-		if ok {
-			matched++
-		}
-	}
-	t.Logf("layout.jsonl: %d/%d cases match", matched, len(cases))
+	})
 }
 
 func asStage(err error, se **layout.StageError) bool { return errors.As(err, se) }
 
 type imageCase struct {
-	ID     string `json:"id"`
+	goldenID
 	Inputs struct {
 		Height    int   `json:"height"`
 		Width     int   `json:"width"`
@@ -174,33 +196,24 @@ type imageCase struct {
 }
 
 func TestGoldenImageLayout(t *testing.T) {
-	cases := readJSONL[imageCase](t, "image_layout.jsonl")
-	if len(cases) != 392 {
-		t.Fatalf("image_layout.jsonl has %d cases, want 392", len(cases))
-	}
-	matched := 0
-	for _, c := range cases {
+	checkGolden(t, "image_layout.jsonl", 392, func(c *imageCase, fail func(string, ...any)) {
 		in, o := c.Inputs, c.Outputs
 		r := layout.Resize{PatchSize: in.PatchSize, MergeSize: in.MergeSize, TemporalPatchSize: 2}
 		l, err := layout.LayoutImage(r, layout.ImageResize{MinPixels: in.MinPixels, MaxPixels: in.MaxPixels}, in.Width, in.Height)
 		if o.Error != "" {
 			var se *layout.StageError
 			if err == nil || !asStage(err, &se) || se.Message != o.Error {
-				t.Errorf("%s: error %v, want %q", c.ID, err, o.Error)
-				continue
+				fail("error %v, want %q", err, o.Error)
 			}
-		} else {
-			if err != nil {
-				t.Errorf("%s: error %v", c.ID, err)
-				continue
-			}
-			want := layout.ImageLayout{ResizedHeight: o.ResizedHeight, ResizedWidth: o.ResizedWidth, GridTHW: o.GridTHW, Tokens: o.Tokens}
-			if *l != want {
-				t.Errorf("%s: %+v, want %+v", c.ID, *l, want)
-				continue
-			}
+			return
 		}
-		matched++
-	}
-	t.Logf("image_layout.jsonl: %d/%d cases match", matched, len(cases))
+		if err != nil {
+			fail("error %v", err)
+			return
+		}
+		want := layout.ImageLayout{ResizedHeight: o.ResizedHeight, ResizedWidth: o.ResizedWidth, GridTHW: o.GridTHW, Tokens: o.Tokens}
+		if *l != want {
+			fail("%+v, want %+v", *l, want)
+		}
+	})
 }

@@ -10,7 +10,7 @@ import (
 
 // nemotronVideoCase is one record of golden/nemotron/layout.jsonl.
 type nemotronVideoCase struct {
-	ID      string            `json:"id"`
+	goldenID
 	Tags    []string          `json:"tags"`
 	Inputs  NemotronVideoIn   `json:"inputs"`
 	Outputs nemotronVideoWant `json:"outputs"`
@@ -46,20 +46,10 @@ type nemotronVideoWant struct {
 const nemotronDir = goldenDir + "nemotron/"
 
 func TestNemotronGoldenVideoLayout(t *testing.T) {
-	cases := readJSONL[nemotronVideoCase](t, "nemotron/layout.jsonl")
-	if len(cases) != 260 {
-		t.Fatalf("nemotron/layout.jsonl has %d cases, want 260", len(cases))
-	}
-	matched, errCases := 0, 0
-	for i := range cases {
-		c := &cases[i]
+	errCases := 0
+	checkGolden(t, "nemotron/layout.jsonl", 260, func(c *nemotronVideoCase, fail func(string, ...any)) {
 		o := c.Outputs
 		l, err := c.Inputs.Layout()
-		ok := true
-		fail := func(format string, args ...any) {
-			ok = false
-			t.Errorf(c.ID+": "+format, args...)
-		}
 		if o.NumFramesToSample != nil && o.FramesIndices != nil {
 			if !reflect.DeepEqual(l.Indices, o.FramesIndices) || l.NumFramesToSample != *o.NumFramesToSample || l.Duration != *o.Duration {
 				fail("sampling %v n=%d duration %v, want %v n=%d duration %v", l.Indices, l.NumFramesToSample, l.Duration,
@@ -72,14 +62,11 @@ func TestNemotronGoldenVideoLayout(t *testing.T) {
 			if !errors.As(err, &se) || se.Message != o.Error || string(se.Stage) != o.ErrorStage {
 				fail("error %v, want %s: %q", err, o.ErrorStage, o.Error)
 			}
-			if ok {
-				matched++
-			}
-			continue
+			return
 		}
 		if err != nil {
 			fail("error %v", err)
-			continue
+			return
 		}
 		tnp := 0
 		if o.TargetNumPatches != nil {
@@ -113,21 +100,14 @@ func TestNemotronGoldenVideoLayout(t *testing.T) {
 		if 2*l.NumTubelets != o.SpecialTokens {
 			fail("special tokens %d, want %d", 2*l.NumTubelets, o.SpecialTokens)
 		}
-		if ok {
-			matched++
-		}
-	}
+	})
 	if errCases != 2 {
 		t.Errorf("%d error cases, want 2", errCases)
-	}
-	t.Logf("nemotron video layout: %d/%d golden cases match", matched, len(cases))
-	if matched != len(cases) {
-		t.Errorf("%d/%d golden cases match", matched, len(cases))
 	}
 }
 
 type nemotronImageCase struct {
-	ID      string                     `json:"id"`
+	goldenID
 	Tags    []string                   `json:"tags"`
 	Inputs  layout.NemotronImageInputs `json:"inputs"`
 	Outputs struct {
@@ -156,20 +136,10 @@ type nemotronImageCase struct {
 }
 
 func TestNemotronGoldenImageLayout(t *testing.T) {
-	cases := readJSONL[nemotronImageCase](t, "nemotron/image_layout.jsonl")
-	if len(cases) != 166 {
-		t.Fatalf("nemotron/image_layout.jsonl has %d cases, want 166", len(cases))
-	}
-	matched, errCases := 0, 0
-	for i := range cases {
-		c := &cases[i]
+	errCases := 0
+	checkGolden(t, "nemotron/image_layout.jsonl", 166, func(c *nemotronImageCase, fail func(string, ...any)) {
 		o := c.Outputs
 		l, err := c.Inputs.Layout()
-		ok := true
-		fail := func(format string, args ...any) {
-			ok = false
-			t.Errorf(c.ID+": "+format, args...)
-		}
 		if o.NumTokensAvailable != nil && l.NumTokensAvailable != *o.NumTokensAvailable {
 			fail("tokens available %d, want %d", l.NumTokensAvailable, *o.NumTokensAvailable)
 		}
@@ -210,15 +180,8 @@ func TestNemotronGoldenImageLayout(t *testing.T) {
 				}
 			}
 		}
-		if ok {
-			matched++
-		}
-	}
+	})
 	if errCases == 0 {
 		t.Error("no error cases read")
-	}
-	t.Logf("nemotron image layout: %d/%d golden cases match", matched, len(cases))
-	if matched != len(cases) {
-		t.Errorf("%d/%d golden cases match", matched, len(cases))
 	}
 }

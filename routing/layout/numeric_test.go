@@ -8,38 +8,38 @@ import (
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
-func TestTimestampTextMatchesPython(t *testing.T) {
-	// Expected values printed by Python 3.11 f"<{x:.1f} seconds>".
-	cases := []struct {
-		x    float64
-		want string
-	}{
-		{0.25, "<0.2 seconds>"}, {0.15, "<0.1 seconds>"}, {4.65, "<4.7 seconds>"}, {0.35, "<0.3 seconds>"},
-		{18.375, "<18.4 seconds>"}, {16.25, "<16.2 seconds>"}, {1.25, "<1.2 seconds>"}, {2.5, "<2.5 seconds>"},
-		{0.05, "<0.1 seconds>"}, {123.45, "<123.5 seconds>"}, {0, "<0.0 seconds>"},
-	}
+// floatText is a float and the text Python prints for it.
+type floatText struct {
+	x    float64
+	want string
+}
+
+// checkFloatText checks format (named name) against Python's texts.
+func checkFloatText(t *testing.T, name string, format func(float64) string, cases []floatText) {
+	t.Helper()
 	for _, c := range cases {
-		if got := layout.TimestampText(c.x); got != c.want {
-			t.Errorf("TimestampText(%v) = %q, want %q", c.x, got, c.want)
+		if got := format(c.x); got != c.want {
+			t.Errorf("%s(%v) = %q, want %q", name, c.x, got, c.want)
 		}
 	}
 }
 
+func TestTimestampTextMatchesPython(t *testing.T) {
+	// Expected values printed by Python 3.11 f"<{x:.1f} seconds>".
+	checkFloatText(t, "TimestampText", layout.TimestampText, []floatText{
+		{0.25, "<0.2 seconds>"}, {0.15, "<0.1 seconds>"}, {4.65, "<4.7 seconds>"}, {0.35, "<0.3 seconds>"},
+		{18.375, "<18.4 seconds>"}, {16.25, "<16.2 seconds>"}, {1.25, "<1.2 seconds>"}, {2.5, "<2.5 seconds>"},
+		{0.05, "<0.1 seconds>"}, {123.45, "<123.5 seconds>"}, {0, "<0.0 seconds>"},
+	})
+}
+
 func TestPyFloatRepr(t *testing.T) {
 	// Expected values printed by Python 3.11 repr(float).
-	cases := []struct {
-		x    float64
-		want string
-	}{
+	checkFloatText(t, "PyFloatRepr", layout.PyFloatRepr, []floatText{
 		{300, "300.0"}, {200.03125, "200.03125"}, {1e-05, "1e-05"}, {1e16, "1e+16"}, {0.0001, "0.0001"},
 		{1.5e-7, "1.5e-07"}, {-2.5, "-2.5"}, {1e22, "1e+22"}, {12345678901234567.0, "1.2345678901234568e+16"},
 		{1234567890123456.0, "1234567890123456.0"}, {0.1, "0.1"}, {201, "201.0"}, {200.5, "200.5"},
-	}
-	for _, c := range cases {
-		if got := layout.PyFloatRepr(c.x); got != c.want {
-			t.Errorf("PyFloatRepr(%v) = %q, want %q", c.x, got, c.want)
-		}
-	}
+	})
 }
 
 func TestES6NumberRFC8785(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/routing/chat"
 )
 
@@ -30,14 +31,7 @@ func body4k() []byte {
 func BenchmarkPromptTokens4k(b *testing.B) {
 	m := testModel(b)
 	body := body4k()
-	req, err := chat.ParseRequest(body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, ids, err := m.PromptTokens(req)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, _, ids := testkit.Prompt(b, m, body)
 	b.ReportAllocs()
 	for b.Loop() {
 		req, _ := chat.ParseRequest(body)

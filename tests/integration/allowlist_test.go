@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
 
@@ -18,14 +17,7 @@ import (
 func TestRegistryEndpointAllowList(t *testing.T) {
 	live := newFakeWorker(t, "inside")
 	e := startEdge(t, edgeConfig{})
-	js, err := jetstream.New(runningApp(t).NATS().Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := registry.OpenBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := natstest.Bucket(t, runningApp(t).NATS().Conn())
 	for _, w := range []registry.Worker{
 		{WorkerID: "outside", Endpoint: "203.0.113.5:8000", Model: "qwen", Engine: "vllm", BlockSize: 16},
 		{WorkerID: "inside", Endpoint: live.addr(), Model: "qwen", Engine: "vllm", BlockSize: 16},

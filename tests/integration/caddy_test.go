@@ -9,19 +9,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/kvroute/kvroute/caddymodule"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/router"
 )
@@ -36,16 +34,6 @@ type env struct {
 	httpPort  int
 	adminPort int
 	client    *http.Client
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // caddyfile renders the test configuration; maxBody varies between loads (reload test).
@@ -116,24 +104,18 @@ http://127.0.0.1:%[2]d {
 
 func (e *env) load(t *testing.T, maxBody string) {
 	t.Helper()
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(e.caddyfile(maxBody)), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("loading config: %v", err)
-	}
+	caddytest.MustLoad(t, e.caddyfile(maxBody))
 	app := runningApp(t)
 	app.SetDecider(retryDecider{dead: e.deadAddr, partial: e.partial.addr(), live: e.w2.addr()})
 }
 
 func runningApp(t *testing.T) *caddymodule.App {
 	t.Helper()
-	a, err := caddy.ActiveContext().App("kvroute")
+	a, err := caddytest.App()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.(*caddymodule.App)
+	return a
 }
 
 // retryDecider sends requests marked with X-Test-Route to the dead ("dead") or the
@@ -157,18 +139,14 @@ func (d retryDecider) Decide(_ context.Context, in *caddymodule.RouteInput) (*ca
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{w1: newFakeWorker(t, "w1"), w2: newFakeWorker(t, "w2"), httpPort: freePort(t), adminPort: freePort(t)}
-	e.deadAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := &env{w1: newFakeWorker(t, "w1"), w2: newFakeWorker(t, "w2"), httpPort: caddytest.Port(t), adminPort: caddytest.Port(t)}
+	e.deadAddr = fmt.Sprintf("127.0.0.1:%d", caddytest.Port(t))
 	e.partial = newPartialUpstream(t, 64<<10)
 	e.base = fmt.Sprintf("http://127.0.0.1:%d", e.httpPort)
 	e.admin = fmt.Sprintf("http://127.0.0.1:%d", e.adminPort)
 	e.client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	e.load(t, "64MiB")
-	t.Cleanup(func() {
-		if err := caddy.Stop(); err != nil {
-			t.Errorf("stopping caddy: %v", err)
-		}
-	})
+	t.Cleanup(func() { caddytest.Stop(t) })
 	return e
 }
 
@@ -191,18 +169,11 @@ func (e *env) post(t *testing.T, path string, body []byte, hdr map[string]string
 // upstreamFails returns Caddy's passive-health failure count of the upstream dial address.
 func upstreamFails(t *testing.T, e *env, dial string) int {
 	t.Helper()
-	res, err := e.client.Get(e.admin + "/reverse_proxy/upstreams")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var ups []struct {
 		Address string `json:"address"`
 		Fails   int    `json:"fails"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&ups); err != nil {
-		t.Fatal(err)
-	}
+	getJSON(t, e.client, e.admin+"/reverse_proxy/upstreams", &ups)
 	for _, u := range ups {
 		if u.Address == dial {
 			return u.Fails
@@ -427,14 +398,7 @@ func TestKVRoute(t *testing.T) {
 		}
 		// the registry still works through the kept connection: a worker registering now is
 		// listed by the new config
-		js, err := jetstream.New(conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kv, err := registry.OpenBucket(context.Background(), js)
-		if err != nil {
-			t.Fatal(err)
-		}
+		kv := natstest.Bucket(t, conn)
 		pub, err := registry.NewPublisher(kv, registry.Worker{WorkerID: "w3", Endpoint: "127.0.0.1:1", Model: "other", Engine: "vllm", BlockSize: 16}, nil)
 		if err != nil {
 			t.Fatal(err)

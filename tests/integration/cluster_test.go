@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/internal/testkit/indextest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/loadsync"
@@ -45,7 +44,7 @@ func startNATSCluster(t *testing.T, n int) *natsCluster {
 	t.Helper()
 	clusterPorts := make([]int, n)
 	for i := range clusterPorts {
-		clusterPorts[i] = freePort(t)
+		clusterPorts[i] = caddytest.Port(t)
 	}
 	c := &natsCluster{t: t}
 	for i := range n {
@@ -278,17 +277,11 @@ func clusterCaddy(t *testing.T, c *natsCluster, srv int, sims []*simWorker) *har
 		h.sims[w.spec.ID], h.byEndpoint[w.ep] = w, w
 		h.order = append(h.order, w)
 	}
-	httpPort, adminPort := freePort(t), freePort(t)
+	httpPort, adminPort := caddytest.Port(t), caddytest.Port(t)
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
 	cfg := strings.Replace(h.caddyfile(httpPort, adminPort), "embedded_nats {\n\t\t\tport random\n\t\t}", "nats_url "+c.list(srv), 1)
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("loading config: %v", err)
-	}
+	caddytest.MustLoad(t, cfg)
 	wait.For(t, "caddy replica lists the workers", func() bool { return len(runningApp(t).WorkerList()) == len(sims) })
 	return h
 }
@@ -296,9 +289,7 @@ func clusterCaddy(t *testing.T, c *natsCluster, srv int, sims []*simWorker) *har
 func stopCaddy(t *testing.T, h *harness) {
 	t.Helper()
 	h.client.CloseIdleConnections()
-	if err := caddy.Stop(); err != nil {
-		t.Errorf("stopping caddy: %v", err)
-	}
+	caddytest.Stop(t)
 }
 
 // sameIndexes checks that the Caddy replica's and the core replica's index hold the same entries

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 )
 
 // edgeEnv is one in-process Caddy configured as the operator runs it: the directive chain of
@@ -119,19 +118,8 @@ http://127.0.0.1:%[2]d {%[8]s
 func startEdge(t *testing.T, cfg edgeConfig) *edgeEnv {
 	t.Helper()
 	dir := t.TempDir()
-	adminPort, httpPort, httpsPort := freePort(t), freePort(t), freePort(t)
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg.caddyfile(dir, adminPort, httpPort, httpsPort)), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("loading config: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := caddy.Stop(); err != nil {
-			t.Errorf("stopping caddy: %v", err)
-		}
-	})
+	adminPort, httpPort, httpsPort := caddytest.Port(t), caddytest.Port(t), caddytest.Port(t)
+	caddytest.Start(t, cfg.caddyfile(dir, adminPort, httpPort, httpsPort), nil)
 	e := &edgeEnv{https: fmt.Sprintf("https://127.0.0.1:%d", httpsPort), http: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
 		admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), accessLog: filepath.Join(dir, "access.log"), caddyLog: filepath.Join(dir, "caddy.log"),
 		dir: dir, adminPort: adminPort, httpPort: httpPort, httpsPort: httpsPort}

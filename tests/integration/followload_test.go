@@ -1,14 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -16,20 +12,8 @@ import (
 // workerLoads returns requests_in_flight of every worker in /kvroute/workers.
 func workerLoads(t *testing.T, e *edgeEnv) map[string]int64 {
 	t.Helper()
-	res, err := http.Get(e.admin + "/kvroute/workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var ws []struct {
-		WorkerID string `json:"worker_id"`
-		InFlight int64  `json:"requests_in_flight"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]int64{}
-	for _, w := range ws {
+	for _, w := range adminWorkers(t, e) {
 		out[w.WorkerID] = w.InFlight
 	}
 	return out
@@ -38,21 +22,7 @@ func workerLoads(t *testing.T, e *edgeEnv) map[string]int64 {
 // decisionsOf sums caddy_kvroute_decisions_total over the series whose worker label is id.
 func decisionsOf(t *testing.T, e *edgeEnv, id string) float64 {
 	t.Helper()
-	res, err := http.Get(e.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "caddy_kvroute_decisions_total{") && strings.Contains(l, `worker="`+id+`"`) {
-			v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-			sum += v
-		}
-	}
-	return sum
+	return sumSamples(t, getText(t, http.DefaultClient, e.admin+"/metrics"), "caddy_kvroute_decisions_total", `worker="`+id+`"`)
 }
 
 // TestLoadAndDecisionsFollowTheServingWorker: when the chosen worker is dead (killed, not yet

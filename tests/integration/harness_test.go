@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,16 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/resolver"
-	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -147,11 +144,7 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
-	auto_https off
-	persist_config off
-	log {
-		output discard
-	}
+	%s
 	kvroute {
 		embedded_nats {
 			port random
@@ -182,7 +175,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.opts.siteDirectives)
+`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.opts.siteDirectives)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -257,24 +250,12 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 
 	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
 		client: &http.Client{Timeout: 60 * time.Second}}
-	httpPort, adminPort := freePort(t), freePort(t)
+	httpPort, adminPort := caddytest.Port(t), caddytest.Port(t)
 	h.httpPort, h.adminPort = httpPort, adminPort
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(h.caddyfile(httpPort, adminPort)), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("loading config: %v", err)
-	}
 	// registered first: runs last, after the simulators deregistered
-	t.Cleanup(func() {
-		h.client.CloseIdleConnections()
-		if err := caddy.Stop(); err != nil {
-			t.Errorf("stopping caddy: %v", err)
-		}
-	})
+	caddytest.Start(t, h.caddyfile(httpPort, adminPort), h.client.CloseIdleConnections)
 	n := runningApp(t).NATS()
 	if n == nil {
 		t.Fatal("kvroute app has no NATS state")
@@ -343,13 +324,7 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 func (h *harness) reload(t *testing.T, opts harnessOpts) {
 	t.Helper()
 	h.opts = opts
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(h.caddyfile(h.httpPort, h.adminPort)), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("reloading config: %v", err)
-	}
+	caddytest.MustLoad(t, h.caddyfile(h.httpPort, h.adminPort))
 	// The old server closes its idle keep-alive connections as it stops; a POST sent on one of
 	// them in that instant is reset and net/http does not retry a POST. A client of a reloaded
 	// Caddy dials anew, as a real client retrying would.
@@ -371,15 +346,8 @@ type workerStatus struct {
 
 func (h *harness) workers(t *testing.T) map[string]workerStatus {
 	t.Helper()
-	res, err := h.client.Get(h.admin + "/kvroute/workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var ws []workerStatus
-	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
-		t.Fatal(err)
-	}
+	h.adminJSON(t, "/kvroute/workers", &ws)
 	out := map[string]workerStatus{}
 	for _, w := range ws {
 		out[w.WorkerID] = w
@@ -506,6 +474,34 @@ func (e explainResp) fallback() string {
 	return *e.Fallback
 }
 
+// textPrefixOnly checks a request whose one clip differs from the clip of identity refID and whose
+// text is the same: it is routed exactly under its own identity and credited at most the prefix
+// (> 0) complete blocks of text before its clip.
+func (h *harness) textPrefixOnly(t *testing.T, body []byte, refID string, prefix int) {
+	t.Helper()
+	e := h.explain(t, body)
+	if e.fallback() != "" || len(e.Media) != 1 || e.Media[0].Identity == refID {
+		t.Fatalf("other clip explain: %+v", e)
+	}
+	got := h.chat(t, body).mustOK(t)
+	if got.fallback != "" || got.overlap > prefix || prefix == 0 {
+		t.Fatalf("other clip: overlap %d, text prefix %d blocks, fallback %q", got.overlap, prefix, got.fallback)
+	}
+	t.Logf("other clip: text prefix %d blocks, overlap %d on %s", prefix, got.overlap, got.worker)
+}
+
+// coldChat sends a request that must be routed exactly (no fallback) and waits until the
+// simulators' KV events for it are applied.
+func (h *harness) coldChat(t *testing.T, body []byte) answer {
+	t.Helper()
+	cold := h.chat(t, body).mustOK(t)
+	if cold.fallback != "" {
+		t.Fatalf("cold: fallback %q", cold.fallback)
+	}
+	h.waitEvents(t)
+	return cold
+}
+
 func (h *harness) explain(t *testing.T, body []byte) explainResp {
 	t.Helper()
 	res, err := h.client.Post(h.admin+"/kvroute/explain", "application/json", bytes.NewReader(body))
@@ -528,34 +524,7 @@ func (h *harness) explain(t *testing.T, body []byte) explainResp {
 // given `name="value"` pair.
 func (h *harness) metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	res, err := h.client.Get(h.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
+	return sumSamples(t, h.scrape(t), name, labels...)
 }
 
 // totalRequests is the chat requests received by all simulators.
@@ -571,21 +540,22 @@ func (h *harness) totalRequests() int64 {
 // request's rendered prompt (the test model's own template and tokenizer).
 func promptTextPrefixBlocks(t *testing.T, body []byte) int {
 	t.Helper()
-	m, _ := testkit.Models(t, modelDir)
-	req, err := chat.ParseRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids, err := m.PromptTokens(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := promptIDs(t, modelDir, body)
 	for i, id := range ids {
 		if id == visionStart {
 			return i / blockSize
 		}
 	}
 	return len(ids) / blockSize
+}
+
+// promptIDs are the token ids of the request body's rendered prompt with the template and
+// tokenizer of the model folder dir.
+func promptIDs(t *testing.T, dir string, body []byte) []uint32 {
+	t.Helper()
+	m, _ := testkit.Models(t, dir)
+	_, _, ids := testkit.Prompt(t, m, body)
+	return ids
 }
 
 // mustJSON marshals v (maps keep sorted keys: bodies are deterministic).

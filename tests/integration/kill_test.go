@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -199,22 +198,25 @@ func runKill(t *testing.T, proxy string) killRun {
 	return run
 }
 
+// adminWorker is the part of a /kvroute/workers entry the edge tests read.
+type adminWorker struct {
+	WorkerID string `json:"worker_id"`
+	Healthy  bool   `json:"healthy"`
+	InFlight int64  `json:"requests_in_flight"`
+}
+
+// adminWorkers returns the edge Caddy's /kvroute/workers.
+func adminWorkers(t *testing.T, e *edgeEnv) []adminWorker {
+	t.Helper()
+	var ws []adminWorker
+	getJSON(t, http.DefaultClient, e.admin+"/kvroute/workers", &ws)
+	return ws
+}
+
 // workerHealthy returns the `healthy` field of /kvroute/workers for worker id.
 func workerHealthy(t *testing.T, e *edgeEnv, id string) bool {
 	t.Helper()
-	res, err := http.Get(e.admin + "/kvroute/workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var ws []struct {
-		WorkerID string `json:"worker_id"`
-		Healthy  bool   `json:"healthy"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&ws); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range ws {
+	for _, w := range adminWorkers(t, e) {
 		if w.WorkerID == id {
 			return w.Healthy
 		}
@@ -259,13 +261,7 @@ func TestKillWorkerUnderLoad(t *testing.T) {
 // metricLine returns the value of the admin /metrics sample whose name and labels are series.
 func metricLine(t *testing.T, e *edgeEnv, series string) string {
 	t.Helper()
-	res, err := http.Get(e.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(getText(t, http.DefaultClient, e.admin+"/metrics"), "\n") {
 		if v, ok := strings.CutPrefix(l, series+" "); ok {
 			return v
 		}

@@ -4,25 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
-)
 
-// liveHeap is the heap in use after two forced collections.
-func liveHeap() int64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
+	"github.com/kvroute/kvroute/internal/testkit/memtest"
+)
 
 // TestMediaBusyThroughCaddy: with `media { max_bytes 512KiB; max_inflight_bytes 1025KiB;
 // slot_wait 300ms }`, two video_urls that stall after 500 KiB hold 512 KiB of the budget each
@@ -86,13 +77,11 @@ func TestMediaHeapThroughCaddy(t *testing.T) {
 		t.Fatal(err)
 	}
 	const pad = 512 << 10
-	serial := 0
+	serial := uint64(0)
 	send := func(n int) {
 		for range n {
-			clip := make([]byte, len(base)+pad)
-			copy(clip, base)
 			serial++
-			binary.LittleEndian.PutUint64(clip[len(clip)-8:], uint64(serial))
+			clip := memtest.DistinctClip(base, pad, serial)
 			url := "data:video/webm;base64," + base64.StdEncoding.EncodeToString(clip)
 			if a := h.chat(t, mediaBody(t, "qwen", videoPart(url), textPart("Describe this video."))).mustOK(t); a.fallback != "" {
 				t.Fatalf("clip %d: fallback %q", serial, a.fallback)
@@ -105,11 +94,11 @@ func TestMediaHeapThroughCaddy(t *testing.T) {
 	}
 	const n = 4
 	send(2)
-	h0 := liveHeap()
+	h0 := memtest.LiveHeap()
 	send(n)
-	h1 := liveHeap()
+	h1 := memtest.LiveHeap()
 	send(3 * n)
-	h4 := liveHeap()
+	h4 := memtest.LiveHeap()
 	t.Logf("live heap (Caddy, simulator and test in one process): start %d KiB, after %d clips %d KiB, after %d clips %d KiB",
 		h0>>10, n, h1>>10, 4*n, h4>>10)
 	// A retained clip costs at least pad + its base64 text (≈ 1.2 MiB; 2× with the simulator's

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,24 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
-	"github.com/kvroute/kvroute/routing/chat"
 )
 
 // scrape returns the admin endpoint's /metrics text.
 func (h *harness) scrape(t *testing.T) string {
 	t.Helper()
-	res, err := h.client.Get(h.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return getText(t, h.client, h.admin+"/metrics")
 }
 
 // TestDecisionMetricsTruthful checks the decision metrics through Caddy (issue 15): a full hit is
@@ -118,14 +106,7 @@ func TestDecisionMetricsTruthful(t *testing.T) {
 // adminJSON decodes GET admin+path into v.
 func (h *harness) adminJSON(t *testing.T, path string, v any) {
 	t.Helper()
-	res, err := h.client.Get(h.admin + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
+	getJSON(t, h.client, h.admin+path, v)
 }
 
 // workerState is the operating-state part of a GET /kvroute/workers element.
@@ -155,15 +136,7 @@ func TestOperatingState(t *testing.T) {
 	}
 
 	body := textBody(t, "qwen", longText("Operating state.", 400))
-	m, _ := testkit.Models(t, modelDir)
-	req, err := chat.ParseRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids, err := m.PromptTokens(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := promptIDs(t, modelDir, body)
 	tokens, blocks := int64(len(ids)), int64((len(ids)+blockSize-1)/blockSize)
 
 	done := make(chan answer, 1)

@@ -8,10 +8,9 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/kvroute/kvroute/internal/testkit"
-	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -24,15 +23,8 @@ var nemotronEVSContract = strings.Replace(layout.NemotronContractJSON, `"video_p
 // placeholder in its rendered prompt (the Nemotron test model's template and tokenizer).
 func nemotronTextPrefixBlocks(t *testing.T, body []byte) int {
 	t.Helper()
+	ids := promptIDs(t, nemotronModelDir, body)
 	m, _ := testkit.Models(t, nemotronModelDir)
-	req, err := chat.ParseRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids, err := m.PromptTokens(req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	video := m.Tokenizer.Encode(layout.NemotronVideoToken)
 	for i := 0; i+len(video) <= len(ids); i++ {
 		if slices.Equal(ids[i:i+len(video)], video) {
@@ -93,15 +85,7 @@ func TestNemotronVideoRouting(t *testing.T) {
 
 			// A different clip with the same text: credited at most the text before <video>.
 			other := mediaBody(t, tc.model, videoPart(a+"vp9_333x197_24fps_3s.webm"), question)
-			prefix := nemotronTextPrefixBlocks(t, other)
-			e := h.explain(t, other)
-			if e.fallback() != "" || len(e.Media) != 1 || e.Media[0].Identity == ref.Media[0].Identity {
-				t.Fatalf("other clip explain: %+v", e)
-			}
-			got := h.chat(t, other).mustOK(t)
-			if got.fallback != "" || got.overlap > prefix || prefix == 0 {
-				t.Fatalf("other clip: overlap %d, text prefix %d blocks, fallback %q", got.overlap, prefix, got.fallback)
-			}
+			h.textPrefixOnly(t, other, ref.Media[0].Identity, nemotronTextPrefixBlocks(t, other))
 			// After the events settle, no layout verification failed: routing stays exact.
 			h.waitEvents(t)
 			if e := h.explain(t, body); e.fallback() != "" {
@@ -142,11 +126,7 @@ func TestNemotronModelFolderRefusedAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte((&harness{modelDir: dir}).caddyfile(freePort(t), freePort(t))), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	err = caddy.Load(cfgJSON, true)
+	err := caddytest.Load((&harness{modelDir: dir}).caddyfile(caddytest.Port(t), caddytest.Port(t)))
 	if err == nil {
 		_ = caddy.Stop()
 		t.Fatal("caddy started with a model folder lacking downsample_ratio")

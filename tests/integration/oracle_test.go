@@ -74,11 +74,7 @@ func TestOracleLayout(t *testing.T) {
 		body := chat000(t, h, "qwen-oracle")
 		mis0 := h.metric(t, "caddy_kvroute_layout_verified_total", `result="mismatch"`)
 		lm0 := h.metric(t, "caddy_kvroute_decisions_total", `fallback="layout_mismatch"`)
-		cold := h.chat(t, body).mustOK(t)
-		if cold.fallback != "" {
-			t.Fatalf("cold: fallback %q", cold.fallback)
-		}
-		h.waitEvents(t)
+		h.coldChat(t, body)
 		if m := h.metric(t, "caddy_kvroute_layout_verified_total", `result="mismatch"`); m != mis0+1 {
 			t.Fatalf("layout verified mismatch %v → %v, want one more", mis0, m)
 		}
@@ -150,10 +146,7 @@ func TestOracleLayout(t *testing.T) {
 		h := startHarness(t, []simSpec{{ID: "late-a", Model: "qwen-oracle", Oracle: bad}})
 		body := chat000(t, h, "qwen-oracle")
 		mis0 := h.metric(t, "caddy_kvroute_layout_verified_total", `result="mismatch"`)
-		if c := h.chat(t, body).mustOK(t); c.fallback != "" {
-			t.Fatalf("cold: fallback %q", c.fallback)
-		}
-		h.waitEvents(t)
+		h.coldChat(t, body)
 		mis := h.metric(t, "caddy_kvroute_layout_verified_total", `result="mismatch"`) - mis0
 		if f := h.explain(t, body).fallback(); f != "layout_mismatch" || mis != 1 {
 			t.Fatalf("ROUTER BUG (routing/router/verify.go Router.VerifyStored deletes the expectation after the first "+

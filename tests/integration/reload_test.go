@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
-
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -133,13 +131,7 @@ func TestReloadKeepsWorkerMarkedDown(t *testing.T) {
 // reload loads cfg into the running Caddy on the same folder and ports (a real config reload).
 func (e *edgeEnv) reload(t *testing.T, cfg edgeConfig) {
 	t.Helper()
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg.caddyfile(e.dir, e.adminPort, e.httpPort, e.httpsPort)), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("reloading config: %v", err)
-	}
+	caddytest.MustLoad(t, cfg.caddyfile(e.dir, e.adminPort, e.httpPort, e.httpsPort))
 }
 
 // postTo posts a chat body to base's /v1/chat/completions; it returns the status (-1 on a

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/caddymodule"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/routing/router"
 )
 
@@ -34,7 +35,7 @@ func (d firstDecider) Decide(_ context.Context, in *caddymodule.RouteInput) (*ca
 func TestRequestBuffersMatrix(t *testing.T) {
 	live := newFakeWorker(t, "w0")
 	partial := newPartialUpstream(t, 8<<10)
-	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("127.0.0.1:%d", caddytest.Port(t))
 	body := chatBody(strings.Repeat("0123456789abcdef", 100<<10/16))
 	sum := sha256.Sum256(body)
 	wantSum := hex.EncodeToString(sum[:])

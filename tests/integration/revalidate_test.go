@@ -13,11 +13,7 @@ func TestVideoRevalidated(t *testing.T) {
 	body := mediaBody(t, "qwen", videoPart(h.media+"/b/vp9_640x360_30fps_10s.webm"), textPart("What happens here?"))
 	r0 := h.metric(t, "caddy_kvroute_decode_cache_total", `result="revalidated"`)
 	miss0 := h.metric(t, "caddy_kvroute_decode_cache_total", `result="miss"`)
-	cold := h.chat(t, body).mustOK(t)
-	if cold.fallback != "" {
-		t.Fatalf("cold: fallback %q", cold.fallback)
-	}
-	h.waitEvents(t)
+	cold := h.coldChat(t, body)
 	for i := 0; i < 3; i++ {
 		warm := h.chat(t, body).mustOK(t)
 		if warm.fallback != "" || warm.worker != cold.worker || 10*warm.overlap < 9*warm.total || warm.hitBlocks < warm.overlap-1 {

@@ -24,10 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
-
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 )
 
 // TestSoak runs mixed hostile and normal traffic through an in-process Caddy with the
@@ -136,15 +134,11 @@ func startSoak(t *testing.T) *soakEnv {
 	if err := os.WriteFile(contract, []byte(sim.HubContract), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	httpPort, adminPort := freePort(t), freePort(t)
+	httpPort, adminPort := caddytest.Port(t), caddytest.Port(t)
 	s.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	cfg := fmt.Sprintf(`{
 	admin 127.0.0.1:%[1]d
-	auto_https off
-	persist_config off
-	log {
-		output discard
-	}
+	%[8]s
 	servers {
 		timeouts {
 			read_header 10s
@@ -209,20 +203,9 @@ http://127.0.0.1:%[2]d {
 		output discard
 	}
 }
-`, adminPort, httpPort, modelDir, cs.Listener.Addr().String(), w1.Listener.Addr().String(), w2.Listener.Addr().String(), contract)
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatalf("loading config: %v", err)
-	}
-	t.Cleanup(func() {
-		s.client.CloseIdleConnections()
-		if err := caddy.Stop(); err != nil {
-			t.Errorf("stopping caddy: %v", err)
-		}
-	})
+`, adminPort, httpPort, modelDir, cs.Listener.Addr().String(), w1.Listener.Addr().String(), w2.Listener.Addr().String(), contract,
+		caddytest.QuietGlobals)
+	caddytest.Start(t, cfg, s.client.CloseIdleConnections)
 	return s
 }
 

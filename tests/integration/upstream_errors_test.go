@@ -10,6 +10,8 @@ import (
 	"os"
 	"regexp"
 	"testing"
+
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 )
 
 // TestUpstreamErrorsAnswered: a request whose worker cannot be reached is answered with the JSON
@@ -17,7 +19,7 @@ import (
 // health marked the only worker down), and every response carries X-Request-Id: the client's, or
 // the generated id of the request's [ROUTING] log line (issue 11 item 4).
 func TestUpstreamErrorsAnswered(t *testing.T) {
-	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("127.0.0.1:%d", caddytest.Port(t))
 	e := startEdge(t, edgeConfig{Workers: []string{dead}, Proxy: "\t\t\tfail_duration 30s\n\t\t\tmax_fails 1\n"})
 	cl := e.client(false)
 	defer cl.CloseIdleConnections()

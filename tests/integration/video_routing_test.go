@@ -78,11 +78,7 @@ func TestVideoRouting(t *testing.T) {
 	// at least 0.9 of the blocks, and the simulator's cache hit over half the prompt.
 	coldWarm := func(t *testing.T, body []byte) (cold, warm answer) {
 		t.Helper()
-		cold = h.chat(t, body).mustOK(t)
-		if cold.fallback != "" {
-			t.Fatalf("cold: fallback %q", cold.fallback)
-		}
-		h.waitEvents(t)
+		cold = h.coldChat(t, body)
 		warm = h.chat(t, body).mustOK(t)
 		if warm.fallback != "" || warm.worker != cold.worker || warm.overlap <= cold.overlap || 10*warm.overlap < 9*warm.total {
 			t.Fatalf("warm: worker %s (cold %s), overlap %d (cold %d) of %d, fallback %q", warm.worker, cold.worker, warm.overlap, cold.overlap, warm.total, warm.fallback)
@@ -142,16 +138,7 @@ func TestVideoRouting(t *testing.T) {
 
 	t.Run("different clip, same text: overlap at most the text prefix", func(t *testing.T) {
 		body := mediaBody(t, "qwen", videoPart(a+"vp9_333x197_24fps_3s.webm"), question)
-		prefix := promptTextPrefixBlocks(t, body)
-		e := h.explain(t, body)
-		if e.fallback() != "" || len(e.Media) != 1 || e.Media[0].Identity == ref.Media[0].Identity {
-			t.Fatalf("explain: %+v", e)
-		}
-		got := h.chat(t, body).mustOK(t)
-		if got.fallback != "" || got.overlap > prefix || prefix == 0 {
-			t.Fatalf("overlap %d, text prefix %d blocks, fallback %q", got.overlap, prefix, got.fallback)
-		}
-		t.Logf("text prefix %d blocks, overlap %d on %s", prefix, got.overlap, got.worker)
+		h.textPrefixOnly(t, body, ref.Media[0].Identity, promptTextPrefixBlocks(t, body))
 	})
 
 	t.Run("vp8 4s cold then warm", func(t *testing.T) {

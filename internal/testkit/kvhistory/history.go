@@ -4,6 +4,7 @@
 package kvhistory
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -206,17 +207,14 @@ func Encode(t testing.TB, evs []codec.Event) []byte {
 	return p
 }
 
-// Dumped returns a worker's index entries, sorted.
+// Dumped returns a worker's index entries (DP rank 0), sorted by engine hash.
 func Dumped(ix *index.Index, id string) []index.StoredBlock {
-	d := ix.Dump(context.Background(), index.WorkerKey{ID: id})
-	slices.SortFunc(d, func(a, b index.StoredBlock) int {
-		switch {
-		case a.EngineHash < b.EngineHash:
-			return -1
-		case a.EngineHash > b.EngineHash:
-			return 1
-		}
-		return 0
-	})
+	return DumpedKey(ix, index.WorkerKey{ID: id})
+}
+
+// DumpedKey returns the index entries of one worker rank, sorted by engine hash.
+func DumpedKey(ix *index.Index, k index.WorkerKey) []index.StoredBlock {
+	d := ix.Dump(context.Background(), k)
+	slices.SortFunc(d, func(a, b index.StoredBlock) int { return cmp.Compare(a.EngineHash, b.EngineHash) })
 	return d
 }

@@ -1,0 +1,16 @@
+// Package defaults fills the unset fields of a configuration from its defaults, the rule every
+// kvroute Config follows: a number (count, size, duration) that is zero or negative means "the
+// default". Strings, pointers and loggers take cmp.Or.
+package defaults
+
+// number is a count, byte size or time.Duration field.
+type number interface {
+	~int | ~int32 | ~int64 | ~float64
+}
+
+// Positive sets *field to def unless *field is above zero.
+func Positive[T number](field *T, def T) {
+	if *field <= 0 {
+		*field = def
+	}
+}
