@@ -62,10 +62,11 @@ func (t *Template) Render(req *Request) (string, error) {
 }
 
 // renderSize is the output buffer a render starts with: the converted strings (message texts,
-// tools, documents, kwargs: what a chat template prints) plus an eighth and 4 KiB for the
-// template's own text. A larger output grows the buffer as before; the exact size only saves
-// the engine's regrowth (about five times the prompt's length allocated and copied).
-func (c *converter) renderSize() int { return c.strBytes + c.strBytes/8 + 4096 }
+// tools, documents, kwargs: what a chat template prints) plus 64 bytes per string and 4 KiB for
+// the template's own text (role headers, special tokens). A larger output grows the buffer as
+// before (one 1.25× step covers most overshoots); the size only saves the engine's regrowth
+// from zero (about five times the prompt's length allocated and copied).
+func (c *converter) renderSize() int { return c.strBytes + 64*c.strs + 4096 }
 
 // continueFinal cuts the rendered chat right after the final message's text, the way
 // transformers' render_jinja_template does for continue_final_message: the text is the final

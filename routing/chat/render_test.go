@@ -319,7 +319,7 @@ func TestRenderConcurrent(t *testing.T) {
 // TestRenderOutputAllocatedOnce checks that a long conversation's render allocates its output
 // about once (the engine's buffer starts at the converted strings' size) instead of regrowing
 // it: measured on the live allocation counter over several renders of a 41-message, 321 kB
-// conversation. Before the size hint a render allocated 5.6 times the prompt's length, now 1.6.
+// conversation. Before the size hint a render allocated 5.6 times the prompt's length, now 1.5.
 func TestRenderOutputAllocatedOnce(t *testing.T) {
 	tmpl, err := chat.LoadTemplate(filepath.Join("..", "..", "testdata", "golden", "qwen3vl-test-model"))
 	if err != nil {

@@ -28,9 +28,9 @@ var errReservedRune = errors.New("request text contains U+10FFFD together with a
 type converter struct {
 	big     bool // a big integer was marked
 	sawMark bool // an input string contains bigMark
-	// strBytes is the length of every string converted: the bulk of a rendered prompt, which
-	// sizes the engine's output buffer (renderSize).
-	strBytes int
+	// strBytes and strs are the length and the number of the strings converted: the bulk of a
+	// rendered prompt, which sizes the engine's output buffer (renderSize).
+	strBytes, strs int
 }
 
 func (c *converter) str(s string) jinja.Value {
@@ -38,6 +38,7 @@ func (c *converter) str(s string) jinja.Value {
 		c.sawMark = true
 	}
 	c.strBytes += len(s)
+	c.strs++
 	return jinja.NewString(s)
 }
 
