@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -280,8 +281,7 @@ func (d *decoder) string() (string, error) {
 func skipPlain(src []byte, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(src); i += 8 {
-		v := uint64(src[i]) | uint64(src[i+1])<<8 | uint64(src[i+2])<<16 | uint64(src[i+3])<<24 |
-			uint64(src[i+4])<<32 | uint64(src[i+5])<<40 | uint64(src[i+6])<<48 | uint64(src[i+7])<<56
+		v := binary.LittleEndian.Uint64(src[i:]) // one load and one bounds check (the byte-wise form had eight)
 		q, bs := v^(ones*'"'), v^(ones*'\\')
 		special := ((q-ones)&^q | (bs-ones)&^bs | (v-ones*0x20)&^v | v) & highs
 		if special != 0 {
