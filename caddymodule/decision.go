@@ -16,40 +16,26 @@ import (
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
-// Decision is the routing decision of one request. The handler stores it in the request context
+// Decision is the routing decision of one request: the router's outcome (router.Result) and the
+// request's state across proxy attempts. The handler stores it in the request context
 // (DecisionFrom) before calling the next handler; the kvroute selection policy reads it on every
 // proxy attempt.
 type Decision struct {
 	// RequestID is the request's X-Request-Id (the client's, or a generated one).
 	RequestID string
-	// Model is the request's `model` field, when known.
-	Model string
-	// WorkerID and Endpoint (normalized host:port) name the chosen worker; empty for "no
-	// preference", in which case the policy's fallback picks.
-	WorkerID string
-	Endpoint string
-	// Candidates are the next-best workers, best first, tried when the chosen one is not
-	// available. The chosen worker need not be repeated here.
-	Candidates []Candidate
-	// Fallback is the reason the request is not routed exactly ("" when exact).
-	Fallback reason.Code
-	// OverlapBlocks is the chosen worker's cached prefix in blocks; TotalBlocks the request's
-	// complete blocks.
-	OverlapBlocks int
-	TotalBlocks   int
-	// Costs maps worker id to its DESIGN.md §7 cost, for the [ROUTING] log line.
-	Costs map[string]float64
-	// Detail says why a fallback happened, for debug logs.
-	Detail string
-	// Body, when set, replaces the client's body for the proxy: the same bytes with the media
-	// identities spliced in (DESIGN.md §1 step 6).
-	Body []byte
+	// Result is the outcome as the router made it (the routing core's Decider) or as another
+	// Decider states it. What the handler and the policy read of it: Model; Chosen, the worker
+	// (nil: no preference, the policy's fallback picks); Ranked, best first, whose available
+	// entries other than Chosen are the next-best workers tried when the chosen one is not
+	// available; Fallback ("" when exact); OverlapBlocks and TotalBlocks; Costs (worker id →
+	// DESIGN.md §7 cost, for the [ROUTING] line); Detail (why a fallback happened, for debug
+	// logs); Body, when set, the bytes the proxy sends instead of the client's (the media
+	// identities spliced in, DESIGN.md §1 step 6).
+	router.Result
 
-	// handle releases the request's load accounting (nil when nothing is accounted).
+	// handle releases the request's load accounting (nil when nothing is accounted); an attempt
+	// on another worker moves the load there (Result.PrefillOn).
 	handle *scheduler.Handle
-	// prefillOn returns the request's uncached prompt tokens on a worker (by id), for moving
-	// the load to the worker an attempt actually goes to; nil without a handle.
-	prefillOn func(workerID string) int64
 	// served is the id of the worker of the latest attempt ("" before any, or when the upstream
 	// is no known worker), attempted whether there was one; guarded by triedMu. The var
 	// {http.vars.kvroute.worker} reads them (servedVar), so a retry changes the var without
@@ -80,7 +66,7 @@ func (d *Decision) Served() string {
 	if d.attempted {
 		return d.served
 	}
-	return d.WorkerID
+	return d.WorkerID()
 }
 
 // servedVar is the value of {http.vars.kvroute.worker}: Caddy's replacer renders a
@@ -88,12 +74,6 @@ func (d *Decision) Served() string {
 type servedVar struct{ d *Decision }
 
 func (v servedVar) String() string { return v.d.Served() }
-
-// Candidate is one ranked alternative worker.
-type Candidate struct {
-	WorkerID string
-	Endpoint string
-}
 
 type decisionKey struct{}
 
@@ -144,17 +124,28 @@ type NoPreference struct{}
 // Decide returns a decision without a worker, marked not_routed (no model_dir: nothing is routed
 // by KV overlap, and such decisions must not count as exact).
 func (NoPreference) Decide(context.Context, *RouteInput) (*Decision, error) {
-	return &Decision{Fallback: reason.NotRouted}, nil
+	return notRouted(), nil
 }
 
-// ranked returns the chosen endpoint and the next-best candidates' endpoints, best first.
+// notRouted returns a decision without a worker, marked not_routed.
+func notRouted() *Decision {
+	return &Decision{Result: router.Result{Fallback: reason.NotRouted}}
+}
+
+// ranked returns the endpoints the policy tries, best first: the chosen worker's, then those of
+// the other available candidates (Result.Ranked); none without a chosen worker (no preference).
 func (d *Decision) ranked() []string {
-	out := make([]string, 0, 1+len(d.Candidates))
-	if d.Endpoint != "" {
-		out = append(out, d.Endpoint)
+	if d.Chosen == nil {
+		return nil
 	}
-	for _, c := range d.Candidates {
-		out = append(out, c.Endpoint)
+	out := make([]string, 0, len(d.Ranked)+1)
+	if d.Chosen.Endpoint != "" {
+		out = append(out, d.Chosen.Endpoint)
+	}
+	for _, c := range d.Ranked {
+		if c.Available && c.WorkerID != d.Chosen.WorkerID {
+			out = append(out, c.Endpoint)
+		}
 	}
 	return out
 }
@@ -210,8 +201,8 @@ func (d *Decision) attempt(id string) {
 	d.triedMu.Lock()
 	d.served, d.attempted = id, true
 	d.triedMu.Unlock()
-	if id != "" && d.handle != nil && d.prefillOn != nil {
-		d.handle.Move(index.WorkerKey{ID: id}, d.prefillOn(id))
+	if id != "" && d.handle != nil {
+		d.handle.Move(index.WorkerKey{ID: id}, d.PrefillOn(id))
 	}
 }
 

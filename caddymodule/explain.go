@@ -10,64 +10,29 @@ import (
 
 	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
-	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
 // maxExplainBody caps the body POST /kvroute/explain reads.
 const maxExplainBody = DefaultMaxBodySize
 
-// ExplainResponse is the body of POST /kvroute/explain (DESIGN.md §10).
+// ExplainResponse is the body of POST /kvroute/explain (DESIGN.md §10): a view of router.Result
+// whose media and candidates are the router's own types (router.MediaSummary, router.Candidate),
+// so a field added there reaches explain without a copy here.
 type ExplainResponse struct {
-	Model       string             `json:"model"`
-	Fallback    *string            `json:"fallback"`
-	Detail      string             `json:"detail,omitempty"`
-	TotalBlocks int                `json:"total_blocks"`
-	Media       []ExplainMedia     `json:"media"`
-	Candidates  []ExplainCandidate `json:"candidates"`
-	Decision    ExplainDecision    `json:"decision"`
+	Model    string  `json:"model"`
+	Fallback *string `json:"fallback"` // null when routed exactly
+	Detail   string  `json:"detail,omitempty"`
+	// TotalBlocks is the request's complete blocks.
+	TotalBlocks int                   `json:"total_blocks"`
+	Media       []router.MediaSummary `json:"media"`      // [] when none
+	Candidates  []router.Candidate    `json:"candidates"` // every scored worker, best first; [] when none
+	Decision    ExplainDecision       `json:"decision"`
 
 	// CostModel is the scheduler's cost model, "ttft" or "linear" (what the candidates' terms
 	// mean); "" when no candidate was scored.
 	CostModel string `json:"cost_model"`
 	// RequestTokens is the prompt length the cost used.
 	RequestTokens int `json:"request_tokens"`
-}
-
-// ExplainMedia is one media item of the routing view.
-type ExplainMedia struct {
-	Kind     string `json:"kind"`
-	Identity string `json:"identity"`
-	Frames   int    `json:"frames"`
-	Width    int    `json:"width"`
-	Height   int    `json:"height"`
-	GridTHW  [3]int `json:"grid_thw"`
-	Tokens   int    `json:"tokens"`
-}
-
-// ExplainCandidate is one scored worker: its cost, the terms the cost is the sum of (ttft:
-// uncached_tokens + queued_prefill_tokens + queue_tokens; linear: prefill_blocks + decode_blocks;
-// the other model's terms are 0) and the active load they came from.
-type ExplainCandidate struct {
-	WorkerID      string  `json:"worker_id"`
-	Endpoint      string  `json:"endpoint"`
-	OverlapBlocks int     `json:"overlap_blocks"`
-	Cost          float64 `json:"cost"`
-	Available     bool    `json:"available"`
-	// Terms are the parts of cost (scheduler.Terms).
-	Terms scheduler.Terms `json:"terms"`
-	// ActivePrefillTokens, ActiveDecodeBlocks and ActiveRequests are the worker's load as this
-	// router accounts it.
-	ActivePrefillTokens int64 `json:"active_prefill_tokens"`
-	ActiveDecodeBlocks  int64 `json:"active_decode_blocks"`
-	ActiveRequests      int64 `json:"active_requests"`
-	// Busy is set when a busy threshold (max_active_prefill_tokens, max_active_decode_blocks)
-	// is exceeded: the worker is skipped unless every available one is busy.
-	Busy bool `json:"busy"`
-	// RecentRequests is the worker's decayed count of the requests this router routed to it
-	// recently; OverBalance is set when it is over the ttft model's load bound (balance_factor):
-	// the worker is skipped unless every available one is.
-	RecentRequests float64 `json:"recent_requests"`
-	OverBalance    bool    `json:"over_balance"`
 }
 
 // ExplainDecision names the worker the request would go to ("" when the policy's fallback
@@ -115,23 +80,19 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, explainResponse(res))
 }
 
+// explainResponse is the explain view of res.
 func explainResponse(res *router.Result) ExplainResponse {
-	out := ExplainResponse{Model: res.Model, TotalBlocks: res.TotalBlocks, Detail: res.Detail,
-		Media: []ExplainMedia{}, Candidates: []ExplainCandidate{}}
-	out.CostModel, out.RequestTokens = res.CostModel, res.RequestTokens
+	out := ExplainResponse{Model: res.Model, Detail: res.Detail, TotalBlocks: res.TotalBlocks,
+		Media: res.Media, Candidates: res.Ranked, CostModel: res.CostModel, RequestTokens: res.RequestTokens}
 	if res.Fallback != "" {
 		f := string(res.Fallback)
 		out.Fallback = &f
 	}
-	for _, m := range res.Media {
-		out.Media = append(out.Media, ExplainMedia{Kind: m.Kind, Identity: m.Identity, Frames: m.Frames,
-			Width: m.Width, Height: m.Height, GridTHW: m.GridTHW, Tokens: m.Tokens})
+	if out.Media == nil {
+		out.Media = []router.MediaSummary{}
 	}
-	for _, c := range res.Ranked {
-		out.Candidates = append(out.Candidates, ExplainCandidate{WorkerID: c.WorkerID, Endpoint: c.Endpoint,
-			OverlapBlocks: c.OverlapBlocks, Cost: c.Cost, Available: c.Available, Terms: c.Terms,
-			ActivePrefillTokens: c.Load.PrefillTokens, ActiveDecodeBlocks: c.Load.DecodeBlocks,
-			ActiveRequests: c.Load.Requests, Busy: c.Busy, RecentRequests: c.RecentRequests, OverBalance: c.OverBalance})
+	if out.Candidates == nil {
+		out.Candidates = []router.Candidate{}
 	}
 	if res.Chosen != nil {
 		out.Decision = ExplainDecision{WorkerID: res.Chosen.WorkerID, Endpoint: res.Chosen.Endpoint}

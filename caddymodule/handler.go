@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/router"
 )
 
 func init() {
@@ -134,10 +134,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			code = reason.IndexUnavailable
 		}
 		h.logger.Error("computing routing decision", zap.String("request_id", reqID), zap.Error(err))
-		d = &Decision{Fallback: code}
+		d = &Decision{Result: router.Result{Fallback: code}}
 	}
 	if d == nil {
-		d = &Decision{Fallback: reason.NotRouted}
+		d = notRouted()
 	}
 	d.RequestID = reqID
 	if d.Body != nil && body != nil {
@@ -214,7 +214,7 @@ func (h *Handler) countDecision(d *Decision) {
 	if !d.counted.CompareAndSwap(false, true) {
 		return
 	}
-	worker := d.WorkerID
+	worker := d.WorkerID()
 	if s := d.servedBy(); s != "" && worker != "" {
 		worker = s
 	}
@@ -232,8 +232,8 @@ func (h *Handler) record(r *http.Request, d *Decision) {
 		c.Write(
 			zap.String("request_id", d.RequestID),
 			zap.String("model", d.Model),
-			zap.String("worker_id", d.WorkerID),
-			zap.String("endpoint", d.Endpoint),
+			zap.String("worker_id", d.WorkerID()),
+			zap.String("endpoint", d.Endpoint()),
 			zap.Int("overlap_blocks", d.OverlapBlocks),
 			zap.Int("total_blocks", d.TotalBlocks),
 			zap.String("fallback", string(d.Fallback)),
@@ -273,14 +273,11 @@ func setDecisionVars(r *http.Request, d *Decision) {
 	caddyhttp.SetVar(ctx, "kvroute.fallback", string(d.Fallback))
 }
 
-// routedBody reports whether the request's body is read and routed on: a POST to an OpenAI chat
-// or completions path. Other requests are routed on load alone and their bodies stream through.
+// routedBody reports whether the request's body is read and routed on: a POST to a chat or
+// completions path (router.ClassifyPath, the router's own rule). Other requests are routed on
+// load alone and their bodies stream through.
 func routedBody(r *http.Request) bool {
-	if r.Method != http.MethodPost {
-		return false
-	}
-	p := strings.TrimSuffix(r.URL.Path, "/")
-	return strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/completions")
+	return r.Method == http.MethodPost && router.ClassifyPath(r.URL.Path) != router.PathOther
 }
 
 // newRequestID returns 32 random hex digits.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/router"
 )
 
 // testApp returns an App with two static workers and no NATS (not started).
@@ -97,7 +98,7 @@ func TestHandlerForwardsExactBody(t *testing.T) {
 	if s.body != body || s.getBody != body || s.length != int64(len(body)) || s.reqID != "abc" {
 		t.Errorf("next saw %+v", s)
 	}
-	if s.decision == nil || s.decision.RequestID != "abc" || s.decision.WorkerID != "" || s.decision.body == nil {
+	if s.decision == nil || s.decision.RequestID != "abc" || s.decision.WorkerID() != "" || s.decision.body == nil {
 		t.Errorf("decision = %+v", s.decision)
 	}
 }
@@ -184,14 +185,14 @@ func TestHandlerDeciderHook(t *testing.T) {
 	var gotIn *RouteInput
 	d := funcDecider(func(_ context.Context, in *RouteInput) (*Decision, error) {
 		gotIn = in
-		return &Decision{Model: "m", WorkerID: "w2", Endpoint: "127.0.0.1:9002", OverlapBlocks: 3, TotalBlocks: 4}, nil
+		return &Decision{Result: router.Result{Model: "m", Chosen: &router.Candidate{WorkerID: "w2", Endpoint: "127.0.0.1:9002"}, OverlapBlocks: 3, TotalBlocks: 4}}, nil
 	})
 	h := testHandler(testApp(t, d), 1<<20)
 	_, s := serve(t, h, http.MethodPost, "/v1/chat/completions", `{"model":"m"}`, nil)
 	if gotIn == nil || string(gotIn.Body) != `{"model":"m"}` || len(gotIn.Workers) != 2 || gotIn.RequestID != s.reqID {
 		t.Fatalf("decider input %+v", gotIn)
 	}
-	if s.decision.WorkerID != "w2" || s.decision.OverlapBlocks != 3 {
+	if s.decision.WorkerID() != "w2" || s.decision.OverlapBlocks != 3 {
 		t.Errorf("decision %+v", s.decision)
 	}
 

@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/kvroute/kvroute/routing/router"
 )
 
 func testPool() reverseproxy.UpstreamPool {
@@ -40,7 +42,7 @@ func selectWith(t *testing.T, d *Decision) (*reverseproxy.Upstream, map[string]a
 }
 
 func TestSelectionFollowsDecision(t *testing.T) {
-	up, vars := selectWith(t, &Decision{WorkerID: "w2", Endpoint: "127.0.0.1:9002", OverlapBlocks: 2, TotalBlocks: 5})
+	up, vars := selectWith(t, &Decision{Result: router.Result{Chosen: &router.Candidate{WorkerID: "w2", Endpoint: "127.0.0.1:9002"}, OverlapBlocks: 2, TotalBlocks: 5}})
 	if up == nil || up.Dial != "http://127.0.0.1:9002" {
 		t.Fatalf("picked %+v", up)
 	}
@@ -51,13 +53,13 @@ func TestSelectionFollowsDecision(t *testing.T) {
 
 func TestSelectionCandidatesThenFallback(t *testing.T) {
 	// chosen endpoint not in the pool: the first candidate that is
-	up, vars := selectWith(t, &Decision{WorkerID: "gone", Endpoint: "127.0.0.1:9999",
-		Candidates: []Candidate{{WorkerID: "x", Endpoint: "127.0.0.1:9998"}, {WorkerID: "w1", Endpoint: "127.0.0.1:9001"}}})
+	up, vars := selectWith(t, &Decision{Result: router.Result{Chosen: &router.Candidate{WorkerID: "gone", Endpoint: "127.0.0.1:9999"},
+		Ranked: []router.Candidate{{WorkerID: "x", Endpoint: "127.0.0.1:9998", Available: true}, {WorkerID: "w1", Endpoint: "127.0.0.1:9001", Available: true}}}})
 	if up == nil || up.Dial != "127.0.0.1:9001" || vars["kvroute.worker"] != "w1" {
 		t.Fatalf("picked %+v vars %v", up, vars)
 	}
 	// nothing matches: the fallback (first); 9000 is no registered worker, so worker is ""
-	up, vars = selectWith(t, &Decision{Endpoint: "127.0.0.1:9999"})
+	up, vars = selectWith(t, &Decision{Result: router.Result{Chosen: &router.Candidate{Endpoint: "127.0.0.1:9999"}}})
 	if up == nil || up.Dial != "127.0.0.1:9000" || vars["kvroute.worker"] != "" {
 		t.Fatalf("fallback picked %+v vars %v", up, vars)
 	}
@@ -93,7 +95,8 @@ func TestSelectionInstallsBody(t *testing.T) {
 // upstreams (a user test saw every retry hit the crashed chosen worker).
 func TestSelectionRetriesSkipTriedUpstreams(t *testing.T) {
 	s := &Selection{fallback: reverseproxy.FirstSelection{}, app: testApp(t, nil)}
-	d := &Decision{WorkerID: "w2", Endpoint: "127.0.0.1:9002", Candidates: []Candidate{{WorkerID: "w1", Endpoint: "127.0.0.1:9001"}}}
+	d := &Decision{Result: router.Result{Chosen: &router.Candidate{WorkerID: "w2", Endpoint: "127.0.0.1:9002"},
+		Ranked: []router.Candidate{{WorkerID: "w1", Endpoint: "127.0.0.1:9001", Available: true}}}}
 	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	ctx := WithDecision(context.WithValue(req.Context(), caddyhttp.VarsCtxKey, map[string]any{}), d)
 	req = req.WithContext(ctx)

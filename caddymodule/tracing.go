@@ -62,13 +62,9 @@ func (ss *stageSpans) end(ctx context.Context, res *router.Result, err error) {
 	}
 	var attrs []attribute.KeyValue
 	if res != nil {
-		worker := ""
-		if res.Chosen != nil {
-			worker = res.Chosen.WorkerID
-		}
 		attrs = []attribute.KeyValue{
 			attribute.String("kvroute.model", res.Model),
-			attribute.String("kvroute.worker", worker),
+			attribute.String("kvroute.worker", res.WorkerID()),
 			attribute.Int("kvroute.overlap_blocks", res.OverlapBlocks),
 			attribute.Int("kvroute.total_blocks", res.TotalBlocks),
 			attribute.String("kvroute.fallback", string(res.Fallback)),

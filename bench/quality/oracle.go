@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // chains returns every request's block chain as the simulated worker computes it (its own
@@ -26,7 +27,7 @@ func chains(ctx context.Context, fe *sim.Frontend, bc *sim.BlockCache, reqs []re
 
 // distinctBlocks counts the distinct complete blocks of the workload.
 func distinctBlocks(chs []*sim.Chain) int {
-	seen := map[uint64]struct{}{}
+	seen := map[wire.EngineHash]struct{}{}
 	for _, ch := range chs {
 		for _, h := range ch.Hashes {
 			seen[h] = struct{}{}

@@ -94,7 +94,7 @@ func blocksCmd(args []string, stdin io.Reader) (any, error) {
 	}
 	out := blocksOutput{Blocks: make([]blockOut, len(p.Blocks)), RoutingTokens: p.RoutingTokens}
 	for i, b := range p.Blocks {
-		out.Blocks[i] = blockOut{Index: b.Index, Kind: b.Kind.String(), LocalHash: hex16(b.Hash)}
+		out.Blocks[i] = blockOut{Index: b.Index, Kind: b.Kind.String(), LocalHash: hex16(uint64(b.Hash))}
 	}
 	return out, nil
 }

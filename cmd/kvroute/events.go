@@ -171,20 +171,20 @@ func (r *eventsRun) apply(bt *codec.Batch) error {
 	out := &r.out
 	for _, f := range res.Filtered { // in event order, one entry per block hash
 		for _, h := range bt.Events[f.Event].BlockHashes {
-			out.Skipped = append(out.Skipped, skippedOut{EngineHash: strconv.FormatUint(h, 10), Reason: f.Reason.String()})
+			out.Skipped = append(out.Skipped, skippedOut{EngineHash: strconv.FormatUint(uint64(h), 10), Reason: f.Reason.String()})
 		}
 	}
 	for _, op := range res.Ops {
 		for _, s := range op.Stored {
-			so := storedOut{EngineHash: strconv.FormatUint(s.EngineHash, 10), LocalHash: hex16(s.LocalHash), Kind: s.Kind.String()}
+			so := storedOut{EngineHash: strconv.FormatUint(uint64(s.EngineHash), 10), LocalHash: hex16(uint64(s.LocalHash)), Kind: s.Kind.String()}
 			if s.HasParent {
-				p := strconv.FormatUint(s.ParentEngineHash, 10)
+				p := strconv.FormatUint(uint64(s.ParentEngineHash), 10)
 				so.ParentEngineHash = &p
 			}
 			out.Stored = append(out.Stored, so)
 		}
 		for _, h := range op.Removed {
-			out.Removed = append(out.Removed, strconv.FormatUint(h, 10))
+			out.Removed = append(out.Removed, strconv.FormatUint(uint64(h), 10))
 		}
 		out.Cleared = out.Cleared || op.Type == codec.AllBlocksCleared
 	}

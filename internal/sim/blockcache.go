@@ -39,7 +39,7 @@ type Chain struct {
 	// Keys are the per-block extra_keys (nil for a block without any).
 	Keys [][]codec.ExtraKey
 	// Hashes are the engine block hashes, chained from the first block.
-	Hashes []uint64
+	Hashes []wire.EngineHash
 }
 
 // BlockCacheConfig configures a BlockCache.
@@ -69,8 +69,8 @@ type BlockCache struct {
 	// mu protects entries and lru, and orders the events handed to Commit's emit callback. Lock
 	// order: docs/LOCKS.md.
 	mu      sync.Mutex
-	entries map[uint64]*list.Element // engine hash → element of lru (Value: uint64 hash)
-	lru     *list.List               // front: most recently used
+	entries map[wire.EngineHash]*list.Element // engine hash → element of lru (Value: the hash)
+	lru     *list.List                        // front: most recently used
 }
 
 // NewBlockCache returns an empty cache; cfg may be nil.
@@ -96,7 +96,7 @@ func NewBlockCache(cfg *BlockCacheConfig) (*BlockCache, error) {
 	if c.KeyStyle != codec.PairKeys && c.KeyStyle != codec.BareKeys {
 		return nil, fmt.Errorf("creating block cache: unknown extra keys style %d", c.KeyStyle)
 	}
-	return &BlockCache{cfg: c, entries: map[uint64]*list.Element{}, lru: list.New()}, nil
+	return &BlockCache{cfg: c, entries: map[wire.EngineHash]*list.Element{}, lru: list.New()}, nil
 }
 
 // Config returns the effective configuration.
@@ -151,9 +151,9 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 			}
 		}
 	}
-	ch := &Chain{NumTokens: len(p.Tokens), Tokens: p.Tokens[: nb*bs : nb*bs], Keys: keys, Hashes: make([]uint64, nb)}
+	ch := &Chain{NumTokens: len(p.Tokens), Tokens: p.Tokens[: nb*bs : nb*bs], Keys: keys, Hashes: make([]wire.EngineHash, nb)}
 	for b := 0; b < nb; b++ {
-		var parent uint64
+		var parent wire.EngineHash
 		if b > 0 {
 			parent = ch.Hashes[b-1]
 		}
@@ -199,7 +199,7 @@ func (c *BlockCache) Commit(ch *Chain, emit func([]codec.Event)) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first := c.prefixLocked(ch)
-	pinned := make(map[uint64]struct{}, len(ch.Hashes))
+	pinned := make(map[wire.EngineHash]struct{}, len(ch.Hashes))
 	missing := 0
 	for i, h := range ch.Hashes {
 		pinned[h] = struct{}{}
@@ -207,10 +207,10 @@ func (c *BlockCache) Commit(ch *Chain, emit func([]codec.Event)) int {
 			missing++
 		}
 	}
-	var removed []uint64
+	var removed []wire.EngineHash
 	for e := c.lru.Back(); e != nil && c.lru.Len()+missing > c.cfg.Capacity; {
 		prev := e.Prev()
-		h := e.Value.(uint64)
+		h := e.Value.(wire.EngineHash)
 		if _, ok := pinned[h]; !ok {
 			c.lru.Remove(e)
 			delete(c.entries, h)
@@ -236,7 +236,7 @@ func (c *BlockCache) Commit(ch *Chain, emit func([]codec.Event)) int {
 	}
 	if last > first {
 		bs := c.cfg.BlockSize
-		ev := codec.Event{Type: codec.BlockStored, BlockHashes: append([]uint64(nil), ch.Hashes[first:last]...),
+		ev := codec.Event{Type: codec.BlockStored, BlockHashes: append([]wire.EngineHash(nil), ch.Hashes[first:last]...),
 			TokenIDs: ch.Tokens[first*bs : last*bs : last*bs], BlockSize: bs, Medium: mediumGPU, HasMedium: true,
 			ExtraKeys: ch.Keys[first:last:last], HasExtraKeys: true}
 		if first > 0 {
@@ -276,7 +276,7 @@ func (c *BlockCache) prefixLocked(ch *Chain) int {
 // touchLocked makes the blocks of hs (a chain prefix) the most recently used, the first block last
 // so that it is evicted after the blocks that depend on it (vLLM frees a request's blocks tail
 // first for the same reason).
-func (c *BlockCache) touchLocked(hs []uint64) {
+func (c *BlockCache) touchLocked(hs []wire.EngineHash) {
 	for i := len(hs) - 1; i >= 0; i-- {
 		if e, ok := c.entries[hs[i]]; ok {
 			c.lru.MoveToFront(e)

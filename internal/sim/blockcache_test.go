@@ -103,8 +103,8 @@ func TestEvictionPublishesBlockRemoved(t *testing.T) {
 		t.Errorf("first store %+v", st)
 	}
 	rm, st2 := got[1][0], got[1][1]
-	if rm.Type != codec.BlockRemoved || !slices.Equal(rm.BlockHashes, []uint64{a.Hashes[2], a.Hashes[1]}) {
-		t.Errorf("removed %+v, want %x", rm, []uint64{a.Hashes[2], a.Hashes[1]})
+	if rm.Type != codec.BlockRemoved || !slices.Equal(rm.BlockHashes, []wire.EngineHash{a.Hashes[2], a.Hashes[1]}) {
+		t.Errorf("removed %+v, want %x", rm, []wire.EngineHash{a.Hashes[2], a.Hashes[1]})
 	}
 	if st2.Type != codec.BlockStored || !slices.Equal(st2.BlockHashes, b.Hashes) || !slices.Equal(st2.TokenIDs, seqTokens(12, 500)) {
 		t.Errorf("second store %+v", st2)

@@ -193,7 +193,7 @@ func routeAndSimulate(t *testing.T, form codec.Form, style codec.ExtraKeysStyle)
 // independentHashes expands the forwarded body without the simulator's or the router's code
 // paths above routing/layout: its own resolver for the layouts, the uuids for the identities,
 // then routing/blocks.
-func independentHashes(t *testing.T, ctx context.Context, body []byte) []uint64 {
+func independentHashes(t *testing.T, ctx context.Context, body []byte) []wire.BlockHash {
 	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	c, err := layout.ParseContract([]byte(sim.HubContract))

@@ -5,13 +5,14 @@ import (
 	"encoding/binary"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // noneHash is the parent of a chain's first block: vLLM's NONE_HASH, the hash of a fixed seed
 // string (vllm/v1/core/kv_cache_utils.py init_none_hash with PYTHONHASHSEED set).
-var noneHash = func() uint64 {
+var noneHash = func() wire.EngineHash {
 	s := sha256.Sum256([]byte("kvroute-sim NONE_HASH"))
-	return binary.BigEndian.Uint64(s[24:])
+	return wire.EngineHash(binary.BigEndian.Uint64(s[24:]))
 }()
 
 // EngineBlockHash is the simulator's engine block hash of one complete block, chained like vLLM's
@@ -19,13 +20,13 @@ var noneHash = func() uint64 {
 // the first block of a prompt), the block's token ids and its extra keys, and the last 8 bytes
 // read big-endian, as vLLM turns an ExternalBlockHash into an int event hash. It is published as a
 // signed int64 (bitwise). tokens and keys are only read.
-func EngineBlockHash(parent uint64, hasParent bool, tokens []uint32, keys []codec.ExtraKey) uint64 {
+func EngineBlockHash(parent wire.EngineHash, hasParent bool, tokens []uint32, keys []codec.ExtraKey) wire.EngineHash {
 	if !hasParent {
 		parent = noneHash
 	}
 	h := sha256.New()
 	buf := make([]byte, 0, 16+4*len(tokens))
-	buf = binary.LittleEndian.AppendUint64(buf, parent)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(parent))
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(tokens)))
 	for _, t := range tokens {
 		buf = binary.LittleEndian.AppendUint32(buf, t)
@@ -42,5 +43,5 @@ func EngineBlockHash(parent uint64, hasParent bool, tokens []uint32, keys []code
 	_, _ = h.Write(buf)
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
-	return binary.BigEndian.Uint64(sum[24:])
+	return wire.EngineHash(binary.BigEndian.Uint64(sum[24:]))
 }

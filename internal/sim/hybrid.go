@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/kvroute/kvroute/kvevents/codec"
+import (
+	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
+)
 
 // KV cache groups of the simulated hybrid worker (PublisherConfig.Hybrid), as vLLM numbers a
 // Qwen3.5-style model's: full attention first, then the gated-delta-net (Mamba) layers.
@@ -42,7 +45,7 @@ func hybridEvents(events []codec.Event) []codec.Event {
 				GroupIdx: hybridMambaGroup, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
 			out = append(out, mamba)
 			if ev.HasParent {
-				out = append(out, codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{ev.Parent}, Medium: ev.Medium,
+				out = append(out, codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{ev.Parent}, Medium: ev.Medium,
 					HasMedium: ev.HasMedium, GroupIdx: hybridMambaGroup, HasGroupIdx: true})
 			}
 		case codec.BlockRemoved:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -19,14 +20,14 @@ func TestHybridEventsThroughTheFilter(t *testing.T) {
 	for i := range toks {
 		toks[i] = uint32(i % 7000)
 	}
-	first := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{1, 2}, TokenIDs: toks[:2*bs], BlockSize: bs, Medium: "GPU", HasMedium: true}
-	ext := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{3}, Parent: 2, HasParent: true, TokenIDs: toks[2*bs:], BlockSize: bs, Medium: "GPU", HasMedium: true}
-	evict := codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{3}, Medium: "GPU", HasMedium: true}
+	first := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1, 2}, TokenIDs: toks[:2*bs], BlockSize: bs, Medium: "GPU", HasMedium: true}
+	ext := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{3}, Parent: 2, HasParent: true, TokenIDs: toks[2*bs:], BlockSize: bs, Medium: "GPU", HasMedium: true}
+	evict := codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{3}, Medium: "GPU", HasMedium: true}
 	n, err := normalize.New(normalize.Config{Blocks: blocks.Config{BlockSize: bs, ImagePad: 151655, VideoPad: 151656}, Encoding: codec.VLLM})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored, removed []uint64
+	var stored, removed []wire.EngineHash
 	var reasons []string
 	for _, evs := range [][]codec.Event{{first}, {ext}, {evict}} {
 		raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1, Events: hybridEvents(evs), HasDPRank: true}, codec.ArrayForm, codec.MapForm)
@@ -48,7 +49,7 @@ func TestHybridEventsThroughTheFilter(t *testing.T) {
 			reasons = append(reasons, bt.Events[f.Event].Type.String()+" "+f.Reason.String())
 		}
 	}
-	if !slices.Equal(stored, []uint64{1, 2, 3}) || !slices.Equal(removed, []uint64{3}) {
+	if !slices.Equal(stored, []wire.EngineHash{1, 2, 3}) || !slices.Equal(removed, []wire.EngineHash{3}) {
 		t.Errorf("indexed stored %v removed %v, want [1 2 3] and [3]", stored, removed)
 	}
 	want := []string{"BlockStored kind_not_admitted", "BlockStored kind_not_admitted", "BlockRemoved group_kind_not_admitted", "BlockRemoved group_kind_not_admitted"}

@@ -57,7 +57,7 @@ func TestPublishAndReplay(t *testing.T) {
 	}
 	var sent [][]byte
 	for i := range 3 {
-		ev := codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{uint64(i + 1), 1 << 63}, Medium: "GPU", HasMedium: true}
+		ev := codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{wire.EngineHash(i + 1), 1 << 63}, Medium: "GPU", HasMedium: true}
 		seq, err := pub.Publish([]codec.Event{ev})
 		if err != nil || seq != uint64(i) {
 			t.Fatalf("publish %d: seq %d, %v", i, seq, err)
@@ -72,7 +72,7 @@ func TestPublishAndReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b.Events) != 1 || b.Events[0].Type != codec.BlockRemoved || b.Events[0].BlockHashes[0] != uint64(i+1) || b.Events[0].BlockHashes[1] != 1<<63 || !b.HasDPRank || b.DPRank != 0 {
+		if len(b.Events) != 1 || b.Events[0].Type != codec.BlockRemoved || b.Events[0].BlockHashes[0] != wire.EngineHash(i+1) || b.Events[0].BlockHashes[1] != 1<<63 || !b.HasDPRank || b.DPRank != 0 {
 			t.Fatalf("batch %d decoded %+v", i, b)
 		}
 		sent = append(sent, m.Data)

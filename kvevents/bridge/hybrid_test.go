@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // hybridBatch is a hybrid vLLM batch with the group order reversed: a Mamba group 0, listed first,
@@ -25,9 +26,9 @@ func hybridBatch(t *testing.T, bs, mambaBS int) []byte {
 	for i := range toks {
 		toks[i] = uint32(1000 + i%5000)
 	}
-	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{22}, TokenIDs: toks, BlockSize: mambaBS,
+	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{22}, TokenIDs: toks, BlockSize: mambaBS,
 		Medium: "GPU", HasMedium: true, GroupIdx: 0, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
-	full := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{21, 22}, TokenIDs: toks, BlockSize: bs,
+	full := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{21, 22}, TokenIDs: toks, BlockSize: bs,
 		Medium: "GPU", HasMedium: true, GroupIdx: 1, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true}
 	raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1.5, Events: []codec.Event{mamba, full}, HasDPRank: true}, codec.ArrayForm, codec.MapForm)
 	if err != nil {

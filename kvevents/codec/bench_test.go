@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -17,9 +18,9 @@ func benchBatch() *codec.Batch {
 			toks[i] = 151656
 		}
 	}
-	hashes := make([]uint64, 64)
+	hashes := make([]wire.EngineHash, 64)
 	for i := range hashes {
-		hashes[i] = uint64(i) * 0x9e3779b97f4a7c15
+		hashes[i] = wire.EngineHash(uint64(i) * 0x9e3779b97f4a7c15)
 	}
 	spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd, Kind: blocks.Video}}
 	return &codec.Batch{TS: 1.5, Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16,

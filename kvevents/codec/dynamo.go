@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Dynamo RouterEvent batches (ai-dynamo lib/kv-router/src/protocols.rs, serde):
@@ -118,7 +120,7 @@ func dynamoEvent(item any) (Event, error) {
 		}
 		if rm, ok := data["removed"].(map[string]any); ok {
 			ev.Type = BlockRemoved
-			ev.BlockHashes, err = u64List(rm["block_hashes"], "block_hashes")
+			ev.BlockHashes, err = engineHashList(rm["block_hashes"], "block_hashes")
 			return ev, err
 		}
 		for k := range data {
@@ -135,41 +137,45 @@ func dynamoStored(ev Event, st map[string]any) (Event, error) {
 		if err != nil {
 			return ev, err
 		}
-		ev.Parent, ev.HasParent = h, true
+		ev.Parent, ev.HasParent = wire.EngineHash(h), true
 	}
 	blocks, ok := st["blocks"].([]any)
 	if !ok {
 		return ev, fmt.Errorf("reading blocks: not a list: %w", ErrMalformed)
 	}
-	ev.BlockHashes = make([]uint64, len(blocks))
-	ev.LocalHashes = make([]uint64, len(blocks))
+	ev.BlockHashes = make([]wire.EngineHash, len(blocks))
+	ev.LocalHashes = make([]wire.BlockHash, len(blocks))
 	for i, b := range blocks {
 		m, ok := b.(map[string]any)
 		if !ok {
 			return ev, fmt.Errorf("reading block %d: not a map: %w", i, ErrMalformed)
 		}
-		var err error
-		if ev.BlockHashes[i], err = u64Of(m["block_hash"], "block_hash"); err != nil {
+		eh, err := u64Of(m["block_hash"], "block_hash")
+		if err != nil {
 			return ev, err
 		}
-		if ev.LocalHashes[i], err = u64Of(m["tokens_hash"], "tokens_hash"); err != nil {
+		lh, err := u64Of(m["tokens_hash"], "tokens_hash")
+		if err != nil {
 			return ev, err
 		}
+		ev.BlockHashes[i], ev.LocalHashes[i] = wire.EngineHash(eh), wire.BlockHash(lh)
 	}
 	return ev, nil
 }
 
-func u64List(v any, what string) ([]uint64, error) {
+// engineHashList reads a list of engine hashes (each as u64Of).
+func engineHashList(v any, what string) ([]wire.EngineHash, error) {
 	l, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("reading %s: not a list: %w", what, ErrMalformed)
 	}
-	out := make([]uint64, len(l))
+	out := make([]wire.EngineHash, len(l))
 	for i, x := range l {
-		var err error
-		if out[i], err = u64Of(x, what); err != nil {
+		h, err := u64Of(x, what)
+		if err != nil {
 			return nil, err
 		}
+		out[i] = wire.EngineHash(h)
 	}
 	return out, nil
 }

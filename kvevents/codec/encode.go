@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Form is a msgspec struct encoding: positional array (array_like=True, vLLM before PR #42892) or map.
@@ -97,7 +99,7 @@ func (w *writer) optInt(n int64, ok bool) {
 	}
 }
 
-func (w *writer) hashes(hs []uint64) {
+func (w *writer) hashes(hs []wire.EngineHash) {
 	w.arrayLen(len(hs))
 	for _, h := range hs {
 		w.int(int64(h))

@@ -3,6 +3,8 @@ package codec
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // ErrMalformed is wrapped by every error about bytes that are not one well-formed batch.
@@ -77,14 +79,15 @@ type ExtraKey struct {
 	Raw    []byte // KeyOther: the item's msgpack bytes (JSON text for Dynamo input is not used)
 }
 
-// Event is one decoded KV event. Engine block hashes are u64: signed msgpack ints are reinterpreted
-// bitwise, byte-string hashes keep their last 8 bytes big-endian (vLLM ExternalBlockHash → int).
+// Event is one decoded KV event. Engine block hashes are wire.EngineHash (u64): signed msgpack ints
+// are reinterpreted bitwise, byte-string hashes keep their last 8 bytes big-endian (vLLM
+// ExternalBlockHash → int).
 type Event struct {
 	Type Type
 	// BlockHashes are the engine's hashes of the stored or removed blocks, in chain order.
-	BlockHashes []uint64
+	BlockHashes []wire.EngineHash
 	// Parent is the engine hash of the block before BlockHashes[0]; HasParent is false for null.
-	Parent    uint64
+	Parent    wire.EngineHash
 	HasParent bool
 	// TokenIDs are the stored blocks' tokens (len(BlockHashes)*BlockSize for complete blocks).
 	TokenIDs  []uint32
@@ -113,8 +116,9 @@ type Event struct {
 	SpecKind    string
 	HasSpecKind bool
 
-	// LocalHashes are the publisher's own LocalBlockHash per block (Dynamo tokens_hash); nil otherwise.
-	LocalHashes []uint64
+	// LocalHashes are the publisher's own LocalBlockHash per block (Dynamo tokens_hash, the hash
+	// routing/blocks computes); nil otherwise.
+	LocalHashes []wire.BlockHash
 	// WorkerID and EventID are Dynamo RouterEvent fields (0 for engine batches).
 	WorkerID, EventID uint64
 	// DPRank is the event's data-parallel rank for Dynamo events; engine batches carry it on the Batch.

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // TestNewVLLMFields decodes events carrying the fields newer vLLM adds after group_idx
@@ -57,9 +59,9 @@ func TestNewVLLMFields(t *testing.T) {
 // hybrid worker) and decodes them back, with the fields before them unset.
 func TestEncodeKindRoundTrip(t *testing.T) {
 	for _, f := range []Form{ArrayForm, MapForm} {
-		in := Event{Type: BlockStored, BlockHashes: []uint64{5}, TokenIDs: []uint32{1, 2}, BlockSize: 2,
+		in := Event{Type: BlockStored, BlockHashes: []wire.EngineHash{5}, TokenIDs: []uint32{1, 2}, BlockSize: 2,
 			GroupIdx: 1, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
-		kindOnly := Event{Type: BlockStored, BlockHashes: []uint64{6}, TokenIDs: []uint32{1, 2}, BlockSize: 2,
+		kindOnly := Event{Type: BlockStored, BlockHashes: []wire.EngineHash{6}, TokenIDs: []uint32{1, 2}, BlockSize: 2,
 			SpecKind: "full_attention", HasSpecKind: true}
 		raw, err := EncodeVLLM(&Batch{TS: 1, Events: []Event{in, kindOnly}}, f, f)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -44,13 +45,14 @@ const DefaultMaxSaltedBlocks = 1 << 18
 
 // Stored is the index entry of one stored block.
 type Stored struct {
-	EngineHash uint64
+	EngineHash wire.EngineHash
 	// ParentEngineHash is the engine hash of the previous block of the chain; HasParent is false for
 	// the first block of a chain.
-	ParentEngineHash uint64
+	ParentEngineHash wire.EngineHash
 	HasParent        bool
-	LocalHash        uint64
-	Kind             blocks.Kind
+	// LocalHash is the block's LocalBlockHash, computed here (or taken from Dynamo tokens_hash).
+	LocalHash wire.BlockHash
+	Kind      blocks.Kind
 	// Identities are the media identities read from the block's extra_keys, in order.
 	Identities []uint64
 }
@@ -58,8 +60,8 @@ type Stored struct {
 // Op is one normalized event.
 type Op struct {
 	Type    codec.Type
-	Stored  []Stored // BlockStored
-	Removed []uint64 // BlockRemoved: engine hashes
+	Stored  []Stored          // BlockStored
+	Removed []wire.EngineHash // BlockRemoved
 	// Medium is the event's cache tier ("" when absent); WorkerID and DPRank are set for Dynamo events.
 	Medium   string
 	WorkerID uint64
@@ -95,12 +97,12 @@ type Filtered struct {
 type Normalizer struct {
 	cfg    Config
 	h      *blocks.Hasher
-	groups GroupFilter       // learned kinds of the stream's KV cache groups
-	salts  map[uint64]uint64 // engine hash → salt term of its chain (salted chains only)
-	ring   []uint64          // insertion order of salts keys, for the bound
-	next   int               // next ring slot to overwrite
-	ids    []uint64          // scratch: the identities of an event's blocks, back to back
-	idEnd  []int             // scratch: end of each block's identities in ids
+	groups GroupFilter                // learned kinds of the stream's KV cache groups
+	salts  map[wire.EngineHash]uint64 // engine hash → salt term of its chain (salted chains only)
+	ring   []wire.EngineHash          // insertion order of salts keys, for the bound
+	next   int                        // next ring slot to overwrite
+	ids    []uint64                   // scratch: the identities of an event's blocks, back to back
+	idEnd  []int                      // scratch: end of each block's identities in ids
 
 	// The last identity string parsed (extra_keys repeat one identifier across a media item's blocks;
 	// kvevents/codec shares the string's bytes, so the comparison is usually a pointer check).
@@ -125,7 +127,7 @@ func New(cfg Config) (*Normalizer, error) {
 	if cfg.MaxSaltedBlocks <= 0 {
 		cfg.MaxSaltedBlocks = DefaultMaxSaltedBlocks
 	}
-	return &Normalizer{cfg: cfg, h: h, salts: map[uint64]uint64{}}, nil
+	return &Normalizer{cfg: cfg, h: h, salts: map[wire.EngineHash]uint64{}}, nil
 }
 
 // Apply normalizes one decoded batch. Events that cannot be normalized are skipped and counted;
@@ -177,7 +179,7 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 			op.Stored = st
 			slab = slab[nb:]
 		case codec.BlockRemoved:
-			op.Removed = append([]uint64(nil), ev.BlockHashes...)
+			op.Removed = append([]wire.EngineHash(nil), ev.BlockHashes...)
 			for _, h := range ev.BlockHashes {
 				delete(n.salts, h)
 			}
@@ -294,7 +296,7 @@ func (n *Normalizer) chainSalt(ev *codec.Event, lora string) (uint64, bool) {
 	return 0, false
 }
 
-func (n *Normalizer) remember(h, salt uint64) {
+func (n *Normalizer) remember(h wire.EngineHash, salt uint64) {
 	if _, ok := n.salts[h]; !ok {
 		if len(n.ring) < n.cfg.MaxSaltedBlocks {
 			n.ring = append(n.ring, h)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/index"
 )
@@ -44,9 +45,9 @@ func hybridPayloads(b *testing.B, n, nb, bs int) [][]byte {
 		for i := range toks {
 			toks[i] = uint32((c*7919 + i*7) % 150000)
 		}
-		hashes := make([]uint64, nb)
+		hashes := make([]wire.EngineHash, nb)
 		for i := range hashes {
-			hashes[i] = uint64(c*nb+i+1) * 0x9e3779b97f4a7c15
+			hashes[i] = wire.EngineHash(uint64(c*nb+i+1) * 0x9e3779b97f4a7c15)
 		}
 		full := codec.Event{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: bs, Medium: "GPU", HasMedium: true,
 			GroupIdx: 0, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true}
@@ -54,7 +55,7 @@ func hybridPayloads(b *testing.B, n, nb, bs int) [][]byte {
 			GroupIdx: 1, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
 		evs := []codec.Event{full, mamba}
 		if c > 0 {
-			evs = append(evs, codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{uint64(c*nb) * 0x9e3779b97f4a7c15},
+			evs = append(evs, codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{wire.EngineHash(uint64(c*nb) * 0x9e3779b97f4a7c15)},
 				Medium: "GPU", HasMedium: true, GroupIdx: 1, HasGroupIdx: true})
 		}
 		raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1.5, Events: evs, HasDPRank: true}, codec.ArrayForm, codec.MapForm)
@@ -79,9 +80,9 @@ func chainPayloads(b *testing.B, n, nb int, video bool) [][]byte {
 				toks[i] = 151656
 			}
 		}
-		hashes := make([]uint64, nb)
+		hashes := make([]wire.EngineHash, nb)
 		for i := range hashes {
-			hashes[i] = uint64(c*nb+i+1) * 0x9e3779b97f4a7c15
+			hashes[i] = wire.EngineHash(uint64(c*nb+i+1) * 0x9e3779b97f4a7c15)
 		}
 		ev := codec.Event{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16, Medium: "GPU", HasMedium: true}
 		if video {

@@ -7,6 +7,7 @@ import (
 	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -31,9 +32,9 @@ func TestRequestSideEqualsEventSide(t *testing.T) {
 		}
 		for _, style := range []codec.ExtraKeysStyle{codec.PairKeys, codec.BareKeys} {
 			keys := extrakeys.For(bs, len(in.Tokens), spans, lora, salt, style)
-			hashes := make([]uint64, nb)
+			hashes := make([]wire.EngineHash, nb)
 			for i := range hashes {
-				hashes[i] = uint64(1000*prompts + i + 1)
+				hashes[i] = wire.EngineHash(1000*prompts + i + 1)
 			}
 			split := nb / 2
 			ev := func(from, to int) codec.Event {
@@ -67,7 +68,7 @@ func TestRequestSideEqualsEventSide(t *testing.T) {
 					got = append(got, res.Ops[0].Stored...)
 				}
 				for i, w := range r.Outputs.Blocks {
-					if strconv.FormatUint(got[i].LocalHash, 10) != w.LocalHash || got[i].Kind.String() != w.Kind {
+					if strconv.FormatUint(uint64(got[i].LocalHash), 10) != w.LocalHash || got[i].Kind.String() != w.Kind {
 						t.Errorf("%s style %d form %d block %d: %x %v, want %s %s", r.ID, style, form, i, got[i].LocalHash, got[i].Kind, w.LocalHash, w.Kind)
 					}
 				}

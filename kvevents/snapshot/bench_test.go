@@ -28,7 +28,7 @@ func chainsOf(n int) []codec.Event {
 		ev := codec.Event{Type: codec.BlockStored, BlockSize: kvhistory.BlockSize, HasExtraKeys: true}
 		for b := range k {
 			h++
-			ev.BlockHashes = append(ev.BlockHashes, h*0x9e3779b97f4a7c15|1)
+			ev.BlockHashes = append(ev.BlockHashes, wire.EngineHash(h*0x9e3779b97f4a7c15|1))
 			for range kvhistory.BlockSize {
 				tok = tok*1103515245 + 12345
 				ev.TokenIDs = append(ev.TokenIDs, tok%150000)

@@ -7,6 +7,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // TestSnapshotKeepsGroupKinds: a hybrid worker's snapshot carries each KV cache group's
@@ -16,14 +17,14 @@ import (
 func TestSnapshotKeepsGroupKinds(t *testing.T) {
 	const bs = 4
 	live := &codec.Batch{Events: []codec.Event{
-		{Type: codec.BlockStored, BlockHashes: []uint64{11, 12}, BlockSize: bs, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
+		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{11, 12}, BlockSize: bs, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
 			GroupIdx: 0, HasGroupIdx: true, SpecKind: "sliding_window", HasSpecKind: true},
-		{Type: codec.BlockStored, BlockHashes: []uint64{21, 22}, BlockSize: bs, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
+		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{21, 22}, BlockSize: bs, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
 			GroupIdx: 1, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true},
 	}}
-	admitted := func(batches []*codec.Batch) []uint64 {
+	admitted := func(batches []*codec.Batch) []wire.EngineHash {
 		var f normalize.GroupFilter
-		var out []uint64
+		var out []wire.EngineHash
 		for _, b := range batches {
 			for i := range b.Events {
 				if ev := &b.Events[i]; ev.Type == codec.BlockStored && f.Admit(ev) == 0 {
@@ -35,7 +36,7 @@ func TestSnapshotKeepsGroupKinds(t *testing.T) {
 		return out
 	}
 	want := admitted([]*codec.Batch{live})
-	if !slices.Equal(want, []uint64{21, 22}) {
+	if !slices.Equal(want, []wire.EngineHash{21, 22}) {
 		t.Fatalf("live events admitted %v, want the full-attention group's [21 22]", want)
 	}
 

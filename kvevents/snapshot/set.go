@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // DefaultMaxBlocks is the default Set bound: 1 Mi blocks per rank (an engine with 16-token blocks
@@ -30,8 +31,9 @@ type meta struct {
 // Block is one block a worker holds (or held: see Set). Its exported fields never change once
 // stored, so a snapshot being written can read them while the Set goes on.
 type Block struct {
-	Hash      uint64
-	Parent    uint64
+	// Hash and Parent are the engine's block hashes, as its events name them.
+	Hash      wire.EngineHash
+	Parent    wire.EngineHash
 	HasParent bool
 	// Tokens are the block's block_size token ids.
 	Tokens []uint32
@@ -50,7 +52,7 @@ type Block struct {
 // key names a block: vLLM publishes one BlockStored per KV cache group, with the same block hashes
 // for groups of one block size, so a hash alone does not name one block.
 type key struct {
-	hash  uint64
+	hash  wire.EngineHash
 	group int64
 }
 

@@ -120,11 +120,7 @@ func (sh *shard) store(st *stream, ev *codec.Event, stored []normalize.Stored) b
 		return false
 	}
 	s := sh.s
-	sh.blocks = sh.blocks[:0]
-	for _, b := range stored {
-		sh.blocks = append(sh.blocks, index.StoredBlock{EngineHash: b.EngineHash, Parent: b.ParentEngineHash, HasParent: b.HasParent, LocalHash: b.LocalHash})
-	}
-	err := s.ix.Store(s.ctx, st.key, sh.blocks)
+	err := sh.indexBlocks(st, stored)
 	n := len(stored)
 	var upe *index.UnknownParentError
 	if err != nil {
@@ -142,6 +138,16 @@ func (sh *shard) store(st *stream, ev *codec.Event, stored []normalize.Stored) b
 	}
 	s.count(st.w.view, st.key.ID, rUnknownParent, 1)
 	return !st.complete
+}
+
+// indexBlocks stores one event's normalized blocks in the index under the stream's worker key (the
+// index.Store error as is), through the shard's reused block slice.
+func (sh *shard) indexBlocks(st *stream, stored []normalize.Stored) error {
+	sh.blocks = sh.blocks[:0]
+	for _, b := range stored {
+		sh.blocks = append(sh.blocks, index.StoredBlock{EngineHash: b.EngineHash, Parent: b.ParentEngineHash, HasParent: b.HasParent, LocalHash: b.LocalHash})
+	}
+	return sh.s.ix.Store(sh.s.ctx, st.key, sh.blocks)
 }
 
 // verify reports the first n blocks of a stored event that name media identities to the OnStored

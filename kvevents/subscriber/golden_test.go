@@ -60,16 +60,16 @@ func u64(t *testing.T, s string) uint64 {
 }
 
 // paths returns every expected stored block's root path of golden local hashes.
-func (r goldenRecord) paths(t *testing.T) [][]uint64 {
+func (r goldenRecord) paths(t *testing.T) [][]wire.BlockHash {
 	t.Helper()
-	byEngine := map[string][]uint64{}
-	var out [][]uint64
+	byEngine := map[string][]wire.BlockHash{}
+	var out [][]wire.BlockHash
 	for _, s := range r.Expected.Stored {
-		var p []uint64
+		var p []wire.BlockHash
 		if s.ParentHash != nil {
 			p = slices.Clone(byEngine[*s.ParentHash])
 		}
-		p = append(p, u64(t, s.LocalHash))
+		p = append(p, wire.BlockHash(u64(t, s.LocalHash)))
 		byEngine[s.EngineHash] = p
 		out = append(out, p)
 	}

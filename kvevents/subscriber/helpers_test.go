@@ -17,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -245,8 +246,8 @@ func (b *fakeBridge) onReplay(m *nats.Msg) {
 
 // chainGen builds vLLM BlockStored batches of distinct, deterministic blocks.
 type chainGen struct {
-	next uint64 // next engine hash
-	last uint64 // engine hash of the newest block (parent of a continued chain)
+	next uint64          // next engine hash
+	last wire.EngineHash // engine hash of the newest block (parent of a continued chain)
 }
 
 // stored returns a BlockStored batch of n blocks that starts a new chain (cont false) or continues
@@ -259,7 +260,7 @@ func (g *chainGen) stored(t testing.TB, n int, cont bool, form codec.Form) []byt
 	}
 	for i := 0; i < n; i++ {
 		g.next++
-		h := 0x9e3779b97f4a7c15 * g.next // spread over the u64 range, some ≥ 2^63
+		h := wire.EngineHash(0x9e3779b97f4a7c15 * g.next) // spread over the u64 range, some ≥ 2^63
 		ev.BlockHashes = append(ev.BlockHashes, h)
 		for j := 0; j < 16; j++ {
 			ev.TokenIDs = append(ev.TokenIDs, uint32((g.next*31+uint64(j)*7)%150000))
@@ -280,7 +281,7 @@ func encode(t testing.TB, form codec.Form, evs ...codec.Event) []byte {
 
 // reference applies batches in order to a fresh index (the gap-free state) and returns it with the
 // root paths (LocalBlockHash prefixes) of every block stored, as lookup queries.
-func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]uint64) {
+func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]wire.BlockHash) {
 	t.Helper()
 	ix, err := index.New(nil)
 	if err != nil {
@@ -291,12 +292,12 @@ func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]uin
 		t.Fatal(err)
 	}
 	type node struct {
-		parent    uint64
+		parent    wire.EngineHash
 		hasParent bool
-		local     uint64
+		local     wire.BlockHash
 	}
-	nodes := map[uint64]node{}
-	var queries [][]uint64
+	nodes := map[wire.EngineHash]node{}
+	var queries [][]wire.BlockHash
 	key := index.WorkerKey{ID: id}
 	ctx := context.Background()
 	for _, data := range batches {
@@ -314,7 +315,7 @@ func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]uin
 				}
 				_ = ix.Store(ctx, key, blocks)
 				for _, s := range op.Stored {
-					var path []uint64
+					var path []wire.BlockHash
 					h := s.EngineHash
 					for steps := 0; steps <= len(nodes); steps++ {
 						n, ok := nodes[h]
@@ -341,7 +342,7 @@ func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]uin
 }
 
 // overlap is worker id's overlap for a query (0 when it holds nothing of it).
-func overlap(ix *index.Index, id string, q []uint64) int {
+func overlap(ix *index.Index, id string, q []wire.BlockHash) int {
 	for _, o := range ix.Match(context.Background(), q) {
 		if o.Worker.ID == id && o.Worker.DPRank == 0 {
 			return o.Blocks
@@ -352,7 +353,7 @@ func overlap(ix *index.Index, id string, q []uint64) int {
 
 // sameIndex checks that worker got in ix what refID got in ref: the same blocks
 // (indextest.SameWorker), the same block count and the same overlap for every query.
-func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID string, queries [][]uint64) {
+func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID string, queries [][]wire.BlockHash) {
 	t.Helper()
 	indextest.SameWorker(t, ix, index.WorkerKey{ID: id}, ref, index.WorkerKey{ID: refID})
 	got, want := ix.WorkerBlocks(index.WorkerKey{ID: id}), ref.WorkerBlocks(index.WorkerKey{ID: refID})
@@ -365,3 +366,6 @@ func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID
 		}
 	}
 }
+
+// engineHashes lists the engine block hashes of a hand-written event.
+func engineHashes(hs ...wire.EngineHash) []wire.EngineHash { return hs }

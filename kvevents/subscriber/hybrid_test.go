@@ -28,11 +28,11 @@ func TestBlockSizeCorrectedByReRegistration(t *testing.T) {
 	for i := range toks {
 		toks[i] = uint32(i % 9000)
 	}
-	full := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{41, 42, 43}, TokenIDs: toks, BlockSize: bs,
+	full := codec.Event{Type: codec.BlockStored, BlockHashes: engineHashes(41, 42, 43), TokenIDs: toks, BlockSize: bs,
 		Medium: "GPU", HasMedium: true, GroupIdx: 0, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true}
-	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: []uint64{43}, TokenIDs: toks, BlockSize: bs,
+	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: engineHashes(43), TokenIDs: toks, BlockSize: bs,
 		Medium: "GPU", HasMedium: true, GroupIdx: 1, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
-	mambaRemoved := codec.Event{Type: codec.BlockRemoved, BlockHashes: []uint64{42}, Medium: "GPU", HasMedium: true, GroupIdx: 1, HasGroupIdx: true}
+	mambaRemoved := codec.Event{Type: codec.BlockRemoved, BlockHashes: engineHashes(42), Medium: "GPU", HasMedium: true, GroupIdx: 1, HasGroupIdx: true}
 	b.forward(0, encode(t, codec.MapForm, full, mamba), false)
 	b.forward(1, encode(t, codec.MapForm, mambaRemoved), false)
 	e.waitSeq("w", 1)

@@ -186,11 +186,7 @@ func (sh *shard) storeSnapshot(st *stream, stored []normalize.Stored) error {
 		return nil
 	}
 	s := sh.s
-	sh.blocks = sh.blocks[:0]
-	for _, b := range stored {
-		sh.blocks = append(sh.blocks, index.StoredBlock{EngineHash: b.EngineHash, Parent: b.ParentEngineHash, HasParent: b.HasParent, LocalHash: b.LocalHash})
-	}
-	err := s.ix.Store(s.ctx, st.key, sh.blocks)
+	err := sh.indexBlocks(st, stored)
 	var upe *index.UnknownParentError
 	switch {
 	case err == nil:

@@ -9,6 +9,8 @@
 //   - identity.go: a media item's Identity (DESIGN.md §3) in its two text forms, Hex (16 lowercase
 //     hex digits) and UUID (16 hex digits and 48 zeros, what kvroute forwards and a worker's
 //     extra_keys names), and MediaKey, one media item named by a stored block.
+//   - hash.go: the two block hashes, EngineHash (the engine's, from its KV events) and BlockHash
+//     (kvroute's LocalBlockHash, routing/blocks), as distinct types.
 //
 // It imports nothing of kvroute (internal/importrules checks it), so every layer (kvevents, media,
 // routing, caddymodule, cmd) can depend on it without an edge back into the router.

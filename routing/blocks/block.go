@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Kind says how a complete block was hashed (DESIGN.md §5).
@@ -65,10 +67,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// BlockHash is the result of hashing one complete block.
-type BlockHash struct {
-	// Hash is the LocalBlockHash.
-	Hash uint64
+// Hashed is the result of hashing one complete block.
+type Hashed struct {
+	// Hash is the block's LocalBlockHash (DESIGN.md §5).
+	Hash wire.BlockHash
 	// Kind is how it was computed.
 	Kind Kind
 	// Runs is the number of maximal runs of one placeholder id in the block.
@@ -110,7 +112,7 @@ func (h *Hasher) Config() Config { return h.cfg }
 // continues the previous object when the previous run in the block was a video run); at least one run
 // and objects == len(identities) → each run filled with PadValue of its object's identity and hashed
 // alone (Normalized); otherwise the worker tokens ‖ sorted identities are hashed (Boundary).
-func (h *Hasher) Block(tokens []uint32, identities []uint64, seed uint64, routing []uint32) BlockHash {
+func (h *Hasher) Block(tokens []uint32, identities []uint64, seed uint64, routing []uint32) Hashed {
 	if routing != nil {
 		copy(routing, tokens)
 	}
@@ -118,7 +120,7 @@ func (h *Hasher) Block(tokens []uint32, identities []uint64, seed uint64, routin
 	if len(identities) == 0 {
 		h.buf = grow(h.buf, n)
 		putTokens(h.buf, tokens)
-		return BlockHash{Hash: xxh3.HashSeed(h.buf, seed), Kind: Plain}
+		return Hashed{Hash: wire.BlockHash(xxh3.HashSeed(h.buf, seed)), Kind: Plain}
 	}
 	runs, objects := h.findRuns(tokens)
 	if runs > 0 && objects == len(identities) {
@@ -133,12 +135,12 @@ func (h *Hasher) Block(tokens []uint32, identities []uint64, seed uint64, routin
 				}
 			}
 		}
-		return BlockHash{Hash: xxh3.HashSeed(h.buf, seed), Kind: Normalized, Runs: runs, Objects: objects}
+		return Hashed{Hash: wire.BlockHash(xxh3.HashSeed(h.buf, seed)), Kind: Normalized, Runs: runs, Objects: objects}
 	}
 	h.buf = grow(h.buf, n+8*len(identities))
 	putTokens(h.buf, tokens)
 	h.ids = putSortedIdentities(h.buf[n:], identities, h.ids)
-	return BlockHash{Hash: xxh3.HashSeed(h.buf, seed), Kind: Boundary, Runs: runs, Objects: objects}
+	return Hashed{Hash: wire.BlockHash(xxh3.HashSeed(h.buf, seed)), Kind: Boundary, Runs: runs, Objects: objects}
 }
 
 // findRuns records the maximal runs of one placeholder id in h.run and each run's object index in

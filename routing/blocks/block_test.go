@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 var qwen = Config{BlockSize: 16, ImagePad: 151655, VideoPad: 151656}
@@ -57,7 +59,7 @@ func TestNoAliasing(t *testing.T) {
 }
 
 // referenceBlock is an independent, copying implementation of the DESIGN.md §5 rule.
-func referenceBlock(cfg Config, toks []uint32, ids []uint64, seed uint64) (uint64, Kind) {
+func referenceBlock(cfg Config, toks []uint32, ids []uint64, seed uint64) (wire.BlockHash, Kind) {
 	blk := slices.Clone(toks)
 	if len(ids) == 0 {
 		return HashTokens(blk, seed), Plain

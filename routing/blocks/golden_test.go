@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/goldens"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // u64 parses a golden decimal u64 string.
@@ -16,6 +17,12 @@ func u64(t *testing.T, s string) uint64 {
 		t.Fatalf("parsing u64 %q: %v", s, err)
 	}
 	return v
+}
+
+// blockHash parses a golden LocalBlockHash.
+func blockHash(t *testing.T, s string) wire.BlockHash {
+	t.Helper()
+	return wire.BlockHash(u64(t, s))
 }
 
 func optString(s *string) string {
@@ -62,10 +69,10 @@ func TestGoldenBlockHash(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := h.Block(in.Tokens, nil, u64(t, in.Seed), nil); got.Hash != u64(t, out.LocalHash) || got.Kind != Plain {
+				if got := h.Block(in.Tokens, nil, u64(t, in.Seed), nil); got.Hash != blockHash(t, out.LocalHash) || got.Kind != Plain {
 					t.Errorf("Block = %+v, want %s plain", got, out.LocalHash)
 				}
-				if got := HashTokens(in.Tokens, u64(t, in.Seed)); got != u64(t, out.LocalHash) {
+				if got := HashTokens(in.Tokens, u64(t, in.Seed)); got != blockHash(t, out.LocalHash) {
 					t.Errorf("HashTokens = %d, want %s", got, out.LocalHash)
 				}
 			case "seed":
@@ -76,7 +83,7 @@ func TestGoldenBlockHash(t *testing.T) {
 				}
 				checkTerm(t, "lora", LoRATerm(lora), out.LoRATerm)
 				checkTerm(t, "salt", SaltTerm(salt), out.SaltTerm)
-				if got := HashTokens(in.Tokens, seed); got != u64(t, out.LocalHash) {
+				if got := HashTokens(in.Tokens, seed); got != blockHash(t, out.LocalHash) {
 					t.Errorf("HashTokens = %d, want %s", got, out.LocalHash)
 				}
 			case "boundary":
@@ -85,7 +92,7 @@ func TestGoldenBlockHash(t *testing.T) {
 					ids[i] = u64(t, s)
 				}
 				orig := append([]uint64(nil), ids...)
-				if got := HashBoundary(in.Tokens, ids, u64(t, in.Seed)); got != u64(t, out.LocalHash) {
+				if got := HashBoundary(in.Tokens, ids, u64(t, in.Seed)); got != blockHash(t, out.LocalHash) {
 					t.Errorf("HashBoundary = %d, want %s", got, out.LocalHash)
 				}
 				if fmt.Sprint(orig) != fmt.Sprint(ids) {
@@ -94,7 +101,7 @@ func TestGoldenBlockHash(t *testing.T) {
 				if len(ids) > 0 {
 					// A block with identities and no pad run is a boundary block through Block too.
 					h, _ := NewHasher(Config{BlockSize: in.BlockSize, ImagePad: 1, VideoPad: 2})
-					if got := h.Block(in.Tokens, ids, u64(t, in.Seed), nil); got.Hash != u64(t, out.LocalHash) || got.Kind != Boundary {
+					if got := h.Block(in.Tokens, ids, u64(t, in.Seed), nil); got.Hash != blockHash(t, out.LocalHash) || got.Kind != Boundary {
 						t.Errorf("Block = %+v, want %s boundary", got, out.LocalHash)
 					}
 				}
@@ -104,9 +111,9 @@ func TestGoldenBlockHash(t *testing.T) {
 					t.Errorf("PadValue = %d, want %d (low30 %d)", got, out.PadValue, out.Low30)
 				}
 			case "sequence":
-				hs := make([]uint64, len(in.Hashes))
+				hs := make([]wire.BlockHash, len(in.Hashes))
 				for i, s := range in.Hashes {
-					hs[i] = u64(t, s)
+					hs[i] = blockHash(t, s)
 				}
 				got := SequenceHashes(hs)
 				for i, s := range out.SeqHashes {
@@ -178,7 +185,7 @@ func TestGoldenNormalize(t *testing.T) {
 				for k := g.FirstSpan; k < g.FirstSpan+g.NumSpans; k++ {
 					gotSpans = append(gotSpans, k)
 				}
-				if g.Index != w.Index || g.Kind.String() != w.Kind || g.Hash != u64(t, w.LocalHash) ||
+				if g.Index != w.Index || g.Kind.String() != w.Kind || g.Hash != blockHash(t, w.LocalHash) ||
 					g.Runs != w.NRuns || g.Objects != w.NObjects || fmt.Sprint(gotSpans) != fmt.Sprint(append([]int(nil), w.Spans...)) ||
 					seq[i] != u64(t, w.SeqHash) {
 					t.Errorf("block %d = %+v spans %v seq %d, want %+v", i, g, gotSpans, seq[i], w)

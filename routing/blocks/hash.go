@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // BaseSeed is Dynamo's CHAIN_XXH3_SEED: the XXH3-64 seed of every block hash and of the sequence hash
@@ -45,35 +47,36 @@ func PadValue(identity uint64) uint32 {
 
 // HashTokens is the plain LocalBlockHash of a block: xxh3_64(le_u32(tokens), seed). tokens is only
 // read.
-func HashTokens(tokens []uint32, seed uint64) uint64 {
+func HashTokens(tokens []uint32, seed uint64) wire.BlockHash {
 	buf := make([]byte, 4*len(tokens))
 	putTokens(buf, tokens)
-	return xxh3.HashSeed(buf, seed)
+	return wire.BlockHash(xxh3.HashSeed(buf, seed))
 }
 
 // HashBoundary is the boundary LocalBlockHash of a block: xxh3_64(le_u32(tokens) ‖ u64le(h) for h in
 // identities sorted as unsigned integers, duplicates kept, seed). With no identities it equals
 // HashTokens. Neither argument is modified.
-func HashBoundary(tokens []uint32, identities []uint64, seed uint64) uint64 {
+func HashBoundary(tokens []uint32, identities []uint64, seed uint64) wire.BlockHash {
 	buf := make([]byte, 4*len(tokens)+8*len(identities))
 	putTokens(buf, tokens)
 	putSortedIdentities(buf[4*len(tokens):], identities, nil)
-	return xxh3.HashSeed(buf, seed)
+	return wire.BlockHash(xxh3.HashSeed(buf, seed))
 }
 
 // SequenceHashes chains local block hashes for load tracking: seq[0] = local[0], seq[i] =
 // xxh3_64(u64le(seq[i-1]) ‖ u64le(local[i]), BaseSeed) (Dynamo compute_seq_hash_for_block). The result
-// is a new slice of len(local).
-func SequenceHashes(local []uint64) []uint64 {
+// is a new slice of len(local). A sequence hash is neither kind of wire hash (it depends on every
+// block before it), so it stays a bare uint64.
+func SequenceHashes(local []wire.BlockHash) []uint64 {
 	out := make([]uint64, len(local))
 	var buf [16]byte
 	for i, h := range local {
 		if i == 0 {
-			out[0] = h
+			out[0] = uint64(h)
 			continue
 		}
 		binary.LittleEndian.PutUint64(buf[:8], out[i-1])
-		binary.LittleEndian.PutUint64(buf[8:], h)
+		binary.LittleEndian.PutUint64(buf[8:], uint64(h))
 		out[i] = xxh3.HashSeed(buf[:], BaseSeed)
 	}
 	return out

@@ -39,7 +39,7 @@ func (h *Hasher) PromptPadded(tokens []uint32, spans []Span, seed uint64) (*Prom
 		if padded[b] {
 			bh.Kind = Normalized
 		}
-		p.Blocks[b] = Block{Index: b, BlockHash: bh, FirstSpan: first, NumSpans: k - first}
+		p.Blocks[b] = Block{Index: b, Hashed: bh, FirstSpan: first, NumSpans: k - first}
 	}
 	return p, nil
 }

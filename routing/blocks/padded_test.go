@@ -29,7 +29,7 @@ func TestPromptPaddedGolden(t *testing.T) {
 				continue
 			}
 			checked++
-			if g := p.Blocks[i]; g.Hash != u64(t, w.LocalHash) || g.Kind.String() != w.Kind {
+			if g := p.Blocks[i]; g.Hash != blockHash(t, w.LocalHash) || g.Kind.String() != w.Kind {
 				t.Errorf("%s block %d: %x %v, want %s %s", r.ID, i, g.Hash, g.Kind, w.LocalHash, w.Kind)
 			}
 			bs := in.BlockSize

@@ -3,6 +3,8 @@ package blocks
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // ErrSpans is wrapped by errors about media spans that do not fit the token sequence.
@@ -12,7 +14,7 @@ var ErrSpans = errors.New("invalid media spans")
 type Block struct {
 	// Index is the block's position in the prompt (tokens [Index*BlockSize, (Index+1)*BlockSize)).
 	Index int
-	BlockHash
+	Hashed
 	// FirstSpan and NumSpans give the spans intersecting the block: spans[FirstSpan:FirstSpan+NumSpans].
 	FirstSpan, NumSpans int
 }
@@ -26,9 +28,9 @@ type Prompt struct {
 	RoutingTokens []uint32
 }
 
-// Hashes returns the local hashes of p's blocks, in order.
-func (p *Prompt) Hashes() []uint64 {
-	out := make([]uint64, len(p.Blocks))
+// Hashes returns the LocalBlockHashes of p's blocks, in order: the query of an index lookup.
+func (p *Prompt) Hashes() []wire.BlockHash {
+	out := make([]wire.BlockHash, len(p.Blocks))
 	for i, b := range p.Blocks {
 		out[i] = b.Hash
 	}
@@ -71,7 +73,7 @@ func (h *Hasher) Prompt(tokens []uint32, spans []Span, seed uint64) (*Prompt, er
 		// tokens[start:end:end] caps the view so nothing appended to it could reach the next block
 		// (field report 9); Block only reads it anyway.
 		bh := h.Block(tokens[start:end:end], ids, seed, p.RoutingTokens[start:end:end])
-		p.Blocks[b] = Block{Index: b, BlockHash: bh, FirstSpan: first, NumSpans: k - first}
+		p.Blocks[b] = Block{Index: b, Hashed: bh, FirstSpan: first, NumSpans: k - first}
 	}
 	return p, nil
 }

@@ -1,12 +1,14 @@
 // Package index is kvroute's per-worker KV block index (DESIGN.md §2, §5, §7): for a request's complete
-// blocks, given as their LocalBlockHash values in prompt order, it answers for every worker (a worker id
-// plus a data-parallel rank) how many leading blocks that worker holds in its KV cache.
+// blocks, given as their LocalBlockHash values (wire.BlockHash) in prompt order, it answers for every
+// worker (a worker id plus a data-parallel rank) how many leading blocks that worker holds in its KV
+// cache.
 //
 // The structure follows Dynamo's radix tree (lib/kv-router/src/indexer/radix_tree.rs): nodes are keyed
 // by the local hash of a block under its parent node, so a node stands for a whole chain prefix, and each
-// node records which workers hold it. Workers name their blocks by the engine's own block hash; the index
-// keeps, per worker, a map from engine hash to the worker's entry on a node, used to resolve the parent of
-// a stored block and to apply removals (llm-d calls this the dual-key design).
+// node records which workers hold it. Workers name their blocks by the engine's own block hash
+// (wire.EngineHash); the index keeps, per worker, a map from engine hash to the worker's entry on a
+// node, used to resolve the parent of a stored block and to apply removals (llm-d calls this the
+// dual-key design).
 //
 // Layout, chosen for the request path and for memory (measured in index_bench_test.go):
 //   - nodes (24 bytes) and (worker, node) entries (40 bytes) live in paged arenas indexed by int32, so

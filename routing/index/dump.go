@@ -1,6 +1,10 @@
 package index
 
-import "context"
+import (
+	"context"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
+)
 
 // Dump returns the blocks worker k holds as stored blocks, parents before children, such that Store
 // of the result into an empty index for k reproduces every lookup result for k (a snapshot for a new
@@ -20,7 +24,7 @@ func (x *Index) Dump(ctx context.Context, k WorkerKey) []StoredBlock {
 	const emitted, omitted = 1, 2
 	state := make(map[int32]uint8, w.held+w.ghosts)
 	var stack []int32
-	w.byEngine.each(func(_ uint64, e int32) {
+	w.byEngine.each(func(_ wire.EngineHash, e int32) {
 		// Walk up to the first entry already decided (or the root), then decide top-down.
 		stack = stack[:0]
 		for c := e; c != nilIdx; c = t.entries.at(c).parent {

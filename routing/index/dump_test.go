@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -14,20 +15,20 @@ func TestDumpRestores(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	x := newIndex(t, nil)
 	keys := []index.WorkerKey{wA, wB, wC, wA1}
-	var queries [][]uint64
+	var queries [][]wire.BlockHash
 	for range 5000 {
 		k := keys[rng.IntN(len(keys))]
-		locals := make([]uint64, 1+rng.IntN(6))
+		locals := make([]wire.BlockHash, 1+rng.IntN(6))
 		for i := range locals {
-			locals[i] = rng.Uint64N(4)
+			locals[i] = wire.BlockHash(rng.Uint64N(4))
 		}
-		var parent uint64
+		var parent wire.EngineHash
 		if rng.IntN(3) > 0 {
-			parent = 1 + rng.Uint64N(80)
+			parent = wire.EngineHash(1 + rng.Uint64N(80))
 		}
-		_ = x.Store(ctx, k, chain(parent, 1+rng.Uint64N(80), locals...))
+		_ = x.Store(ctx, k, chain(parent, wire.EngineHash(1+rng.Uint64N(80)), locals...))
 		if rng.IntN(3) == 0 {
-			x.Remove(ctx, k, []uint64{1 + rng.Uint64N(80)})
+			x.Remove(ctx, k, []wire.EngineHash{wire.EngineHash(1 + rng.Uint64N(80))})
 		}
 		queries = append(queries, locals)
 	}
@@ -36,7 +37,7 @@ func TestDumpRestores(t *testing.T) {
 	for _, k := range keys {
 		d := x.Dump(ctx, k)
 		total += len(d)
-		seen := map[uint64]bool{}
+		seen := map[wire.EngineHash]bool{}
 		for i, b := range d {
 			if b.HasParent && !seen[b.Parent] {
 				t.Fatalf("%v: block %d parent %d not dumped before it", k, i, b.Parent)

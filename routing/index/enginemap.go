@@ -1,5 +1,7 @@
 package index
 
+import "github.com/kvroute/kvroute/kvevents/wire"
+
 // engineMap maps a worker's engine hashes to entry indices. It is open addressing with linear probing
 // and backward-shift deletion: no tombstones, so the store/remove churn of an event stream keeps probe
 // sequences short (Go's map degraded to long probes under that churn in BenchmarkApply). It is split
@@ -17,7 +19,7 @@ const (
 )
 
 type engineTab struct {
-	keys []uint64
+	keys []wire.EngineHash
 	// vals holds entry index + 1; 0 marks an empty slot.
 	vals []int32
 	n    int
@@ -25,7 +27,8 @@ type engineTab struct {
 
 // mixEngine spreads engine hashes (which need not be random: tests and some engines count) over
 // the tables and slots (MurmurHash3's fmix64).
-func mixEngine(h uint64) uint64 {
+func mixEngine(eh wire.EngineHash) uint64 {
+	h := uint64(eh)
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd
 	h ^= h >> 33
@@ -34,7 +37,7 @@ func mixEngine(h uint64) uint64 {
 	return h
 }
 
-func (m *engineMap) get(h uint64) (int32, bool) {
+func (m *engineMap) get(h wire.EngineHash) (int32, bool) {
 	x := mixEngine(h)
 	t := &m.tabs[x>>(64-engineTabBits)]
 	if t.n == 0 {
@@ -53,7 +56,7 @@ func (m *engineMap) get(h uint64) (int32, bool) {
 }
 
 // put sets h to e (insert or overwrite).
-func (m *engineMap) put(h uint64, e int32) {
+func (m *engineMap) put(h wire.EngineHash, e int32) {
 	x := mixEngine(h)
 	t := &m.tabs[x>>(64-engineTabBits)]
 	if (t.n+1)*4 > len(t.vals)*3 {
@@ -77,7 +80,7 @@ func (m *engineMap) put(h uint64, e int32) {
 func (t *engineTab) grow() {
 	size := max(engineMinTab, 2*len(t.vals))
 	keys, vals := t.keys, t.vals
-	t.keys, t.vals = make([]uint64, size), make([]int32, size)
+	t.keys, t.vals = make([]wire.EngineHash, size), make([]int32, size)
 	mask := uint64(size - 1)
 	for j, v := range vals {
 		if v == 0 {
@@ -92,7 +95,7 @@ func (t *engineTab) grow() {
 }
 
 // del removes h and reports whether it was present.
-func (m *engineMap) del(h uint64) bool {
+func (m *engineMap) del(h wire.EngineHash) bool {
 	x := mixEngine(h)
 	t := &m.tabs[x>>(64-engineTabBits)]
 	if t.n == 0 {
@@ -127,7 +130,7 @@ func (m *engineMap) del(h uint64) bool {
 }
 
 // each calls f for every (hash, entry) pair; f must not modify the map.
-func (m *engineMap) each(f func(h uint64, e int32)) {
+func (m *engineMap) each(f func(h wire.EngineHash, e int32)) {
 	for ti := range m.tabs {
 		t := &m.tabs[ti]
 		for j, v := range t.vals {

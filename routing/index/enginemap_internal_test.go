@@ -3,6 +3,8 @@ package index
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // TestEngineMapAgainstMap runs random puts and deletes (sequential keys, which cluster, and random
@@ -11,12 +13,12 @@ import (
 func TestEngineMapAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var m engineMap
-	ref := map[uint64]int32{}
-	key := func() uint64 {
+	ref := map[wire.EngineHash]int32{}
+	key := func() wire.EngineHash {
 		if rng.IntN(2) == 0 {
-			return uint64(rng.IntN(5000))
+			return wire.EngineHash(rng.IntN(5000))
 		}
-		return rng.Uint64() | 1<<63
+		return wire.EngineHash(rng.Uint64() | 1<<63)
 	}
 	for phase := range 4 {
 		for i := range 50000 {
@@ -41,7 +43,7 @@ func TestEngineMapAgainstMap(t *testing.T) {
 			}
 		}
 		seen := 0
-		m.each(func(k uint64, e int32) {
+		m.each(func(k wire.EngineHash, e int32) {
 			if ref[k] != e {
 				t.Errorf("each: %d → %d, want %d", k, e, ref[k])
 			}

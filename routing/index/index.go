@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // WorkerKey identifies one KV cache: a worker id (DESIGN.md §2.1) and a data-parallel rank.
@@ -38,10 +40,10 @@ func compareKeys(a, b WorkerKey) int {
 // the block before it in the chain; HasParent false means the block starts a chain (its parent is the
 // root). LocalHash is the LocalBlockHash of §5, the key the radix tree is walked by.
 type StoredBlock struct {
-	EngineHash uint64
-	Parent     uint64
+	EngineHash wire.EngineHash
+	Parent     wire.EngineHash
 	HasParent  bool
-	LocalHash  uint64
+	LocalHash  wire.BlockHash
 }
 
 // ErrUnknownParent is returned (wrapped in an *UnknownParentError) when a stored block names a parent
@@ -55,7 +57,7 @@ var ErrTooManyWorkers = errors.New("too many workers")
 // it (Position of them) were applied; it and the blocks after it were not.
 type UnknownParentError struct {
 	Worker   WorkerKey
-	Parent   uint64
+	Parent   wire.EngineHash
 	Position int
 }
 
@@ -145,7 +147,7 @@ type worker struct {
 	byEngine engineMap
 	// extra lists the further engine hashes of an entry that was stored under more than one engine hash
 	// (rare: two engine hashes of one content); the entry's own hash is the first.
-	extra map[int32][]uint64
+	extra map[int32][]wire.EngineHash
 	// held counts entries that hold a block; ghosts counts placeholders.
 	held, ghosts int
 	// leafHead/leafTail is the worker's list of evictable leaves, oldest first.
@@ -250,7 +252,7 @@ func (x *Index) Store(ctx context.Context, k WorkerKey, blocks []StoredBlock) er
 
 // Remove applies one BlockRemoved event: each engine hash the worker holds is dropped; unknown hashes are
 // ignored (Dynamo tolerates BlockNotFound). It returns how many hashes were known.
-func (x *Index) Remove(ctx context.Context, k WorkerKey, engineHashes []uint64) int {
+func (x *Index) Remove(ctx context.Context, k WorkerKey, engineHashes []wire.EngineHash) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	w := x.workers[k]

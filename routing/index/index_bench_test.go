@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -27,15 +28,15 @@ func mix(a, b uint64) uint64 { return chainKey(a, b) }
 
 type benchIndex interface {
 	store(k index.WorkerKey, blocks []index.StoredBlock) error
-	remove(k index.WorkerKey, hashes []uint64)
-	match(q []uint64) []index.Overlap
+	remove(k index.WorkerKey, hashes []wire.EngineHash)
+	match(q []wire.BlockHash) []index.Overlap
 }
 
 type realIndex struct{ x *index.Index }
 
 func (r realIndex) store(k index.WorkerKey, b []index.StoredBlock) error { return r.x.Store(ctx, k, b) }
-func (r realIndex) remove(k index.WorkerKey, h []uint64)                 { r.x.Remove(ctx, k, h) }
-func (r realIndex) match(q []uint64) []index.Overlap                     { return r.x.Match(ctx, q) }
+func (r realIndex) remove(k index.WorkerKey, h []wire.EngineHash)        { r.x.Remove(ctx, k, h) }
+func (r realIndex) match(q []wire.BlockHash) []index.Overlap             { return r.x.Match(ctx, q) }
 
 func newBench(kind string) benchIndex {
 	if kind == "naive" {
@@ -51,14 +52,14 @@ func newBench(kind string) benchIndex {
 func benchKey(i int) index.WorkerKey { return index.WorkerKey{ID: fmt.Sprintf("worker-%02d", i)} }
 
 // storeChain stores blocks[:n] of chain c (engine hashes unique per (chain, holder)) in events.
-func storeChain(bi benchIndex, k index.WorkerKey, locals []uint64, engineBase uint64, buf []index.StoredBlock) {
+func storeChain(bi benchIndex, k index.WorkerKey, locals []wire.BlockHash, engineBase wire.EngineHash, buf []index.StoredBlock) {
 	for s := 0; s < len(locals); s += benchEvent {
 		e := min(s+benchEvent, len(locals))
 		ev := buf[:0]
 		for j := s; j < e; j++ {
-			b := index.StoredBlock{EngineHash: engineBase + uint64(j), LocalHash: locals[j]}
+			b := index.StoredBlock{EngineHash: engineBase + wire.EngineHash(j), LocalHash: locals[j]}
 			if j > 0 {
-				b.Parent, b.HasParent = engineBase+uint64(j-1), true
+				b.Parent, b.HasParent = engineBase+wire.EngineHash(j-1), true
 			}
 			ev = append(ev, b)
 		}
@@ -68,41 +69,41 @@ func storeChain(bi benchIndex, k index.WorkerKey, locals []uint64, engineBase ui
 	}
 }
 
-func chainLocals(c int) []uint64 {
-	l := make([]uint64, benchDepth)
+func chainLocals(c int) []wire.BlockHash {
+	l := make([]wire.BlockHash, benchDepth)
 	for j := range l {
-		l[j] = mix(uint64(c)+1, uint64(j))
+		l[j] = wire.BlockHash(mix(uint64(c)+1, uint64(j)))
 	}
 	return l
 }
 
 // buildLookupScenario fills bi and returns the chains' local hashes and the (worker, block) entry count.
-func buildLookupScenario(bi benchIndex) ([][]uint64, int) {
+func buildLookupScenario(bi benchIndex) ([][]wire.BlockHash, int) {
 	rng := rand.New(rand.NewPCG(42, 43))
-	chains := make([][]uint64, benchChains)
+	chains := make([][]wire.BlockHash, benchChains)
 	buf := make([]index.StoredBlock, 0, benchEvent)
 	entries := 0
 	for c := range chains {
 		chains[c] = chainLocals(c)
 		first := rng.IntN(benchWorkers)
 		second := (first + 1 + rng.IntN(benchWorkers-1)) % benchWorkers
-		storeChain(bi, benchKey(first), chains[c], uint64(c)<<20, buf)
+		storeChain(bi, benchKey(first), chains[c], wire.EngineHash(c)<<20, buf)
 		n := 64 + rng.IntN(benchDepth-64+1)
-		storeChain(bi, benchKey(second), chains[c][:n], uint64(c)<<20|1<<19, buf)
+		storeChain(bi, benchKey(second), chains[c][:n], wire.EngineHash(c)<<20|1<<19, buf)
 		entries += benchDepth + n
 	}
 	return chains, entries
 }
 
-func lookupQueries(chains [][]uint64, n int) [][]uint64 {
+func lookupQueries(chains [][]wire.BlockHash, n int) [][]wire.BlockHash {
 	rng := rand.New(rand.NewPCG(7, 8))
-	qs := make([][]uint64, n)
+	qs := make([][]wire.BlockHash, n)
 	for i := range qs {
 		q := slices.Clone(chains[rng.IntN(len(chains))])
 		if rng.IntN(10) == 0 {
 			d := 1 + rng.IntN(len(q)-1)
 			for j := d; j < len(q); j++ {
-				q[j] = rng.Uint64()
+				q[j] = wire.BlockHash(rng.Uint64())
 			}
 		}
 		qs[i] = q
@@ -141,7 +142,7 @@ func BenchmarkMatchShared(b *testing.B) {
 			locals := chainLocals(1)
 			buf := make([]index.StoredBlock, 0, benchEvent)
 			for w := range benchWorkers {
-				storeChain(bi, benchKey(w), locals, uint64(w)<<20, buf)
+				storeChain(bi, benchKey(w), locals, wire.EngineHash(w)<<20, buf)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -194,18 +195,18 @@ func BenchmarkApply(b *testing.B) {
 			// Pre-generate a ring of chains (events and removal lists) so generation is not timed.
 			const ringSize = 8192
 			stores := make([][][]index.StoredBlock, ringSize)
-			removes := make([][]uint64, ringSize)
+			removes := make([][]wire.EngineHash, ringSize)
 			for i := range ringSize {
-				var parent uint64
-				rm := make([]uint64, 0, benchDepth)
+				var parent wire.EngineHash
+				rm := make([]wire.EngineHash, 0, benchDepth)
 				var evs [][]index.StoredBlock
 				for j := range benchDepth {
 					local := mix(uint64(i)<<16, uint64(j))
 					if j < benchDepth/2 {
 						local = mix(uint64(i%1024)+1, uint64(j))
 					}
-					eng := chainKey(parent, local)
-					blk := index.StoredBlock{EngineHash: eng, LocalHash: local, Parent: parent, HasParent: j > 0}
+					eng := wire.EngineHash(chainKey(uint64(parent), local))
+					blk := index.StoredBlock{EngineHash: eng, LocalHash: wire.BlockHash(local), Parent: parent, HasParent: j > 0}
 					if j%benchEvent == 0 {
 						evs = append(evs, nil)
 					}

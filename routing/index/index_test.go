@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -21,12 +22,12 @@ var (
 
 // chain builds stored blocks for local hashes, with engine hashes engine0, engine0+1, ..., the first
 // under parent (0 = chain root).
-func chain(parent, engine0 uint64, locals ...uint64) []index.StoredBlock {
+func chain(parent, engine0 wire.EngineHash, locals ...wire.BlockHash) []index.StoredBlock {
 	out := make([]index.StoredBlock, len(locals))
 	for i, l := range locals {
-		b := index.StoredBlock{EngineHash: engine0 + uint64(i), LocalHash: l}
+		b := index.StoredBlock{EngineHash: engine0 + wire.EngineHash(i), LocalHash: l}
 		if i > 0 {
-			b.Parent, b.HasParent = engine0+uint64(i-1), true
+			b.Parent, b.HasParent = engine0+wire.EngineHash(i-1), true
 		} else if parent != 0 {
 			b.Parent, b.HasParent = parent, true
 		}
@@ -51,7 +52,7 @@ func mustStore(t *testing.T, x *index.Index, k index.WorkerKey, blocks []index.S
 	}
 }
 
-func checkMatch(t *testing.T, x *index.Index, q []uint64, want ...index.Overlap) {
+func checkMatch(t *testing.T, x *index.Index, q []wire.BlockHash, want ...index.Overlap) {
 	t.Helper()
 	got := x.Match(ctx, q)
 	if len(got) == 0 && len(want) == 0 {
@@ -70,14 +71,14 @@ func TestPrefixSemantics(t *testing.T) {
 	mustStore(t, x, wB, chain(0, 200, 1, 2, 3))
 	mustStore(t, x, wC, chain(0, 300, 1, 2, 9))
 	mustStore(t, x, wA1, chain(0, 400, 2, 3, 4)) // same hashes, other chain position
-	checkMatch(t, x, []uint64{1, 2, 3, 4, 5, 6}, ov(wA, 5), ov(wB, 3), ov(wC, 2))
-	checkMatch(t, x, []uint64{1, 2, 9, 4}, ov(wA, 2), ov(wB, 2), ov(wC, 3))
-	checkMatch(t, x, []uint64{2, 3, 4, 5}, ov(wA1, 3))
-	checkMatch(t, x, []uint64{7, 1, 2})
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3, 4, 5, 6}, ov(wA, 5), ov(wB, 3), ov(wC, 2))
+	checkMatch(t, x, []wire.BlockHash{1, 2, 9, 4}, ov(wA, 2), ov(wB, 2), ov(wC, 3))
+	checkMatch(t, x, []wire.BlockHash{2, 3, 4, 5}, ov(wA1, 3))
+	checkMatch(t, x, []wire.BlockHash{7, 1, 2})
 	checkMatch(t, x, nil)
 	// A chain continued in a later event through its parent's engine hash.
 	mustStore(t, x, wB, chain(202, 210, 4, 5, 6))
-	checkMatch(t, x, []uint64{1, 2, 3, 4, 5, 6}, ov(wA, 5), ov(wB, 6), ov(wC, 2))
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3, 4, 5, 6}, ov(wA, 5), ov(wB, 6), ov(wC, 2))
 	s := x.Stats()
 	// Distinct nodes: 1,2,3,4,5 + 6 + 9 + (2,3,4 at root) = 10.
 	if s.Blocks != 10 || s.Entries != 17 {
@@ -92,10 +93,10 @@ func TestRemoveMiddleBlock(t *testing.T) {
 	x := newIndex(t, nil)
 	mustStore(t, x, wA, chain(0, 100, 1, 2, 3, 4, 5))
 	mustStore(t, x, wB, chain(0, 200, 1, 2, 3, 4, 5))
-	if n := x.Remove(ctx, wA, []uint64{102, 999}); n != 1 {
+	if n := x.Remove(ctx, wA, []wire.EngineHash{102, 999}); n != 1 {
 		t.Errorf("Remove known = %d, want 1", n)
 	}
-	q := []uint64{1, 2, 3, 4, 5}
+	q := []wire.BlockHash{1, 2, 3, 4, 5}
 	checkMatch(t, x, q, ov(wA, 2), ov(wB, 5))
 	if n := x.WorkerBlocks(wA); n != 4 {
 		t.Errorf("WorkerBlocks(a) = %d, want 4", n)
@@ -104,14 +105,14 @@ func TestRemoveMiddleBlock(t *testing.T) {
 	mustStore(t, x, wA, chain(101, 102, 3))
 	checkMatch(t, x, q, ov(wA, 5), ov(wB, 5))
 	// Removing the leaf and the placeholders under a removed middle go away with their last child.
-	x.Remove(ctx, wA, []uint64{102})
-	x.Remove(ctx, wA, []uint64{104, 103})
+	x.Remove(ctx, wA, []wire.EngineHash{102})
+	x.Remove(ctx, wA, []wire.EngineHash{104, 103})
 	checkMatch(t, x, q, ov(wA, 2), ov(wB, 5))
 	if s := x.Stats(); s.Entries != 7 || s.Blocks != 5 {
 		t.Errorf("Stats entries=%d blocks=%d, want 7 and 5", s.Entries, s.Blocks)
 	}
 	x.RemoveWorker(ctx, wB)
-	x.Remove(ctx, wA, []uint64{101, 100})
+	x.Remove(ctx, wA, []wire.EngineHash{101, 100})
 	if s := x.Stats(); s.Entries != 0 || s.Blocks != 0 {
 		t.Errorf("after removing all: entries=%d blocks=%d, want 0 0", s.Entries, s.Blocks)
 	}
@@ -132,7 +133,7 @@ func TestUnknownParent(t *testing.T) {
 		t.Errorf("UnknownParentError = %+v, want position 1, parent 777, worker a", up)
 	}
 	// The block before the bad one is applied, nothing else changed.
-	checkMatch(t, x, []uint64{1, 2, 3, 4}, ov(wA, 3), ov(wB, 3))
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3, 4}, ov(wA, 3), ov(wB, 3))
 	if after := x.Stats(); after.Entries != before.Entries+1 || after.Blocks != before.Blocks {
 		t.Errorf("Stats after = %+v, before %+v", after, before)
 	}
@@ -141,7 +142,7 @@ func TestUnknownParent(t *testing.T) {
 		t.Errorf("foreign parent err = %v, want ErrUnknownParent", err)
 	}
 	// A removed (placeholder) parent is unknown.
-	x.Remove(ctx, wB, []uint64{201})
+	x.Remove(ctx, wB, []wire.EngineHash{201})
 	if err := x.Store(ctx, wB, chain(201, 700, 9)); !errors.Is(err, index.ErrUnknownParent) {
 		t.Errorf("removed parent err = %v, want ErrUnknownParent", err)
 	}
@@ -152,10 +153,10 @@ func TestClearOneWorker(t *testing.T) {
 	mustStore(t, x, wA, chain(0, 100, 1, 2, 3))
 	mustStore(t, x, wA, chain(0, 110, 5, 6))
 	mustStore(t, x, wB, chain(0, 200, 1, 2, 3))
-	x.Remove(ctx, wA, []uint64{101}) // leave a placeholder behind
+	x.Remove(ctx, wA, []wire.EngineHash{101}) // leave a placeholder behind
 	x.Clear(ctx, wA)
-	checkMatch(t, x, []uint64{1, 2, 3}, ov(wB, 3))
-	checkMatch(t, x, []uint64{5, 6})
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3}, ov(wB, 3))
+	checkMatch(t, x, []wire.BlockHash{5, 6})
 	s := x.Stats()
 	if s.Blocks != 3 || s.Entries != 3 {
 		t.Errorf("Stats blocks=%d entries=%d, want 3 3", s.Blocks, s.Entries)
@@ -165,9 +166,9 @@ func TestClearOneWorker(t *testing.T) {
 		t.Errorf("store under cleared parent err = %v", err)
 	}
 	mustStore(t, x, wA, chain(0, 130, 1, 2))
-	checkMatch(t, x, []uint64{1, 2, 3}, ov(wA, 2), ov(wB, 3))
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3}, ov(wA, 2), ov(wB, 3))
 	x.RemoveWorker(ctx, wB)
-	checkMatch(t, x, []uint64{1, 2, 3}, ov(wA, 2))
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3}, ov(wA, 2))
 	if s := x.Stats(); s.Blocks != 2 || len(s.Workers) != 1 {
 		t.Errorf("after RemoveWorker: %+v", s)
 	}
@@ -177,18 +178,18 @@ func TestLRUEviction(t *testing.T) {
 	x := newIndex(t, &index.Config{MaxBlocksPerWorker: 4})
 	mustStore(t, x, wA, chain(0, 10, 1, 2, 3)) // X
 	mustStore(t, x, wA, chain(0, 20, 7, 8))    // Y: 5 entries, X's leaf goes
-	checkMatch(t, x, []uint64{1, 2, 3}, ov(wA, 2))
-	checkMatch(t, x, []uint64{7, 8}, ov(wA, 2))
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3}, ov(wA, 2))
+	checkMatch(t, x, []wire.BlockHash{7, 8}, ov(wA, 2))
 	mustStore(t, x, wA, chain(0, 30, 9)) // X's new leaf (2) is now the oldest
-	checkMatch(t, x, []uint64{1, 2, 3}, ov(wA, 1))
-	checkMatch(t, x, []uint64{7, 8}, ov(wA, 2))
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3}, ov(wA, 1))
+	checkMatch(t, x, []wire.BlockHash{7, 8}, ov(wA, 2))
 	// Refreshing Y's leaf makes Z the oldest leaf after X's root.
 	mustStore(t, x, wA, chain(20, 21, 8))
 	mustStore(t, x, wA, chain(0, 40, 11))
 	mustStore(t, x, wA, chain(0, 50, 12))
-	checkMatch(t, x, []uint64{1})
-	checkMatch(t, x, []uint64{9})
-	checkMatch(t, x, []uint64{7, 8}, ov(wA, 2))
+	checkMatch(t, x, []wire.BlockHash{1})
+	checkMatch(t, x, []wire.BlockHash{9})
+	checkMatch(t, x, []wire.BlockHash{7, 8}, ov(wA, 2))
 	s := x.Stats()
 	if s.Entries != 4 || s.Evictions != 4 {
 		t.Errorf("entries=%d evictions=%d, want 4 4", s.Entries, s.Evictions)
@@ -199,8 +200,8 @@ func TestLRUEviction(t *testing.T) {
 	mustStore(t, y, wA, chain(0, 10, 1))
 	mustStore(t, y, wB, chain(0, 20, 1, 2))
 	mustStore(t, y, wC, chain(0, 30, 5))
-	checkMatch(t, y, []uint64{1, 2}, ov(wB, 2))
-	checkMatch(t, y, []uint64{5}, ov(wC, 1))
+	checkMatch(t, y, []wire.BlockHash{1, 2}, ov(wB, 2))
+	checkMatch(t, y, []wire.BlockHash{5}, ov(wC, 1))
 }
 
 func TestDuplicateAndMovedEngineHashes(t *testing.T) {
@@ -208,15 +209,15 @@ func TestDuplicateAndMovedEngineHashes(t *testing.T) {
 	mustStore(t, x, wA, chain(0, 100, 1, 2))
 	// Same content under another engine hash.
 	mustStore(t, x, wA, []index.StoredBlock{{EngineHash: 150, Parent: 100, HasParent: true, LocalHash: 2}})
-	x.Remove(ctx, wA, []uint64{101})
-	checkMatch(t, x, []uint64{1, 2}, ov(wA, 2))
-	x.Remove(ctx, wA, []uint64{150})
-	checkMatch(t, x, []uint64{1, 2}, ov(wA, 1))
+	x.Remove(ctx, wA, []wire.EngineHash{101})
+	checkMatch(t, x, []wire.BlockHash{1, 2}, ov(wA, 2))
+	x.Remove(ctx, wA, []wire.EngineHash{150})
+	checkMatch(t, x, []wire.BlockHash{1, 2}, ov(wA, 1))
 	// An engine hash reused for other content moves.
 	mustStore(t, x, wA, chain(100, 101, 2))
 	mustStore(t, x, wA, []index.StoredBlock{{EngineHash: 101, LocalHash: 8}})
-	checkMatch(t, x, []uint64{1, 2}, ov(wA, 1))
-	checkMatch(t, x, []uint64{8}, ov(wA, 1))
+	checkMatch(t, x, []wire.BlockHash{1, 2}, ov(wA, 1))
+	checkMatch(t, x, []wire.BlockHash{8}, ov(wA, 1))
 	// A self-referencing store is skipped.
 	mustStore(t, x, wA, []index.StoredBlock{{EngineHash: 300, Parent: 300, HasParent: true, LocalHash: 3}})
 	if n := x.WorkerBlocks(wA); n != 2 {
@@ -230,10 +231,10 @@ func TestManyWorkersBitsetGrowth(t *testing.T) {
 	for i := range 150 {
 		k := index.WorkerKey{ID: "w", DPRank: i}
 		n := 1 + i%7
-		mustStore(t, x, k, chain(0, uint64(1000*(i+1)), 1, 2, 3, 4, 5, 6, 7)[:n])
+		mustStore(t, x, k, chain(0, wire.EngineHash(1000*(i+1)), 1, 2, 3, 4, 5, 6, 7)[:n])
 		want = append(want, ov(k, n))
 	}
-	checkMatch(t, x, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, want...)
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3, 4, 5, 6, 7, 8}, want...)
 	for i := 0; i < 150; i += 2 {
 		x.RemoveWorker(ctx, index.WorkerKey{ID: "w", DPRank: i})
 	}
@@ -241,10 +242,10 @@ func TestManyWorkersBitsetGrowth(t *testing.T) {
 	for i := 1; i < 150; i += 2 {
 		odd = append(odd, want[i])
 	}
-	checkMatch(t, x, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, odd...)
+	checkMatch(t, x, []wire.BlockHash{1, 2, 3, 4, 5, 6, 7, 8}, odd...)
 	// Freed slots are reused.
 	mustStore(t, x, wA, chain(0, 5, 1, 2, 3, 4, 5, 6, 7, 8, 9))
-	got := x.Match(ctx, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9})
+	got := x.Match(ctx, []wire.BlockHash{1, 2, 3, 4, 5, 6, 7, 8, 9})
 	if got[0] != ov(wA, 9) || len(got) != 76 {
 		t.Errorf("Match after slot reuse: first %v, len %d", got[0], len(got))
 	}
@@ -258,22 +259,22 @@ func TestAgainstNaive(t *testing.T) {
 	x := newIndex(t, nil)
 	ref := newNaive()
 	keys := []index.WorkerKey{wA, wB, wC, wA1}
-	var queries [][]uint64
+	var queries [][]wire.BlockHash
 	nonEmpty := 0
 	for step := range 20000 {
 		k := keys[rng.IntN(len(keys))]
 		switch r := rng.IntN(100); {
 		case r < 60:
 			n := 1 + rng.IntN(6)
-			var parent uint64
+			var parent wire.EngineHash
 			if rng.IntN(3) > 0 {
-				parent = 1 + rng.Uint64N(60)
+				parent = wire.EngineHash(1 + rng.Uint64N(60))
 			}
-			locals := make([]uint64, n)
+			locals := make([]wire.BlockHash, n)
 			for i := range locals {
-				locals[i] = rng.Uint64N(4)
+				locals[i] = wire.BlockHash(rng.Uint64N(4))
 			}
-			blocks := chain(parent, 1+rng.Uint64N(60), locals...)
+			blocks := chain(parent, wire.EngineHash(1+rng.Uint64N(60)), locals...)
 			err1 := x.Store(ctx, k, blocks)
 			err2 := ref.store(k, blocks)
 			if errors.Is(err1, index.ErrUnknownParent) != (err2 != nil) {
@@ -281,14 +282,14 @@ func TestAgainstNaive(t *testing.T) {
 			}
 			queries = append(queries, locals)
 		case r < 95:
-			hs := []uint64{1 + rng.Uint64N(60), 1 + rng.Uint64N(60)}
+			hs := []wire.EngineHash{wire.EngineHash(1 + rng.Uint64N(60)), wire.EngineHash(1 + rng.Uint64N(60))}
 			x.Remove(ctx, k, hs)
 			ref.remove(k, hs)
 		default:
 			x.Clear(ctx, k)
 			ref.clear(k)
 		}
-		q := []uint64{rng.Uint64N(4), rng.Uint64N(4), rng.Uint64N(4), rng.Uint64N(4)}
+		q := []wire.BlockHash{wire.BlockHash(rng.Uint64N(4)), wire.BlockHash(rng.Uint64N(4)), wire.BlockHash(rng.Uint64N(4)), wire.BlockHash(rng.Uint64N(4))}
 		if len(queries) > 0 && rng.IntN(2) == 0 {
 			q = queries[rng.IntN(len(queries))]
 		}
@@ -325,7 +326,7 @@ func TestConcurrentReads(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(r), 9))
-			q := make([]uint64, 64)
+			q := make([]wire.BlockHash, 64)
 			for {
 				select {
 				case <-stop:
@@ -333,7 +334,7 @@ func TestConcurrentReads(t *testing.T) {
 				default:
 				}
 				for i := range q {
-					q[i] = rng.Uint64N(3)
+					q[i] = wire.BlockHash(rng.Uint64N(3))
 				}
 				for _, o := range x.Match(ctx, q) {
 					if o.Blocks < 1 || o.Blocks > len(q) {
@@ -353,16 +354,16 @@ func TestConcurrentReads(t *testing.T) {
 			k := index.WorkerKey{ID: "w", DPRank: wi}
 			rng := rand.New(rand.NewPCG(uint64(wi), 7))
 			for range 300 {
-				locals := make([]uint64, 32)
+				locals := make([]wire.BlockHash, 32)
 				for i := range locals {
-					locals[i] = rng.Uint64N(3)
+					locals[i] = wire.BlockHash(rng.Uint64N(3))
 				}
-				base := rng.Uint64N(1 << 40)
+				base := wire.EngineHash(rng.Uint64N(1 << 40))
 				if err := x.Store(ctx, k, chain(0, base, locals...)); err != nil {
 					t.Errorf("Store: %v", err)
 					return
 				}
-				x.Remove(ctx, k, []uint64{base + rng.Uint64N(32), base + 31})
+				x.Remove(ctx, k, []wire.EngineHash{base + wire.EngineHash(rng.Uint64N(32)), base + 31})
 				if rng.IntN(100) == 0 {
 					x.Clear(ctx, k)
 				}
@@ -393,11 +394,11 @@ func TestCapsBoundAndSubset(t *testing.T) {
 	keys := []index.WorkerKey{wA, wB, wC, wA1}
 	for step := range 5000 {
 		k := keys[rng.IntN(len(keys))]
-		locals := make([]uint64, 1+rng.IntN(12))
+		locals := make([]wire.BlockHash, 1+rng.IntN(12))
 		for i := range locals {
-			locals[i] = rng.Uint64N(5)
+			locals[i] = wire.BlockHash(rng.Uint64N(5))
 		}
-		base := 1 + rng.Uint64N(1<<20)<<4
+		base := wire.EngineHash(1 + rng.Uint64N(1<<20)<<4)
 		blocks := chain(0, base, locals...)
 		if err := capped.Store(ctx, k, blocks); err != nil {
 			t.Fatal(err)
@@ -406,7 +407,7 @@ func TestCapsBoundAndSubset(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rng.IntN(4) == 0 {
-			hs := []uint64{base + rng.Uint64N(12)}
+			hs := []wire.EngineHash{base + wire.EngineHash(rng.Uint64N(12))}
 			capped.Remove(ctx, k, hs)
 			full.Remove(ctx, k, hs)
 		}

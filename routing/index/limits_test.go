@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -17,10 +18,10 @@ func TestSetLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain := func(base uint64, n int) ([]index.StoredBlock, []uint64) {
-		bs, hashes := make([]index.StoredBlock, n), make([]uint64, n)
+	chain := func(base uint64, n int) ([]index.StoredBlock, []wire.BlockHash) {
+		bs, hashes := make([]index.StoredBlock, n), make([]wire.BlockHash, n)
 		for i := range bs {
-			bs[i] = index.StoredBlock{EngineHash: base + uint64(i), LocalHash: base<<8 + uint64(i), Parent: base + uint64(i) - 1, HasParent: i > 0}
+			bs[i] = index.StoredBlock{EngineHash: wire.EngineHash(base + uint64(i)), LocalHash: wire.BlockHash(base<<8 + uint64(i)), Parent: wire.EngineHash(base + uint64(i) - 1), HasParent: i > 0}
 			hashes[i] = bs[i].LocalHash
 		}
 		return bs, hashes
@@ -34,7 +35,7 @@ func TestSetLimits(t *testing.T) {
 	if err := x.Store(ctx, b, cb); err != nil {
 		t.Fatal(err)
 	}
-	overlap := func(hashes []uint64) int {
+	overlap := func(hashes []wire.BlockHash) int {
 		o := x.Match(ctx, hashes)
 		if len(o) != 1 {
 			t.Fatalf("match: %+v, want one worker", o)

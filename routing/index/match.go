@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/bits"
 	"slices"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Match returns, for every worker holding at least the first block, the length of the longest
@@ -13,12 +15,12 @@ import (
 // then dp rank. It walks the radix tree once, intersecting per-node worker bitsets
 // (Dynamo's find_matches in lib/kv-router/src/indexer/radix_tree.rs, without early exit):
 // O(len(hashes) × workers/64). ctx is not consulted; a lookup is bounded by len(hashes).
-func (x *Index) Match(ctx context.Context, hashes []uint64) []Overlap {
+func (x *Index) Match(ctx context.Context, hashes []wire.BlockHash) []Overlap {
 	return x.AppendMatch(nil, hashes)
 }
 
 // AppendMatch is Match appending to dst, for callers that reuse a buffer.
-func (x *Index) AppendMatch(dst []Overlap, hashes []uint64) []Overlap {
+func (x *Index) AppendMatch(dst []Overlap, hashes []wire.BlockHash) []Overlap {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	t := &x.t

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 )
 
@@ -16,8 +17,8 @@ type naiveIndex struct {
 }
 
 type naiveWorker struct {
-	byEngine map[uint64]uint64 // engine hash → chain key
-	chains   map[uint64]int32  // chain key → number of engine hashes on it
+	byEngine map[wire.EngineHash]uint64 // engine hash → chain key
+	chains   map[uint64]int32           // chain key → number of engine hashes on it
 }
 
 func newNaive() *naiveIndex { return &naiveIndex{workers: make(map[index.WorkerKey]*naiveWorker)} }
@@ -35,7 +36,7 @@ const rootKey = 0x1234567
 func (n *naiveIndex) store(k index.WorkerKey, blocks []index.StoredBlock) error {
 	w := n.workers[k]
 	if w == nil {
-		w = &naiveWorker{byEngine: map[uint64]uint64{}, chains: map[uint64]int32{}}
+		w = &naiveWorker{byEngine: map[wire.EngineHash]uint64{}, chains: map[uint64]int32{}}
 		n.workers[k] = w
 	}
 	for _, b := range blocks {
@@ -49,7 +50,7 @@ func (n *naiveIndex) store(k index.WorkerKey, blocks []index.StoredBlock) error 
 				return index.ErrUnknownParent
 			}
 		}
-		key := chainKey(pk, b.LocalHash)
+		key := chainKey(pk, uint64(b.LocalHash))
 		if old, ok := w.byEngine[b.EngineHash]; ok {
 			if old == key {
 				continue
@@ -62,7 +63,7 @@ func (n *naiveIndex) store(k index.WorkerKey, blocks []index.StoredBlock) error 
 	return nil
 }
 
-func (n *naiveIndex) removeOne(w *naiveWorker, h uint64) {
+func (n *naiveIndex) removeOne(w *naiveWorker, h wire.EngineHash) {
 	key, ok := w.byEngine[h]
 	if !ok {
 		return
@@ -73,7 +74,7 @@ func (n *naiveIndex) removeOne(w *naiveWorker, h uint64) {
 	}
 }
 
-func (n *naiveIndex) remove(k index.WorkerKey, hashes []uint64) {
+func (n *naiveIndex) remove(k index.WorkerKey, hashes []wire.EngineHash) {
 	if w := n.workers[k]; w != nil {
 		for _, h := range hashes {
 			n.removeOne(w, h)
@@ -83,16 +84,16 @@ func (n *naiveIndex) remove(k index.WorkerKey, hashes []uint64) {
 
 func (n *naiveIndex) clear(k index.WorkerKey) {
 	if w := n.workers[k]; w != nil {
-		w.byEngine = map[uint64]uint64{}
+		w.byEngine = map[wire.EngineHash]uint64{}
 		w.chains = map[uint64]int32{}
 	}
 }
 
-func (n *naiveIndex) match(hashes []uint64) []index.Overlap {
+func (n *naiveIndex) match(hashes []wire.BlockHash) []index.Overlap {
 	keys := make([]uint64, len(hashes))
 	k := uint64(rootKey)
 	for i, h := range hashes {
-		k = chainKey(k, h)
+		k = chainKey(k, uint64(h))
 		keys[i] = k
 	}
 	var out []index.Overlap

@@ -1,5 +1,7 @@
 package index
 
+import "github.com/kvroute/kvroute/kvevents/wire"
+
 // This file applies events. Every function here expects Index.mu held for writing on entry.
 
 // storeLocked applies one stored block for w. Lock should be held on entry.
@@ -34,7 +36,7 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 		// Held already under another engine hash: remember this one too.
 		e := t.findEntry(n, w.slot)
 		if w.extra == nil {
-			w.extra = make(map[int32][]uint64)
+			w.extra = make(map[int32][]wire.EngineHash)
 		}
 		w.extra[e] = append(w.extra[e], b.EngineHash)
 		w.byEngine.put(b.EngineHash, e)
@@ -81,7 +83,7 @@ func (x *Index) touchLocked(w *worker, e int32) {
 
 // removeEngineLocked drops one engine hash of w and reports whether it was known.
 // Lock should be held on entry.
-func (x *Index) removeEngineLocked(w *worker, h uint64) bool {
+func (x *Index) removeEngineLocked(w *worker, h wire.EngineHash) bool {
 	t := &x.t
 	e, ok := w.byEngine.get(h)
 	if !ok {
@@ -243,7 +245,7 @@ func (x *Index) enforceCapsLocked(w *worker) {
 // purgeLocked drops every entry of w; w stays registered. Lock should be held on entry.
 func (x *Index) purgeLocked(w *worker) {
 	t := &x.t
-	w.byEngine.each(func(_ uint64, e int32) {
+	w.byEngine.each(func(_ wire.EngineHash, e int32) {
 		// Free e and the placeholders above it; held ancestors are reached through byEngine.
 		for e != nilIdx && t.entries.at(e).flags&fFree == 0 {
 			en := t.entries.at(e)

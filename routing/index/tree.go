@@ -1,5 +1,7 @@
 package index
 
+import "github.com/kvroute/kvroute/kvevents/wire"
+
 // nilIdx marks a missing node or entry reference; rootNode is the radix root (the empty prefix).
 const (
 	nilIdx   int32 = -1
@@ -16,7 +18,7 @@ const (
 // node is one radix node: a block (by local hash) under its parent node. The root is node 0.
 // A free node keeps its arena slot and is chained through parent.
 type node struct {
-	hash   uint64
+	hash   wire.BlockHash
 	parent int32
 	// child is one child kept inline (nilIdx when none); the node's other children are in tree.kids.
 	child     int32
@@ -28,7 +30,7 @@ type node struct {
 // kidKey addresses a child by its parent node and local hash.
 type kidKey struct {
 	parent int32
-	hash   uint64
+	hash   wire.BlockHash
 }
 
 // entry flags.
@@ -41,7 +43,7 @@ const (
 // entry is one worker's entry on one node. Invariant: at most one entry per (worker, node).
 type entry struct {
 	// engine is the entry's (first) engine hash while held.
-	engine uint64
+	engine wire.EngineHash
 	node   int32
 	// parent is the same worker's entry on the parent node, or nilIdx under the root.
 	parent int32
@@ -96,7 +98,7 @@ func (t *tree) growStride(stride int) {
 }
 
 // child returns the child of p with local hash h.
-func (t *tree) child(p int32, h uint64) (int32, bool) {
+func (t *tree) child(p int32, h wire.BlockHash) (int32, bool) {
 	pn := t.nodes.at(p)
 	if c := pn.child; c != nilIdx {
 		if t.nodes.at(c).hash == h {
@@ -113,7 +115,7 @@ func (t *tree) child(p int32, h uint64) (int32, bool) {
 }
 
 // addChild creates the child of p with local hash h (which must not exist).
-func (t *tree) addChild(p int32, h uint64) int32 {
+func (t *tree) addChild(p int32, h wire.BlockHash) int32 {
 	var c int32
 	if t.freeNode != nilIdx {
 		c = t.freeNode

@@ -6,5 +6,13 @@
 // Media is reached through the Media interface, so this package needs neither FFmpeg nor the
 // network; media/resolver implements it over the fetcher and the decoder.
 //
+// One file per job: router.go (the Router, its Config and Hooks), result.go (Input and the outcome
+// types Result, Candidate and MediaSummary, which caddymodule's Decision and explain use as they
+// are), path.go (ClassifyPath, the one path rule, shared with the handler), route.go (Route, the
+// steps in order), prompt.go (prompt tokens, text prefix, the hashed view), mediaview.go and
+// cohort.go (the media view and the model's contract cohort), score.go (overlap, cost, ranking,
+// load accounting), forward.go (the forwarded uuids), verify.go (run-time layout verification),
+// worker.go (the worker record), stages.go (stage timing), media.go (the media port).
+//
 // Lock order: docs/LOCKS.md (Router.mu and verifier.mu are leaves).
 package router

@@ -9,6 +9,7 @@ import (
 	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/index"
 )
@@ -50,7 +51,7 @@ func TestLargeBlockSizes(t *testing.T) {
 				ev := codec.Event{Type: codec.BlockStored, TokenIDs: toks, BlockSize: bs, Medium: "GPU", HasMedium: true,
 					GroupIdx: 0, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true}
 				for i := 0; i < nb; i++ {
-					ev.BlockHashes = append(ev.BlockHashes, uint64(len(id))<<32|uint64(i+1))
+					ev.BlockHashes = append(ev.BlockHashes, wire.EngineHash(uint64(len(id))<<32|uint64(i+1)))
 				}
 				ev.ExtraKeys, ev.HasExtraKeys = extrakeys.For(bs, len(toks), spans, "", "", codec.PairKeys), true
 				raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1, Events: []codec.Event{ev}}, codec.ArrayForm, codec.MapForm)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/goldens"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
@@ -58,7 +59,7 @@ func (f *fakeMedia) Image(_ context.Context, url string) (*ImageInfo, error) {
 
 var testModel = sync.OnceValues(func() (*model.Model, error) { return model.Load(modelDir) })
 
-func newTestRouter(t *testing.T, media Media) *Router {
+func newTestRouter(t testing.TB, media Media) *Router {
 	t.Helper()
 	m, err := testModel()
 	if err != nil {
@@ -171,7 +172,7 @@ func TestWarmRepeatGoesToHolder(t *testing.T) {
 	}
 	var sb []index.StoredBlock
 	for i, h := range p.Hashes() {
-		sb = append(sb, index.StoredBlock{EngineHash: uint64(1000 + i), Parent: uint64(999 + i), HasParent: i > 0, LocalHash: h})
+		sb = append(sb, index.StoredBlock{EngineHash: wire.EngineHash(1000 + i), Parent: wire.EngineHash(999 + i), HasParent: i > 0, LocalHash: h})
 	}
 	if err := r.index.Store(context.Background(), index.WorkerKey{ID: "sim-b"}, sb); err != nil {
 		t.Fatal(err)
@@ -378,7 +379,7 @@ func TestSGLangWorkersUsePaddedView(t *testing.T) {
 	}
 	var sb []index.StoredBlock
 	for i := 0; i+16 <= len(padded); i += 16 {
-		sb = append(sb, index.StoredBlock{EngineHash: uint64(5000 + i), Parent: uint64(5000 + i - 16), HasParent: i > 0,
+		sb = append(sb, index.StoredBlock{EngineHash: wire.EngineHash(5000 + i), Parent: wire.EngineHash(5000 + i - 16), HasParent: i > 0,
 			LocalHash: blocks.HashTokens(padded[i:i+16], blocks.BaseSeed)})
 	}
 	if err := r.index.Store(context.Background(), index.WorkerKey{ID: "sim-a"}, sb); err != nil {

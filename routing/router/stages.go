@@ -25,3 +25,13 @@ func ObserveStage(ctx context.Context, stage string, start time.Time, d time.Dur
 func observeStage(ctx context.Context, stage string, start time.Time, d time.Duration) {
 	mediaport.ObserveStage(ctx, stage, start, d)
 }
+
+// stage reports one stage that began at start to the Stage hook and to the request's stage
+// observer (WithStageObserver), if any.
+func (r *Router) stage(ctx context.Context, name string, start time.Time) {
+	d := time.Since(start)
+	if r.hooks.Stage != nil {
+		r.hooks.Stage(name, d)
+	}
+	observeStage(ctx, name, start, d)
+}

@@ -8,14 +8,14 @@ import (
 )
 
 // Load is a snapshot of one worker's active load as accounted by this router (plus deltas applied
-// from replicas).
+// from replicas). Its JSON keys are those of DESIGN.md §7 (explain lists them per candidate).
 type Load struct {
 	// PrefillTokens counts uncached prompt tokens of requests that have not produced a first byte.
-	PrefillTokens int64
+	PrefillTokens int64 `json:"active_prefill_tokens"`
 	// DecodeBlocks counts prompt blocks of requests that have not finished.
-	DecodeBlocks int64
+	DecodeBlocks int64 `json:"active_decode_blocks"`
 	// Requests counts requests that have not finished.
-	Requests int64
+	Requests int64 `json:"active_requests"`
 }
 
 // workerLoad holds one worker's counters. Atomics: updated from response goroutines without a lock.

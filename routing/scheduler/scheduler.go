@@ -88,7 +88,11 @@ func (c *Config) Validate() error {
 	return c.validateModel()
 }
 
-// Candidate is one worker the request may go to.
+// Candidate is one worker the request may go to: the scoring input, keyed by the index's worker
+// key. It is not router.Candidate, the routing outcome that logs, explain and the selection policy
+// read: that one is built from Scored (the input plus load, cost and terms), and this package sits
+// below the router, so the outcome type cannot live here without pulling its JSON shape into the
+// cost model.
 type Candidate struct {
 	Worker   index.WorkerKey
 	Endpoint string

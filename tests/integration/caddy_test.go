@@ -23,6 +23,7 @@ import (
 
 	"github.com/kvroute/kvroute/caddymodule"
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/routing/router"
 )
 
 // env is one running Caddy with two fake workers.
@@ -150,8 +151,8 @@ func (d retryDecider) Decide(_ context.Context, in *caddymodule.RouteInput) (*ca
 	default:
 		return &caddymodule.Decision{}, nil
 	}
-	return &caddymodule.Decision{WorkerID: "bad", Endpoint: first,
-		Candidates: []caddymodule.Candidate{{WorkerID: "w2", Endpoint: d.live}}}, nil
+	return &caddymodule.Decision{Result: router.Result{Chosen: &router.Candidate{WorkerID: "bad", Endpoint: first},
+		Ranked: []router.Candidate{{WorkerID: "w2", Endpoint: d.live, Available: true}}}}, nil
 }
 
 func startEnv(t *testing.T) *env {

@@ -30,6 +30,8 @@ import (
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/router"
+	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
 const (
@@ -474,36 +476,21 @@ func (a answer) mustOK(t *testing.T) answer {
 
 // explainResp is the body of POST /kvroute/explain.
 type explainResp struct {
-	Model       *string `json:"model"`
-	Fallback    *string `json:"fallback"`
-	Detail      string  `json:"detail"`
-	TotalBlocks int     `json:"total_blocks"`
-	Media       []struct {
-		Kind     string `json:"kind"`
-		Identity string `json:"identity"`
-		Frames   int    `json:"frames"`
-		Width    int    `json:"width"`
-		Height   int    `json:"height"`
-		GridTHW  [3]int `json:"grid_thw"`
-		Tokens   int    `json:"tokens"`
-	} `json:"media"`
-	Candidates []struct {
-		WorkerID      string  `json:"worker_id"`
-		OverlapBlocks int     `json:"overlap_blocks"`
-		Cost          float64 `json:"cost"`
-		Terms         struct {
-			UncachedTokens      int64   `json:"uncached_tokens"`
-			QueuedPrefillTokens int64   `json:"queued_prefill_tokens"`
-			WaitingSequences    int64   `json:"waiting_sequences"`
-			QueueTokens         float64 `json:"queue_tokens"`
-			PrefillBlocks       float64 `json:"prefill_blocks"`
-			DecodeBlocks        float64 `json:"decode_blocks"`
-		} `json:"terms"`
-		ActivePrefillTokens int64   `json:"active_prefill_tokens"`
-		ActiveRequests      int64   `json:"active_requests"`
-		Busy                bool    `json:"busy"`
-		RecentRequests      float64 `json:"recent_requests"`
-		OverBalance         bool    `json:"over_balance"`
+	Model       *string               `json:"model"`
+	Fallback    *string               `json:"fallback"`
+	Detail      string                `json:"detail"`
+	TotalBlocks int                   `json:"total_blocks"`
+	Media       []router.MediaSummary `json:"media"` // its keys are pinned by caddymodule's TestExplainJSONShape
+	Candidates  []struct {
+		WorkerID            string          `json:"worker_id"`
+		OverlapBlocks       int             `json:"overlap_blocks"`
+		Cost                float64         `json:"cost"`
+		Terms               scheduler.Terms `json:"terms"`
+		ActivePrefillTokens int64           `json:"active_prefill_tokens"`
+		ActiveRequests      int64           `json:"active_requests"`
+		Busy                bool            `json:"busy"`
+		RecentRequests      float64         `json:"recent_requests"`
+		OverBalance         bool            `json:"over_balance"`
 	} `json:"candidates"`
 	CostModel     string `json:"cost_model"`
 	RequestTokens int    `json:"request_tokens"`

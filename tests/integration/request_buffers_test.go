@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/caddymodule"
+	"github.com/kvroute/kvroute/routing/router"
 )
 
 // firstDecider sends each request first to the endpoint named by its X-Test-First header, with
@@ -20,8 +21,8 @@ type firstDecider struct{ live string }
 
 func (d firstDecider) Decide(_ context.Context, in *caddymodule.RouteInput) (*caddymodule.Decision, error) {
 	first := in.Request.Header.Get("X-Test-First")
-	return &caddymodule.Decision{WorkerID: "first", Endpoint: first,
-		Candidates: []caddymodule.Candidate{{WorkerID: "w0", Endpoint: d.live}}}, nil
+	return &caddymodule.Decision{Result: router.Result{Chosen: &router.Candidate{WorkerID: "first", Endpoint: first},
+		Ranked: []router.Candidate{{WorkerID: "w0", Endpoint: d.live, Available: true}}}}, nil
 }
 
 // TestRequestBuffersMatrix sends a 100 KiB chat body through the Caddyfile.example chain for every

@@ -27,18 +27,21 @@ type History struct {
 	seed uint64
 	next uint64
 	// content of every block ever stored, by engine hash (an engine hash names its content)
-	content map[uint64]codec.Event
-	held    []uint64
-	isHeld  map[uint64]bool
-	removed []uint64
+	content map[wire.EngineHash]codec.Event
+	held    []wire.EngineHash
+	isHeld  map[wire.EngineHash]bool
+	removed []wire.EngineHash
 }
 
 func New(seed uint64) *History {
-	return &History{rng: rand.New(rand.NewPCG(seed, 7)), seed: seed, next: 1, content: map[uint64]codec.Event{}, isHeld: map[uint64]bool{}}
+	return &History{rng: rand.New(rand.NewPCG(seed, 7)), seed: seed, next: 1, content: map[wire.EngineHash]codec.Event{}, isHeld: map[wire.EngineHash]bool{}}
 }
 
 // hash returns a new engine hash, distinct between histories of different seeds.
-func (h *History) hash() uint64 { h.next++; return (h.next^h.seed<<40)*0x9e3779b97f4a7c15 | 1 }
+func (h *History) hash() wire.EngineHash {
+	h.next++
+	return wire.EngineHash((h.next^h.seed<<40)*0x9e3779b97f4a7c15 | 1)
+}
 
 // Batch returns the next batch's events.
 func (h *History) Batch() []codec.Event {
@@ -85,7 +88,7 @@ func (h *History) Batch() []codec.Event {
 	return evs
 }
 
-func (h *History) hold(x uint64) {
+func (h *History) hold(x wire.EngineHash) {
 	h.held = append(h.held, x)
 	h.isHeld[x] = true
 }
@@ -138,7 +141,7 @@ func (h *History) stored() codec.Event {
 	parent, hasParent := ev.Parent, ev.HasParent
 	for b, x := range ev.BlockHashes {
 		one := ev
-		one.BlockHashes = []uint64{x}
+		one.BlockHashes = []wire.EngineHash{x}
 		one.Parent, one.HasParent = parent, hasParent
 		one.TokenIDs = ev.TokenIDs[b*BlockSize : (b+1)*BlockSize]
 		one.ExtraKeys = ev.ExtraKeys[b : b+1]

@@ -1,7 +1,10 @@
+// The JSON config types of the routing core (RoutingConfig, MediaConfig, IndexConfig) and what
+// turns them into the core packages' configs; the App lifecycle is in app.go, the routing core and
+// the decider built from them in decider.go.
+
 package caddymodule
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -9,18 +12,10 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 
-	"github.com/kvroute/kvroute/kvevents/loadsync"
-	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/index"
-	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/model"
-	"github.com/kvroute/kvroute/routing/reason"
-	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
@@ -275,188 +270,3 @@ func (rc *RoutingConfig) validateRouting() error {
 	}
 	return nil
 }
-
-// routingCore is one config's routing core: the router over the shared index, and what it owns.
-type routingCore struct {
-	router  *router.Router
-	fetcher *fetch.Fetcher
-	sync    *loadsync.Sync // replica load sharing (DESIGN.md §9); nil without NATS
-	decoder *media.Decoder // for the decode-slot gauges (state.go)
-	budget  *fetch.Budget  // the process-wide media bytes in flight, shared across reloads (state.go)
-}
-
-func (c *routingCore) close() {
-	if c == nil {
-		return
-	}
-	if c.sync != nil {
-		c.sync.Stop()
-	}
-	if c.fetcher != nil {
-		c.fetcher.Close()
-	}
-}
-
-// replicaID names this process among the routers sharing load on kvroute.sync.load.
-var replicaID = newRequestID()[:16]
-
-// loadedModel is the model folder read by Validate, kept for Start.
-type loadedModel struct {
-	model  *model.Model
-	layout *layout.Model // nil for a text-only model
-}
-
-// loadModel loads and checks the configured model folder (tokenizer, chat template, config.json
-// and, for a vision model, the processor configs); nil without model_dir. Validate calls it, so
-// `caddy validate` rejects a model_dir that Start would reject; the result is kept and Start does
-// not read the folder again.
-func (a *App) loadModel() (*loadedModel, error) {
-	if a.ModelDir == "" {
-		return nil, nil
-	}
-	if a.model != nil {
-		return a.model, nil
-	}
-	m, err := model.Load(a.ModelDir)
-	if err != nil {
-		return nil, fmt.Errorf("loading model: %w", err)
-	}
-	lm := &loadedModel{model: m}
-	if m.Vision {
-		if lm.layout, err = layout.LoadModel(a.ModelDir); err != nil {
-			return nil, fmt.Errorf("loading model processor config: %w", err)
-		}
-	}
-	a.model = lm
-	return lm, nil
-}
-
-// newRoutingCore builds the router for model m over the shared index and load tracker.
-func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, error) {
-	rc := &a.RoutingConfig
-	m, lm := loaded.model, loaded.layout
-	a.setTokenizeCache(m) // before the router shares the tokenizer
-	sched, err := scheduler.NewWithTracker(rc.Scheduler, nil, ec.tracker)
-	if err != nil {
-		return nil, fmt.Errorf("creating scheduler: %w", err)
-	}
-	f, err := fetch.New(rc.Media.fetchConfig())
-	if err != nil {
-		return nil, fmt.Errorf("creating media fetcher: %w", err)
-	}
-	dec, err := media.NewDecoder(rc.Media.decoderConfig())
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("creating video decoder: %w", err)
-	}
-	res := resolver.New(f, dec)
-	stage := func(s string, d time.Duration) { a.metrics.routingSeconds.WithLabelValues(s).Observe(d.Seconds()) }
-	res.Stage = stage
-	res.CacheResult = func(result string) { a.metrics.decodeCache.WithLabelValues(result).Inc() }
-	res.Revalidated = func() { a.metrics.decodeCache.WithLabelValues("revalidated").Inc() }
-	cfg := router.DefaultConfig()
-	if rc.FrontendDecoding != nil {
-		cfg.FrontendDecoding = *rc.FrontendDecoding
-	}
-	if rc.MaxMedia > 0 {
-		cfg.MaxMedia = rc.MaxMedia
-	}
-	if rc.MaxMessages > 0 {
-		cfg.MaxMessages = rc.MaxMessages
-	}
-	if rc.MaxParts > 0 {
-		cfg.MaxParts = rc.MaxParts
-	}
-	hooks := router.Hooks{
-		Stage:    stage,
-		Verified: func(result string) { a.metrics.layoutVerified.WithLabelValues(result).Inc() },
-	}
-	r, err := router.New(cfg, m, lm, ec.index, sched, res, hooks, a.logger.Named("router"))
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	core := &routingCore{router: r, fetcher: f, decoder: dec, budget: a.RoutingConfig.Media.budget()}
-	if st := a.NATS(); st != nil {
-		ls, err := loadsync.New(loadsync.Config{Replica: replicaID, Logger: a.logger.Named("loadsync")}, st.Conn(), sched.Tracker(), a.workerIDs)
-		if err == nil {
-			err = ls.Start()
-		}
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("starting replica load sync: %w", err)
-		}
-		core.sync = ls
-	}
-	return core, nil
-}
-
-// workerIDs lists the current workers' ids.
-func (a *App) workerIDs() []string {
-	ws := a.WorkerList()
-	ids := make([]string, len(ws))
-	for i, w := range ws {
-		ids[i] = w.WorkerID
-	}
-	return ids
-}
-
-// routerWorkers converts registry records to the router's view.
-func routerWorkers(ws []registry.Worker) []router.Worker {
-	out := make([]router.Worker, len(ws))
-	for i, w := range ws {
-		out[i] = router.Worker{ID: w.WorkerID, Endpoint: w.Endpoint, Model: w.Model, Engine: w.Engine,
-			BlockSize: w.BlockSize, DPSize: w.DPSize, Features: w.Features, Contract: w.Contract}
-	}
-	return out
-}
-
-// routerDecider is the Decider backed by the routing core.
-type routerDecider struct {
-	app  *App
-	core *routingCore
-}
-
-// Decide routes one request with the routing core.
-func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, error) {
-	if in.Body == nil {
-		// not a chat or completions POST: the handler did not read the body
-		return &Decision{Fallback: reason.NotRouted}, nil
-	}
-	parent := ctx
-	ctx = media.WithRequestID(ctx, in.RequestID) // FFmpeg log lines of this request's decodes
-	ctx, spans := traceStages(ctx)               // stage spans when Caddy's tracing is on
-	ws := in.routed
-	if len(ws) != len(in.Workers) {
-		ws = routerWorkers(in.Workers) // a RouteInput not made by the handler
-	}
-	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: ws})
-	spans.end(parent, res, err)
-	if err != nil {
-		return nil, err
-	}
-	dec := &Decision{Model: res.Model, Fallback: res.Fallback, OverlapBlocks: res.OverlapBlocks,
-		TotalBlocks: res.TotalBlocks, Costs: res.Costs, Detail: res.Detail}
-	if res.Chosen != nil {
-		dec.WorkerID, dec.Endpoint = res.Chosen.WorkerID, res.Chosen.Endpoint
-		for _, c := range res.Ranked[1:] {
-			if c.Available {
-				dec.Candidates = append(dec.Candidates, Candidate{WorkerID: c.WorkerID, Endpoint: c.Endpoint})
-			}
-		}
-	}
-	if res.Forwarded {
-		dec.Body = res.Body
-	}
-	if dec.handle = d.core.router.Begin(res); dec.handle != nil {
-		dec.prefillOn = res.PrefillOn
-	}
-	if c := d.app.logger.Check(zap.DebugLevel, "routing detail"); c != nil && res.Detail != "" {
-		c.Write(zap.String("request_id", in.RequestID), zap.String("fallback", string(res.Fallback)), zap.String("detail", res.Detail))
-	}
-	return dec, nil
-}
-
-// MediaInflightBytes is the number of bytes reserved now in the process-wide media budget this
-// app's config uses (`media { max_inflight_bytes }`): fetch buffers and media held for decoding.
-func (a *App) MediaInflightBytes() int64 { return a.RoutingConfig.Media.budget().Held() }

@@ -1,0 +1,70 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/model"
+)
+
+// What is hashed: the prompt's tokens (the chat template rendered, or a completions prompt, then
+// tokenized), the text prefix a fallback routes on, and the engine's view of the tokens that the
+// block hashes are taken over.
+
+func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathKind) (string, []uint32, error) {
+	var prompt string
+	switch {
+	case kind == PathChat && req.HasMessages:
+		if r.model.Template == nil {
+			return "", nil, model.ErrNoTemplate
+		}
+		t := time.Now()
+		var err error
+		prompt, err = r.model.Template.Render(req)
+		r.stage(ctx, "template", t)
+		if err != nil {
+			return "", nil, err
+		}
+	case kind == PathCompletions && req.HasPrompt:
+		prompt = req.Prompt
+	default:
+		return "", nil, errors.New("the request has no messages (chat) or string prompt (completions)")
+	}
+	t := time.Now()
+	ids := r.model.Tokenizer.Encode(prompt)
+	r.stage(ctx, "tokenize", t)
+	return prompt, ids, nil
+}
+
+// textPrefix returns the prompt tokens before the first vision token or the first run of
+// placeholder (when not empty): what can be routed exactly when the media cannot (DESIGN.md §1: a
+// fallback routes on its text prefix).
+func textPrefix(ids []uint32, t layout.TokenIDs, placeholder []uint32) []uint32 {
+	for i, id := range ids {
+		if id == t.VisionStart || id == t.ImagePad || id == t.VideoPad ||
+			len(placeholder) > 0 && id == placeholder[0] && slices.Equal(ids[i:min(i+len(placeholder), len(ids))], placeholder) {
+			return ids[:i:i]
+		}
+	}
+	return ids
+}
+
+// hashPrompt hashes the routing view of tokens. SGLang workers key their cache by the prompt with
+// each media span's pads replaced by its pad value (their KV events carry those ids), so a cohort
+// of SGLang workers is hashed that way; vLLM workers by the DESIGN.md §5 rule.
+func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint32, spans []blocks.Span) (*blocks.Prompt, error) {
+	cfg := blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}
+	if len(spans) > 0 && workers[0].Engine == EngineSGLang {
+		h, err := blocks.NewHasher(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return h.PromptPadded(tokens, spans, seed)
+	}
+	return blocks.HashPrompt(cfg, seed, tokens, spans)
+}

@@ -1,0 +1,127 @@
+package router
+
+import (
+	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/scheduler"
+)
+
+// The router's input and outcome types, apart from the steps that fill them: one Input in, one
+// Result out. They are the only types of the outcome chain: caddymodule's Decision embeds Result,
+// POST /kvroute/explain lists Candidate and MediaSummary as they are (their JSON tags are the
+// DESIGN.md §10 keys), so a field is added here once.
+
+// Input is one request to route.
+type Input struct {
+	// Path is the request path (e.g. /v1/chat/completions).
+	Path string
+	// Body is the exact request body; it is only read.
+	Body []byte
+	// Workers is the current worker list.
+	Workers []Worker
+	// Available reports whether a worker's upstream can take requests; nil means all can.
+	Available func(w *Worker) bool
+}
+
+// Candidate is one scored worker: the one candidate type of the routing outcome, read by POST
+// /kvroute/explain (its JSON is the explain `candidates` entry of DESIGN.md §10, plus the cost
+// terms and load) and by the selection policy, whose next-best workers are the available ones
+// after the chosen (caddymodule.Decision).
+type Candidate struct {
+	WorkerID      string  `json:"worker_id"`
+	Endpoint      string  `json:"endpoint"`
+	OverlapBlocks int     `json:"overlap_blocks"`
+	Cost          float64 `json:"cost"`
+	// Available is false when the worker's upstream cannot take requests (Input.Available): such
+	// a candidate is scored and listed but never chosen.
+	Available bool `json:"available"`
+	// Terms are the parts of Cost under the scheduler's cost model (ttft: uncached_tokens +
+	// queued_prefill_tokens + queue_tokens; linear: prefill_blocks + decode_blocks; the other
+	// model's terms are 0).
+	Terms scheduler.Terms `json:"terms"`
+	// Load is the worker's active load as this router accounts it, the terms' source; embedded so
+	// its keys (active_prefill_tokens, active_decode_blocks, active_requests) sit in the
+	// candidate's JSON.
+	scheduler.Load
+	// Busy is set when a busy threshold (max_active_prefill_tokens, max_active_decode_blocks) is
+	// exceeded: the worker is skipped unless every available one is busy.
+	Busy bool `json:"busy"`
+	// RecentRequests is the worker's decayed count of the requests this router routed to it
+	// recently; OverBalance is set when it is over the ttft model's load bound (balance_factor):
+	// the worker is skipped unless every available one is (scheduler.Scored).
+	RecentRequests float64 `json:"recent_requests"`
+	OverBalance    bool    `json:"over_balance"`
+}
+
+// MediaSummary describes one media item of the routing view (explain's `media` entries,
+// DESIGN.md §10).
+type MediaSummary struct {
+	Kind     string `json:"kind"`
+	Identity string `json:"identity"`
+	Frames   int    `json:"frames"`
+	Width    int    `json:"width"`
+	Height   int    `json:"height"`
+	GridTHW  [3]int `json:"grid_thw"`
+	Tokens   int    `json:"tokens"`
+}
+
+// Result is the routing outcome of one request.
+type Result struct {
+	// Model is the request's model field.
+	Model string
+	// Fallback is "" when routing was exact, else the reason code (DESIGN.md §8).
+	Fallback reason.Code
+	// Detail says, for logs, why the fallback happened.
+	Detail string
+	// TotalBlocks is the number of complete blocks scored; OverlapBlocks the chosen worker's
+	// cached prefix of them.
+	TotalBlocks, OverlapBlocks int
+	// RequestTokens is the prompt length used for the load terms.
+	RequestTokens int
+	// Chosen is the picked worker (nil: no preference, the policy's fallback picks). Ranked holds
+	// every candidate, best first: the chosen one (Chosen points at Ranked[0]), then the others by
+	// availability, cost and id.
+	Chosen *Candidate
+	Ranked []Candidate
+	// Costs maps worker id to cost.
+	Costs map[string]float64
+	// CostModel is the scheduler's cost model (scheduler.CostTTFT or scheduler.CostLinear).
+	CostModel string
+	// Media summarizes the media items in prompt order (only when they were resolved).
+	Media []MediaSummary
+	// MediaItems is the number of media parts in the request (resolved or not).
+	MediaItems int
+	// Body is the body to forward: the client's bytes, with each media part's uuid spliced in
+	// when identities are forwarded (Forwarded).
+	Body      []byte
+	Forwarded bool
+
+	decision    scheduler.Decision
+	hasDecision bool
+}
+
+// WorkerID returns the chosen worker's id; "" for no preference.
+func (res *Result) WorkerID() string {
+	if res.Chosen == nil {
+		return ""
+	}
+	return res.Chosen.WorkerID
+}
+
+// Endpoint returns the chosen worker's endpoint (normalized host:port); "" for no preference.
+func (res *Result) Endpoint() string {
+	if res.Chosen == nil {
+		return ""
+	}
+	return res.Chosen.Endpoint
+}
+
+// PrefillOn returns the request's uncached prompt tokens on the worker with id workerID (its own
+// overlap; 0 without a decision), for scheduler.Handle.Move when the request goes to another
+// worker than Chosen.
+func (res *Result) PrefillOn(workerID string) int64 {
+	if res == nil || !res.hasDecision {
+		return 0
+	}
+	return res.decision.PrefillOn(index.WorkerKey{ID: workerID})
+}

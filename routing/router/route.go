@@ -1,0 +1,148 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/reason"
+)
+
+// Route: the steps of DESIGN.md §1 for one request in order (parse, client checks, the model's
+// workers, prompt tokens, media view, hash, score, forward), each problem recorded as a fallback
+// where it happens. The steps with more than a few lines live in their own files: prompt.go,
+// mediaview.go, score.go, forward.go.
+
+// Route computes the decision for one request. The error is non-nil only for a request that must
+// be answered with a 4xx (a *reason.Error with a client error code); every other problem is a
+// fallback recorded in the Result.
+func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
+	res := &Result{Body: in.Body}
+	t0 := time.Now()
+	req, err := chat.ParseRequestLimited(in.Body, chat.Limits{MaxMessages: r.cfg.MaxMessages, MaxParts: r.cfg.MaxParts})
+	r.stage(ctx, "parse", t0)
+	if errors.Is(err, chat.ErrTooManyParts) {
+		return nil, reason.Wrap(reason.TooManyParts, err, "the request has too many messages or content parts: %s", parseDetail(err))
+	}
+	if err != nil {
+		// The client is told what is wrong and where (the byte offset, the nesting limit, a top
+		// level that is not an object), not only that something is.
+		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not one valid JSON object: %s", parseDetail(err))
+	}
+	res.Model, res.MediaItems = req.Model, len(req.Media)
+	kind := ClassifyPath(in.Path)
+	if kind != PathOther && req.SchemaErr == nil {
+		// Client errors come first, whatever the routing outcome: a forwarded media part is
+		// fetched by the worker, so a refused address is refused here on every path.
+		if len(req.Media) > r.cfg.MaxMedia {
+			return nil, reason.New(reason.TooManyMedia, "the request has %d media items; at most %d are allowed", len(req.Media), r.cfg.MaxMedia)
+		}
+		if err := r.checkMediaURLs(req); err != nil {
+			return nil, err
+		}
+	}
+	if !r.listed.Load() {
+		r.verify.setWorkers(in.Workers)
+	}
+	workers, matched := workersFor(in.Workers, req.Model)
+	if kind == PathOther {
+		// No preference, as the handler forwards such a path (the policy's fallback picks): the
+		// explain endpoint must not name a worker the handler would not choose.
+		res.Fallback, res.Detail = reason.NotRouted, "path is not routed by KV overlap"
+		return res, nil
+	}
+	if len(workers) == 0 {
+		res.Fallback, res.Detail = reason.IndexUnavailable, "no registered workers"
+		return res, nil
+	}
+	if !matched && req.Model != "" {
+		// No record declares the model: nothing says these workers' caches or contracts are for
+		// it, so route on load alone (the workers answer as they do for an unknown model).
+		return r.loadOnly(ctx, res, workers, in, reason.IndexUnavailable, "no registered worker serves model "+strconv.Quote(req.Model))
+	}
+	if req.SchemaErr != nil {
+		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, req.SchemaErr.Error())
+	}
+	prompt, ids, err := r.promptTokens(ctx, req, kind)
+	if err != nil {
+		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, err.Error())
+	}
+
+	bs := workers[0].BlockSize
+	for _, w := range workers {
+		if w.BlockSize != bs {
+			return r.loadOnly(ctx, res, workers, in, reason.BlockSizeMismatch, "workers of the model disagree on block_size")
+		}
+	}
+	if bs <= 0 {
+		return r.loadOnly(ctx, res, workers, in, reason.IndexUnavailable, "worker has no block_size")
+	}
+
+	tokens := ids
+	var spans []blocks.Span
+	if len(req.Media) > 0 || req.HasAudio {
+		exp, code, detail, err := r.mediaView(ctx, req, prompt, workers, res)
+		if err != nil {
+			return nil, err
+		}
+		if code != "" {
+			res.Fallback, res.Detail = code, detail
+			tokens = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder)
+		} else {
+			tokens, spans = exp.Tokens, exp.Spans
+		}
+	}
+
+	t1 := time.Now()
+	p, err := r.hashPrompt(workers, bs, blocks.SeedFor("", req.CacheSalt), tokens, spans)
+	r.stage(ctx, "hash", t1)
+	if err != nil {
+		// Spans come from our own expansion; a failure here is a bug, not a client error.
+		res.Fallback, res.Detail = reason.LayoutError, err.Error()
+		tokens, spans = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder), nil
+		if p, err = blocks.HashPrompt(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad},
+			blocks.SeedFor("", req.CacheSalt), tokens, nil); err != nil {
+			return r.loadOnly(ctx, res, workers, in, reason.LayoutError, err.Error())
+		}
+	}
+	hashes := p.Hashes()
+	res.TotalBlocks = len(hashes)
+	requestTokens := len(tokens)
+	if res.Fallback != "" && len(ids) > requestTokens {
+		requestTokens = len(ids)
+	}
+	if err := r.score(ctx, res, workers, in, hashes, requestTokens, bs); err != nil {
+		return res, nil
+	}
+	if res.Fallback == "" && len(spans) > 0 {
+		r.forward(res, in, req, tokens, spans)
+	}
+	return res, nil
+}
+
+// checkMediaURLs applies the network-free URL rules to every media part with a URL.
+func (r *Router) checkMediaURLs(req *chat.Request) error {
+	if r.media == nil {
+		return nil
+	}
+	for _, p := range req.Media {
+		if p.URL == "" {
+			continue
+		}
+		if err := r.media.CheckURL(p.URL); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseDetail is the parser's own account of a body it refused, without the "parsing request
+// body: " frame and the sentinel's text the message around it already says.
+func parseDetail(err error) string {
+	d := strings.TrimPrefix(err.Error(), "parsing request body: ")
+	return strings.TrimPrefix(d, chat.ErrTooManyParts.Error()+": ")
+}
