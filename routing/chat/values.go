@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/kvroute/kvroute/internal/jinja"
 )
 
 // bigMark brackets the decimal text of an integer outside int64 while it travels through the
@@ -28,12 +28,17 @@ var errReservedRune = errors.New("request text contains U+10FFFD together with a
 type converter struct {
 	big     bool // a big integer was marked
 	sawMark bool // an input string contains bigMark
+	// strBytes and strs are the length and the number of the strings converted: the bulk of a
+	// rendered prompt, which sizes the engine's output buffer (renderSize).
+	strBytes, strs int
 }
 
 func (c *converter) str(s string) jinja.Value {
 	if strings.Contains(s, bigMark) {
 		c.sawMark = true
 	}
+	c.strBytes += len(s)
+	c.strs++
 	return jinja.NewString(s)
 }
 

@@ -130,24 +130,97 @@ func (t *Tokenizer) SetSegmentCache(c *SegmentCache) { t.segs = c }
 // SegmentCache returns the cache set with SetSegmentCache, or nil.
 func (t *Tokenizer) SegmentCache() *SegmentCache { return t.segs }
 
-// encodeSegmentCached appends the ids of a segment without added tokens (first: it starts the
-// text), through the segment cache when one is set and the segment is long enough to be worth
-// it (encodeSegmentAuto encodes the misses, in parallel when large). first is part of the key:
-// a Metaspace prepend_scheme "first" encodes the text's first segment differently.
-func (t *Tokenizer) encodeSegmentCached(dst []uint32, seg string, first bool) []uint32 {
-	c := t.segs
-	if c == nil || len(seg) < minCachedSegment {
-		return t.encodeSegmentAuto(dst, seg, first)
+// segPiece is one segment of a text split at its added tokens, with the added token after it.
+type segPiece struct {
+	seg      string
+	first    bool         // the segment starts the text
+	cached   bool         // looked up in the segment cache (long enough)
+	key      xxh3.Uint128 // its cache key, when cached
+	ids      []uint32     // the cache's ids on a hit (shared: only read)
+	hit      bool
+	added    uint32 // the added token's id after seg
+	hasAdded bool
+}
+
+// encodeWithSegments is Encode with a segment cache: the same split at added tokens and the same
+// per-segment encoding, but every cacheable segment is looked up before the ids are allocated,
+// so a prompt whose segments all hit (a conversation's earlier turns) costs one allocation of its
+// exact length and one copy per segment, instead of a slice sized from the text and grown.
+func (t *Tokenizer) encodeWithSegments(text string) []uint32 {
+	var buf [32]segPiece
+	pieces := buf[:0]
+	first := true
+	for len(text) > 0 {
+		start, end, id := -1, -1, uint32(0)
+		if len(t.added.first) > 0 {
+			start, end, id = t.added.find(text)
+		}
+		if start < 0 {
+			pieces = append(pieces, segPiece{seg: text, first: first})
+			break
+		}
+		pieces = append(pieces, segPiece{seg: text[:start], first: first && start > 0, added: id, hasAdded: true})
+		text = text[end:]
+		first = false
 	}
+	c := t.segs
+	size, misses := 0, 0
+	for i := range pieces {
+		p := &pieces[i]
+		if p.hasAdded {
+			size++
+		}
+		if len(p.seg) < minCachedSegment {
+			size += (len(p.seg) + 2) / 3
+			continue
+		}
+		p.cached, p.key = true, segmentKey(p.seg, p.first)
+		if p.ids, p.hit = c.get(p.key, len(p.seg)); p.hit {
+			size += len(p.ids)
+		} else {
+			size += len(p.seg) / 3
+			misses++
+		}
+	}
+	ids := make([]uint32, 0, size)
+	var done map[xxh3.Uint128][3]int // ids[from:to] of a segment (of len bytes) missed and encoded here
+	for i := range pieces {
+		p := &pieces[i]
+		switch {
+		case p.hit:
+			ids = append(ids, p.ids...)
+		case p.cached:
+			// A segment that occurs again later in the same prompt (a repeated document)
+			// missed at every occurrence above; it is encoded once and copied after.
+			if r, ok := done[p.key]; ok && r[2] == len(p.seg) {
+				ids = append(ids, ids[r[0]:r[1]]...)
+				break
+			}
+			n := len(ids)
+			ids = t.encodeSegmentAuto(ids, p.seg, p.first)
+			c.put(p.key, len(p.seg), ids[n:])
+			if misses > 1 {
+				if done == nil {
+					done = make(map[xxh3.Uint128][3]int, misses)
+				}
+				done[p.key] = [3]int{n, len(ids), len(p.seg)}
+			}
+		default:
+			ids = t.encodeSegmentAuto(ids, p.seg, p.first)
+		}
+		if p.hasAdded {
+			ids = append(ids, p.added)
+		}
+	}
+	return ids
+}
+
+// segmentKey is a segment's cache key: its 128-bit XXH3, with first folded in (a Metaspace
+// prepend_scheme "first" encodes the text's first segment differently).
+func segmentKey(seg string, first bool) xxh3.Uint128 {
 	key := xxh3.HashString128(seg)
 	if first {
 		key.Hi ^= 0x9e3779b97f4a7c15 // a different key for the same text at the start
 	}
-	if ids, ok := c.get(key, len(seg)); ok {
-		return append(dst, ids...)
-	}
-	n := len(dst)
-	dst = t.encodeSegmentAuto(dst, seg, first)
-	c.put(key, len(seg), dst[n:])
-	return dst
+	return key
 }

@@ -174,3 +174,39 @@ func TestSegmentCacheFamilies(t *testing.T) {
 		})
 	}
 }
+
+// TestSegmentCacheRepeatedInPrompt covers a segment that occurs more than once in one prompt
+// while it is not cached yet (a RAG prompt quoting the same chunk twice): Encode looks every
+// segment up before encoding, so both occurrences miss; the ids must still equal the uncached
+// encoder's, and a warm prompt's ids are allocated at their exact length.
+func TestSegmentCacheRepeatedInPrompt(t *testing.T) {
+	tok, err := Load(testModelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewSegmentCache(1 << 20)
+	tok.SetSegmentCache(c)
+	doc := strings.Repeat("The same retrieved chunk about KV cache routing, quoted twice. ", 3)
+	other := strings.Repeat("A different chunk between the two copies of the first one. ", 3)
+	prompt := "<|im_start|>user\n" + doc + "<|im_end|>\n<|im_start|>user\n" + other + "<|im_end|>\n<|im_start|>user\n" + doc + "<|im_end|>\n<|im_start|>user\n" + doc
+	want := loadTest(t).Encode(prompt)
+	for pass := 0; pass < 2; pass++ {
+		got := tok.Encode(prompt)
+		if !slices.Equal(got, want) {
+			t.Fatalf("pass %d: ids differ from the uncached encoder", pass)
+		}
+	}
+	// pass 0: the three "user\n"+doc segments and the other one miss; pass 1: all four hit.
+	if st := c.Stats(); st.Misses != 4 || st.Hits != 4 || st.Entries != 2 {
+		t.Errorf("stats %+v, want 4 misses, 4 hits, 2 entries", st)
+	}
+	// Warm: one allocation, of the exact length (the short segments are "\n", one id each,
+	// estimated at (len+2)/3 ids).
+	var got []uint32
+	if a := testing.AllocsPerRun(10, func() { got = tok.Encode(prompt) }); a != 1 {
+		t.Errorf("warm prompt: %v allocations per Encode, want 1", a)
+	}
+	if cap(got) != len(got) {
+		t.Errorf("warm prompt: cap %d for %d ids, want the exact length", cap(got), len(got))
+	}
+}

@@ -97,6 +97,9 @@ func (a *addedTokens) find(s string) (start, end int, id uint32) {
 // encoded by their byte values. An empty text gives an empty (non-nil)
 // slice.
 func (t *Tokenizer) Encode(text string) []uint32 {
+	if t.segs != nil {
+		return t.encodeWithSegments(text)
+	}
 	ids := make([]uint32, 0, len(text)/3+4)
 	first := true
 	for len(text) > 0 {
@@ -105,9 +108,9 @@ func (t *Tokenizer) Encode(text string) []uint32 {
 			start, end, id = t.added.find(text)
 		}
 		if start < 0 {
-			return t.encodeSegmentCached(ids, text, first)
+			return t.encodeSegmentAuto(ids, text, first)
 		}
-		ids = t.encodeSegmentCached(ids, text[:start], first && start > 0)
+		ids = t.encodeSegmentAuto(ids, text[:start], first && start > 0)
 		ids = append(ids, id)
 		text = text[end:]
 		first = false
@@ -159,9 +162,20 @@ func (t *Tokenizer) preTokenize(dst []uint32, seg string, first bool) []uint32 {
 		return dst
 	}
 	if t.fastDeepseek {
-		deepseekPreTokens(seg, func(w string) { dst = t.encodeWord(dst, w) })
-		return dst
+		return t.preTokenizeDeepseek(dst, seg)
 	}
+	return t.preTokenizeStages(dst, seg, first)
+}
+
+// preTokenizeDeepseek and preTokenizeStages are preTokenize's paths whose closures capture dst;
+// kept apart so that the scanner paths above do not move dst to the heap on every call (one
+// allocation per segment, paid by every short segment of a chat prompt).
+func (t *Tokenizer) preTokenizeDeepseek(dst []uint32, seg string) []uint32 {
+	deepseekPreTokens(seg, func(w string) { dst = t.encodeWord(dst, w) })
+	return dst
+}
+
+func (t *Tokenizer) preTokenizeStages(dst []uint32, seg string, first bool) []uint32 {
 	// emit[k] feeds a piece to stage k; the last one encodes it.
 	emit := make([]func(piece), len(t.stages)+1)
 	emit[len(t.stages)] = func(p piece) {

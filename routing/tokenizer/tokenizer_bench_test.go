@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,4 +100,29 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	b.ReportMetric(heap, "heap-MB")
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+}
+
+// BenchmarkEncodeWarmConversation encodes a rendered 99-message conversation (about 100k
+// tokens, ChatML as Qwen renders it) whose segments are all in the segment cache: the cost of
+// a conversation's earlier turns on every request (split at added tokens, segment hashes and
+// lookups, the ids copied out).
+func BenchmarkEncodeWarmConversation(b *testing.B) {
+	tok := loadTest(b)
+	tok.SetSegmentCache(NewSegmentCache(DefaultSegmentCacheBytes))
+	text, _ := read1MB(b)
+	var prompt strings.Builder
+	for i := 0; i < 99; i++ {
+		role := []string{"user", "assistant"}[i%2]
+		start := (i * 4099) % (len(text) - 5000)
+		fmt.Fprintf(&prompt, "<|im_start|>%s\n%s<|im_end|>\n", role, strings.ToValidUTF8(text[start:start+2900], ""))
+	}
+	prompt.WriteString("<|im_start|>assistant\n")
+	p := prompt.String()
+	ids := tok.Encode(p)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tok.Encode(p)
+	}
+	b.ReportMetric(float64(len(ids)), "tokens")
 }

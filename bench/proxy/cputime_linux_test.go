@@ -1,0 +1,18 @@
+//go:build linux
+
+package main
+
+import (
+	"syscall"
+	"time"
+)
+
+// processCPU returns the CPU time used by the whole process so far (getrusage RUSAGE_SELF:
+// user + system, every thread, so the GC's background work counts), or 0 if unavailable.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

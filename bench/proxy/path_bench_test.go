@@ -1,0 +1,82 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/routing/chat"
+	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/tokenizer"
+)
+
+// BenchmarkRequestPath runs kvroute's per-request text path in process, without HTTP: parse
+// (chat.ParseRequestLimited), template (Template.Render), tokenize (Tokenizer.Encode, with its
+// default segment cache, warm from the earlier requests) and block hashes (blocks.HashPrompt, block_size
+// 16), on the bench/proxy workloads' bodies. One op is one request. multiturn100k feeds one
+// conversation growing by one turn per op, as a client of the harness does; cold111k a new
+// document per op. Run with a fixed count, e.g. -benchtime 30x: the bodies are built up front.
+// Besides wall time it reports the process CPU time (getrusage, so GC work counts) of each stage
+// and in all, per op: on a shared machine CPU time is the steadier figure.
+func BenchmarkRequestPath(b *testing.B) {
+	m, err := model.Load(filepath.Join("..", "..", "testdata", "golden", "qwen3vl-test-model"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Tokenizer.SetSegmentCache(tokenizer.NewSegmentCache(tokenizer.DefaultSegmentCacheBytes)) // as caddymodule does
+	g := &docGen{tokensPerWord: 1}
+	probe := g.doc(99, 20000)
+	g.tokensPerWord = float64(len(m.Tokenizer.Encode(probe))) / float64(len(strings.Fields(probe)))
+	systemPrompt = "You are a careful assistant. Answer from the documents the user gives.\n" + g.doc(7, 1000)
+	for _, name := range []string{"multiturn100k", "cold111k", "chat4k"} {
+		var w workload
+		for _, x := range workloads {
+			if x.name == name {
+				w = x
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			// One warm-up request (as the harness's first request per client), then b.N.
+			bodies := w.build(g, 1, b.N+1, "")[0]
+			var stage [4]time.Duration // process CPU of parse, template, tokenize, hash
+			run := func(body []byte) {
+				c0 := processCPU()
+				req, err := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts})
+				if err != nil {
+					b.Fatal(err)
+				}
+				c1 := processCPU()
+				prompt, err := m.Template.Render(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c2 := processCPU()
+				ids := m.Tokenizer.Encode(prompt)
+				c3 := processCPU()
+				if _, err := blocks.HashPrompt(blocks.Config{BlockSize: 16}, blocks.SeedFor("", ""), ids, nil); err != nil {
+					b.Fatal(err)
+				}
+				c4 := processCPU()
+				for i, d := range []time.Duration{c1 - c0, c2 - c1, c3 - c2, c4 - c3} {
+					stage[i] += d
+				}
+			}
+			run(bodies[0])
+			stage = [4]time.Duration{}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bodies[len(bodies)-1])))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				run(bodies[i+1])
+			}
+			var total time.Duration
+			for i, unit := range []string{"parse-cpu-µs/op", "template-cpu-µs/op", "tokenize-cpu-µs/op", "hash-cpu-µs/op"} {
+				b.ReportMetric(float64(stage[i].Microseconds())/float64(b.N), unit)
+				total += stage[i]
+			}
+			b.ReportMetric(float64(total.Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
