@@ -14,6 +14,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/media/resolver"
@@ -134,7 +135,7 @@ func TestImageIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Width != w || got.Height != h || got.Identity != xxh3.Hash(want.Bytes()) {
+	if got.Width != w || got.Height != h || got.Identity != wire.Identity(xxh3.Hash(want.Bytes())) {
 		t.Fatalf("got %+v, want identity %016x", got, xxh3.Hash(want.Bytes()))
 	}
 	if _, err := resolver.DecodeImage([]byte("not an image")); reason.CodeOf(err) != reason.MediaUndecodable {
