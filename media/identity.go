@@ -109,7 +109,7 @@ func PyFloat(v float64) (string, error) {
 // packed rgb24 bytes) concatenated frame-major (DESIGN.md §3; Dynamo's hash_video_content in
 // lib/llm/src/preprocessor/media/rdma.rs). A shape that does not match the frames, an empty P or
 // a zero hash is an error with reason.IdentityError: the identity never silently becomes 0.
-func Identity(j []byte, t, h, w int, frames [][]byte) (uint64, error) {
+func Identity(j []byte, t, h, w int, frames [][]byte) (wire.Identity, error) {
 	if t <= 0 || h <= 0 || w <= 0 || len(frames) != t {
 		return 0, reason.New(reason.IdentityError, "hashing video: shape %dx%dx%d with %d frames", t, h, w, len(frames))
 	}
@@ -139,7 +139,7 @@ func Identity(j []byte, t, h, w int, frames [][]byte) (uint64, error) {
 	for _, f := range frames {
 		_, _ = hs.Write(f)
 	}
-	id := hs.Sum64()
+	id := wire.Identity(hs.Sum64())
 	if id == 0 {
 		return 0, reason.New(reason.IdentityError, "hashing video: identity is zero")
 	}
@@ -147,10 +147,7 @@ func Identity(j []byte, t, h, w int, frames [][]byte) (uint64, error) {
 }
 
 // FormatIdentity is the wire form of an identity: 16 lowercase hex characters (wire.Identity.Hex).
-func FormatIdentity(id uint64) string { return wire.Identity(id).Hex() }
+func FormatIdentity(id wire.Identity) string { return id.Hex() }
 
 // ParseIdentity parses the wire form (16 hex characters; wire.ParseHex).
-func ParseIdentity(s string) (uint64, error) {
-	id, err := wire.ParseHex(s)
-	return uint64(id), err
-}
+func ParseIdentity(s string) (wire.Identity, error) { return wire.ParseHex(s) }

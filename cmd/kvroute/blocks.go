@@ -84,7 +84,7 @@ func blocksCmd(args []string, stdin io.Reader) (any, error) {
 		default:
 			return nil, fmt.Errorf("decoding span %d: kind %q is not image or video", i, s.Kind)
 		}
-		spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: uint64(id), Kind: kind}
+		spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: id, Kind: kind}
 	}
 	seed := blocks.SeedFor(deref(in.LoRAName), deref(in.CacheSalt))
 	cfg := blocks.Config{BlockSize: in.BlockSize, ImagePad: *in.ImagePad, VideoPad: *in.VideoPad}

@@ -6,7 +6,6 @@ package extrakeys
 
 import (
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 )
 
@@ -30,7 +29,7 @@ func For(blockSize, numTokens int, spans []blocks.Span, loraName, cacheSalt stri
 		}
 		for _, s := range spans {
 			if s.Start < end && s.End > start {
-				id := wire.Identity(s.Identity).UUID()
+				id := s.Identity.UUID()
 				if style == codec.BareKeys {
 					keys = append(keys, codec.ExtraKey{Kind: codec.KeyString, Str: id})
 				} else {

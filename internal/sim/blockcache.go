@@ -134,7 +134,7 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 	// is another string (a client uuid of another form) is named by that string instead.
 	rename := map[string]string{}
 	for i, s := range p.Spans {
-		if id := wire.Identity(s.Identity).UUID(); id != p.Identifiers[i] {
+		if id := s.Identity.UUID(); id != p.Identifiers[i] {
 			rename[id] = p.Identifiers[i]
 		}
 	}

@@ -19,7 +19,7 @@ func BenchmarkChainAndCommit(b *testing.B) {
 	prompts := make([]*sim.Prompt, 2)
 	for i := range prompts {
 		toks := seqTokens(10000, uint32(i)*20000)
-		prompts[i] = &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 100, End: 9000, Identity: uint64(i + 1), Kind: blocks.Video}},
+		prompts[i] = &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 100, End: 9000, Identity: wire.Identity(i + 1), Kind: blocks.Video}},
 			Identifiers: []string{wire.Identity(i + 1).UUID()}}
 	}
 	events := 0

@@ -211,7 +211,7 @@ func independentHashes(t *testing.T, ctx context.Context, body []byte) []wire.Bl
 		if !ok {
 			t.Fatalf("part %d has no forwarded uuid: %q", i, p.UUID)
 		}
-		items[i] = layout.Media{Kind: p.Kind, Identity: uint64(id)}
+		items[i] = layout.Media{Kind: p.Kind, Identity: id}
 		if p.Kind == blocks.Image {
 			info, err := res.Image(ctx, p.URL)
 			if err != nil {

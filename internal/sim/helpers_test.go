@@ -11,6 +11,7 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/router"
 )
@@ -20,7 +21,7 @@ const modelDir = "../../testdata/golden/qwen3vl-test-model"
 // fakeMedia answers every video URL with the facts of the 10 s 640×360 30 fps fixture and every
 // image URL with a 640×480 image, under the identities given per URL.
 type fakeMedia struct {
-	identity map[string]uint64
+	identity map[string]wire.Identity
 }
 
 func (f *fakeMedia) Video(_ context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {

@@ -21,7 +21,7 @@ type item struct {
 	// identity is the item's identity as a number: the forwarded uuid's value, the simulator's own
 	// content identity, or (for an identifier of another form) an XXH3-64 of the identifier, used
 	// only to tell items apart.
-	identity uint64
+	identity wire.Identity
 	// identifier is the item's multimodal identifier in extra_keys.
 	identifier string
 	// media is the item's layout (nil layouts when it was not needed).
@@ -75,11 +75,11 @@ func (f *Frontend) resolve(ctx context.Context, p chat.MediaPart, kwargs []byte,
 
 // identityOf returns the number an identifier stands for: its value when it has kvroute's forwarded
 // form, else XXH3-64 of the string.
-func identityOf(identifier string) uint64 {
+func identityOf(identifier string) wire.Identity {
 	if id, ok := wire.ParseUUID(identifier); ok {
-		return uint64(id)
+		return id
 	}
-	return xxh3.HashString(identifier)
+	return wire.Identity(xxh3.HashString(identifier))
 }
 
 // mixIdentifier is the identifier of an item whose processing kwargs are set: 64 hex digits of
@@ -95,7 +95,7 @@ func mixIdentifier(identifier string, kwargs []byte) string {
 
 // decode fetches and decodes a part with the simulator's contract and returns its own content
 // identity (DESIGN.md §3 for video, the pixel hash for images) and its layout.
-func (f *Frontend) decode(ctx context.Context, p chat.MediaPart) (uint64, layout.Media, error) {
+func (f *Frontend) decode(ctx context.Context, p chat.MediaPart) (wire.Identity, layout.Media, error) {
 	if p.Kind == blocks.Image && f.nemotron != nil {
 		return 0, layout.Media{}, fmt.Errorf("the simulator does not lay out images for adapter %s", layout.AdapterNemotronOmni)
 	}

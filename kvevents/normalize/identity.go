@@ -10,14 +10,11 @@ import (
 func IsIdentity(s string) bool { return wire.IsUUID(s) }
 
 // ParseIdentity returns the identity encoded by an identity string (wire.ParseUUID).
-func ParseIdentity(s string) (uint64, bool) {
-	id, ok := wire.ParseUUID(s)
-	return uint64(id), ok
-}
+func ParseIdentity(s string) (wire.Identity, bool) { return wire.ParseUUID(s) }
 
 // identityOf reads an identity from an extra_keys item: an identity string alone or as a pair's first
 // element.
-func identityOf(k codec.ExtraKey) (uint64, bool) {
+func identityOf(k codec.ExtraKey) (wire.Identity, bool) {
 	if k.Kind != codec.KeyString && k.Kind != codec.KeyPair {
 		return 0, false
 	}

@@ -54,7 +54,7 @@ type Stored struct {
 	LocalHash wire.BlockHash
 	Kind      blocks.Kind
 	// Identities are the media identities read from the block's extra_keys, in order.
-	Identities []uint64
+	Identities []wire.Identity
 }
 
 // Op is one normalized event.
@@ -101,13 +101,13 @@ type Normalizer struct {
 	salts  map[wire.EngineHash]uint64 // engine hash → salt term of its chain (salted chains only)
 	ring   []wire.EngineHash          // insertion order of salts keys, for the bound
 	next   int                        // next ring slot to overwrite
-	ids    []uint64                   // scratch: the identities of an event's blocks, back to back
+	ids    []wire.Identity            // scratch: the identities of an event's blocks, back to back
 	idEnd  []int                      // scratch: end of each block's identities in ids
 
 	// The last identity string parsed (extra_keys repeat one identifier across a media item's blocks;
 	// kvevents/codec shares the string's bytes, so the comparison is usually a pointer check).
 	lastIDStr string
-	lastID    uint64
+	lastID    wire.Identity
 	lastIDOK  bool
 }
 
@@ -253,7 +253,7 @@ func (n *Normalizer) stored(ev *codec.Event, out []Stored) ([]Stored, error) {
 		}
 	}
 	if len(n.ids) > 0 { // one allocation for the event's identities
-		ids := append([]uint64(nil), n.ids...)
+		ids := append([]wire.Identity(nil), n.ids...)
 		from := 0
 		for i, end := range n.idEnd {
 			if end > from {
@@ -266,7 +266,7 @@ func (n *Normalizer) stored(ev *codec.Event, out []Stored) ([]Stored, error) {
 }
 
 // identityOf is the package identityOf with a one-entry cache.
-func (n *Normalizer) identityOf(k codec.ExtraKey) (uint64, bool) {
+func (n *Normalizer) identityOf(k codec.ExtraKey) (wire.Identity, bool) {
 	if k.Kind != codec.KeyString && k.Kind != codec.KeyPair {
 		return 0, false
 	}

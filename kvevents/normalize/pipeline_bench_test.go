@@ -86,7 +86,7 @@ func chainPayloads(b *testing.B, n, nb int, video bool) [][]byte {
 		}
 		ev := codec.Event{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16, Medium: "GPU", HasMedium: true}
 		if video {
-			spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd + uint64(c), Kind: blocks.Video}}
+			spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd + wire.Identity(c), Kind: blocks.Video}}
 			ev.ExtraKeys, ev.HasExtraKeys = extrakeys.For(16, len(toks), spans, "", "", codec.PairKeys), true
 		}
 		raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1.5, Events: []codec.Event{ev}}, codec.ArrayForm, codec.ArrayForm)

@@ -22,7 +22,7 @@ func TestRequestSideEqualsEventSide(t *testing.T) {
 		spans := make([]blocks.Span, len(in.Spans))
 		for i, s := range in.Spans {
 			id, _ := strconv.ParseUint(s.Identity, 10, 64)
-			spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: id}
+			spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: wire.Identity(id)}
 		}
 		lora, salt := str(in.LoRAName), str(in.CacheSalt)
 		bs := in.BlockSize

@@ -17,6 +17,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/layout"
@@ -161,7 +162,7 @@ func DecodeImage(data []byte) (*mediaport.ImageInfo, error) {
 		}
 		_, _ = hs.Write(row)
 	}
-	id := hs.Sum64()
+	id := wire.Identity(hs.Sum64())
 	if id == 0 {
 		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
 	}

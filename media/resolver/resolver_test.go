@@ -15,6 +15,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/reason"
@@ -117,7 +118,7 @@ func TestImageIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Width != w || got.Height != h || got.Identity != xxh3.Hash(want.Bytes()) {
+	if got.Width != w || got.Height != h || got.Identity != wire.Identity(xxh3.Hash(want.Bytes())) {
 		t.Fatalf("got %+v, want identity %016x", got, xxh3.Hash(want.Bytes()))
 	}
 	if _, err := resolver.DecodeImage([]byte("not an image")); reason.CodeOf(err) != reason.MediaUndecodable {

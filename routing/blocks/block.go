@@ -83,10 +83,10 @@ type Hashed struct {
 // not be used by two goroutines at once; make one per goroutine (they are cheap).
 type Hasher struct {
 	cfg Config
-	buf []byte   // le_u32 tokens ‖ u64le identities; never aliases a caller's slice
-	ids []uint64 // sort scratch
-	obj []int    // media object index of each run
-	run []int    // run start, end pairs
+	buf []byte          // le_u32 tokens ‖ u64le identities; never aliases a caller's slice
+	ids []wire.Identity // sort scratch
+	obj []int           // media object index of each run
+	run []int           // run start, end pairs
 }
 
 // NewHasher returns a Hasher for cfg, or an error wrapping ErrConfig.
@@ -112,7 +112,7 @@ func (h *Hasher) Config() Config { return h.cfg }
 // continues the previous object when the previous run in the block was a video run); at least one run
 // and objects == len(identities) → each run filled with PadValue of its object's identity and hashed
 // alone (Normalized); otherwise the worker tokens ‖ sorted identities are hashed (Boundary).
-func (h *Hasher) Block(tokens []uint32, identities []uint64, seed uint64, routing []uint32) Hashed {
+func (h *Hasher) Block(tokens []uint32, identities []wire.Identity, seed uint64, routing []uint32) Hashed {
 	if routing != nil {
 		copy(routing, tokens)
 	}

@@ -59,7 +59,7 @@ func TestNoAliasing(t *testing.T) {
 }
 
 // referenceBlock is an independent, copying implementation of the DESIGN.md §5 rule.
-func referenceBlock(cfg Config, toks []uint32, ids []uint64, seed uint64) (wire.BlockHash, Kind) {
+func referenceBlock(cfg Config, toks []uint32, ids []wire.Identity, seed uint64) (wire.BlockHash, Kind) {
 	blk := slices.Clone(toks)
 	if len(ids) == 0 {
 		return HashTokens(blk, seed), Plain
@@ -113,10 +113,10 @@ func FuzzHashPrompt(f *testing.F) {
 			a, b = b, a
 		}
 		if a < b {
-			spans = append(spans, Span{Start: a, End: b, Identity: uint64(s0)<<48 | uint64(s1), Kind: Video})
+			spans = append(spans, Span{Start: a, End: b, Identity: wire.Identity(s0)<<48 | wire.Identity(s1), Kind: Video})
 		}
 		if b+2 < len(toks) {
-			spans = append(spans, Span{Start: b + 1, End: len(toks), Identity: uint64(s1) << 20, Kind: Image})
+			spans = append(spans, Span{Start: b + 1, End: len(toks), Identity: wire.Identity(s1) << 20, Kind: Image})
 		}
 		p, err := HashPrompt(cfg, BaseSeed, toks, spans)
 		if err != nil {
@@ -127,7 +127,7 @@ func FuzzHashPrompt(f *testing.F) {
 		}
 		for i, blk := range p.Blocks {
 			s, e := i*cfg.BlockSize, (i+1)*cfg.BlockSize
-			var ids []uint64
+			var ids []wire.Identity
 			for _, sp := range spans {
 				if sp.Start < e && sp.End > s {
 					ids = append(ids, sp.Identity)
@@ -152,19 +152,19 @@ func TestSharedPlaceholderRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	blk := []uint32{18, 18, 20, 7, 19, 18, 18, 18}
-	const a, b = uint64(0x1234567890), uint64(0xfedcba98)
+	const a, b = wire.Identity(0x1234567890), wire.Identity(0xfedcba98)
 	pa, pb := PadValue(a), PadValue(b)
-	got := h.Block(blk, []uint64{a, b}, BaseSeed, nil)
+	got := h.Block(blk, []wire.Identity{a, b}, BaseSeed, nil)
 	want := HashTokens([]uint32{pa, pa, 20, 7, 19, pb, pb, pb}, BaseSeed)
 	if got.Kind != Normalized || got.Hash != want || got.Runs != 2 || got.Objects != 2 {
 		t.Errorf("two items: %+v, want normalized %d", got, want)
 	}
-	got = h.Block(blk, []uint64{a}, BaseSeed, nil)
-	if got.Kind != Boundary || got.Hash != HashBoundary(blk, []uint64{a}, BaseSeed) || got.Objects != 2 {
+	got = h.Block(blk, []wire.Identity{a}, BaseSeed, nil)
+	if got.Kind != Boundary || got.Hash != HashBoundary(blk, []wire.Identity{a}, BaseSeed) || got.Objects != 2 {
 		t.Errorf("one item, two runs: %+v, want boundary", got)
 	}
 	one := []uint32{7, 19, 18, 18, 18, 18, 18, 18}
-	got = h.Block(one, []uint64{a}, BaseSeed, nil)
+	got = h.Block(one, []wire.Identity{a}, BaseSeed, nil)
 	if got.Kind != Normalized || got.Hash != HashTokens([]uint32{7, 19, pa, pa, pa, pa, pa, pa}, BaseSeed) {
 		t.Errorf("one run: %+v, want normalized", got)
 	}
@@ -247,8 +247,8 @@ func BenchmarkBlock(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		toks []uint32
-		ids  []uint64
-	}{{"plain", text, nil}, {"normalized", video, []uint64{42}}, {"boundary", runless, []uint64{42, 7}}} {
+		ids  []wire.Identity
+	}{{"plain", text, nil}, {"normalized", video, []wire.Identity{42}}, {"boundary", runless, []wire.Identity{42, 7}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {

@@ -87,11 +87,11 @@ func TestGoldenBlockHash(t *testing.T) {
 					t.Errorf("HashTokens = %d, want %s", got, out.LocalHash)
 				}
 			case "boundary":
-				ids := make([]uint64, len(in.Identities))
+				ids := make([]wire.Identity, len(in.Identities))
 				for i, s := range in.Identities {
-					ids[i] = u64(t, s)
+					ids[i] = wire.Identity(u64(t, s))
 				}
-				orig := append([]uint64(nil), ids...)
+				orig := append([]wire.Identity(nil), ids...)
 				if got := HashBoundary(in.Tokens, ids, u64(t, in.Seed)); got != blockHash(t, out.LocalHash) {
 					t.Errorf("HashBoundary = %d, want %s", got, out.LocalHash)
 				}
@@ -106,7 +106,7 @@ func TestGoldenBlockHash(t *testing.T) {
 					}
 				}
 			case "pad_value":
-				id := u64(t, in.Identity)
+				id := wire.Identity(u64(t, in.Identity))
 				if got := PadValue(id); got != out.PadValue || got-PadShift != out.Low30 {
 					t.Errorf("PadValue = %d, want %d (low30 %d)", got, out.PadValue, out.Low30)
 				}
@@ -160,7 +160,7 @@ func TestGoldenNormalize(t *testing.T) {
 				if s.Kind == "video" {
 					kind = Video
 				}
-				spans[i] = Span{Start: s.Start, End: s.End, Identity: u64(t, s.Identity), Kind: kind}
+				spans[i] = Span{Start: s.Start, End: s.End, Identity: wire.Identity(u64(t, s.Identity)), Kind: kind}
 			}
 			seed := SeedFor(optString(in.LoRAName), optString(in.CacheSalt))
 			if seed != u64(t, out.Seed) {

@@ -41,7 +41,7 @@ func SeedFor(loraName, cacheSalt string) uint64 {
 
 // PadValue is the token that stands for one media item's placeholders in normalized blocks:
 // 1_000_000 + (identity & 0x3FFF_FFFF) (Dynamo pad_value_for_mm_hash; SGLang set_pad_value).
-func PadValue(identity uint64) uint32 {
+func PadValue(identity wire.Identity) uint32 {
 	return PadShift + uint32(identity&0x3FFF_FFFF)
 }
 
@@ -56,7 +56,7 @@ func HashTokens(tokens []uint32, seed uint64) wire.BlockHash {
 // HashBoundary is the boundary LocalBlockHash of a block: xxh3_64(le_u32(tokens) ‖ u64le(h) for h in
 // identities sorted as unsigned integers, duplicates kept, seed). With no identities it equals
 // HashTokens. Neither argument is modified.
-func HashBoundary(tokens []uint32, identities []uint64, seed uint64) wire.BlockHash {
+func HashBoundary(tokens []uint32, identities []wire.Identity, seed uint64) wire.BlockHash {
 	buf := make([]byte, 4*len(tokens)+8*len(identities))
 	putTokens(buf, tokens)
 	putSortedIdentities(buf[4*len(tokens):], identities, nil)
@@ -90,11 +90,11 @@ func putTokens(dst []byte, tokens []uint32) {
 
 // putSortedIdentities writes identities sorted unsigned as u64le into dst, using scratch (grown as
 // needed and returned) for the sort so the caller's slice is not reordered.
-func putSortedIdentities(dst []byte, identities []uint64, scratch []uint64) []uint64 {
+func putSortedIdentities(dst []byte, identities []wire.Identity, scratch []wire.Identity) []wire.Identity {
 	scratch = append(scratch[:0], identities...)
 	slices.Sort(scratch)
 	for i, h := range scratch {
-		binary.LittleEndian.PutUint64(dst[8*i:], h)
+		binary.LittleEndian.PutUint64(dst[8*i:], uint64(h))
 	}
 	return scratch
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/goldens"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // TestPromptPaddedGolden: on every normalize.jsonl prompt, SGLang-style padding gives the golden hash
@@ -16,7 +17,7 @@ func TestPromptPaddedGolden(t *testing.T) {
 		in := r.Inputs
 		spans := make([]Span, len(in.Spans))
 		for i, s := range in.Spans {
-			spans[i] = Span{Start: s.Start, End: s.End, Identity: u64(t, s.Identity)}
+			spans[i] = Span{Start: s.Start, End: s.End, Identity: wire.Identity(u64(t, s.Identity))}
 		}
 		h, _ := NewHasher(Config{BlockSize: in.BlockSize, ImagePad: in.ImagePad, VideoPad: in.VideoPad})
 		seed := SeedFor(optString(in.LoRAName), optString(in.CacheSalt))

@@ -58,7 +58,7 @@ func (h *Hasher) Prompt(tokens []uint32, spans []Span, seed uint64) (*Prompt, er
 	bs := h.cfg.BlockSize
 	nb := len(tokens) / bs
 	p := &Prompt{Blocks: make([]Block, nb), RoutingTokens: make([]uint32, nb*bs)}
-	var ids []uint64
+	var ids []wire.Identity
 	first := 0 // first span that may intersect the current block
 	for b := 0; b < nb; b++ {
 		start, end := b*bs, (b+1)*bs

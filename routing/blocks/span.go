@@ -2,6 +2,8 @@
 // placeholder normalization (DESIGN.md §5).
 package blocks
 
+import "github.com/kvroute/kvroute/kvevents/wire"
+
 // MediaKind says which placeholder a media span is made of.
 type MediaKind uint8
 
@@ -27,6 +29,6 @@ func (k MediaKind) String() string {
 // [Start, End), and the item's identity (mm_hash, the XXH3-64 of DESIGN.md §3).
 type Span struct {
 	Start, End int
-	Identity   uint64
+	Identity   wire.Identity
 	Kind       MediaKind
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/reason"
 )
@@ -31,7 +32,7 @@ const MaxExpandedTokens = 1 << 24
 type Media struct {
 	Kind blocks.MediaKind
 	// Identity is the item's content identity (DESIGN.md §3), copied into its span.
-	Identity uint64
+	Identity wire.Identity
 	// Video is the layout of a video item (Kind blocks.Video); Image that of an image item.
 	Video *VideoLayout
 	Image *ImageLayout

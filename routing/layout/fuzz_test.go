@@ -3,6 +3,7 @@ package layout_test
 import (
 	"testing"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/layout"
 )
@@ -73,9 +74,9 @@ func FuzzExpand(f *testing.F) {
 				break
 			}
 			if k%2 == 0 {
-				media = append(media, layout.Media{Kind: blocks.Video, Identity: uint64(k), Video: v})
+				media = append(media, layout.Media{Kind: blocks.Video, Identity: wire.Identity(k), Video: v})
 			} else {
-				media = append(media, layout.Media{Kind: blocks.Image, Identity: uint64(k), Image: im})
+				media = append(media, layout.Media{Kind: blocks.Image, Identity: wire.Identity(k), Image: im})
 			}
 		}
 		ex, err := a.Expand(prompt, media)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -29,7 +30,7 @@ var errNoFrames = errors.New("the sampler selected no frames")
 // VideoInfo is what the router needs of one decoded clip.
 type VideoInfo struct {
 	// Identity is the DESIGN.md §3 identity (never 0).
-	Identity uint64
+	Identity wire.Identity
 	// Codec is "vp8" or "vp9".
 	Codec string
 	// DecodedFrames is the presentable frame count; ContainerFrames the count a loader that trusts
@@ -46,7 +47,7 @@ type VideoInfo struct {
 // ImageInfo is what the router needs of one decoded image.
 type ImageInfo struct {
 	// Identity is XXH3-64 over the decoded pixels (Dynamo's canonical_content_hash layout).
-	Identity uint64
+	Identity wire.Identity
 	// Width and Height are the image size in pixels.
 	Width, Height int
 }

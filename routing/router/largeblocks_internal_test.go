@@ -25,7 +25,7 @@ func TestLargeBlockSizes(t *testing.T) {
 	body := strings.Replace(chat000, "Describe this video.", long, 1)
 	for _, bs := range []int{528, 1056, 2096} {
 		t.Run(fmt.Sprint(bs), func(t *testing.T) {
-			fm := &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": 11, "https://example.com/other.webm": 22}}
+			fm := &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": 11, "https://example.com/other.webm": 22}}
 			r := newTestRouter(t, fm)
 			ws := testWorkers()
 			for i := range ws {

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
@@ -85,7 +84,7 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 	res.Media = make([]MediaSummary, len(items))
 	for i, it := range items {
 		s := exp.Spans[i]
-		ms := MediaSummary{Kind: it.Kind.String(), Identity: wire.Identity(it.Identity).Hex(), Tokens: s.End - s.Start}
+		ms := MediaSummary{Kind: it.Kind.String(), Identity: it.Identity.Hex(), Tokens: s.End - s.Start}
 		if it.Nemotron != nil {
 			// [tubelets, patch rows, patch columns]
 			ms.Frames, ms.GridTHW = len(it.Nemotron.Indices), [3]int{it.Nemotron.NumTubelets, it.Nemotron.PatchGridWH[1], it.Nemotron.PatchGridWH[0]}
@@ -198,7 +197,7 @@ func (r *Router) resolveOne(ctx context.Context, p chat.MediaPart, c *layout.Con
 	}
 	if ce := r.log.Check(zapcore.DebugLevel, "video routing metadata resolved"); ce != nil {
 		ce.Write(zap.Int("frames", vl.NumFrames), zap.Int("width", info.Width), zap.Int("height", info.Height),
-			zap.Int("replacement_tokens", vl.VideoPadTokens()), zap.String("identity", wire.Identity(info.Identity).Hex()))
+			zap.Int("replacement_tokens", vl.VideoPadTokens()), zap.String("identity", info.Identity.Hex()))
 	}
 	return resolved{item: layout.Media{Kind: blocks.Video, Identity: info.Identity, Video: vl}, width: info.Width, height: info.Height}
 }

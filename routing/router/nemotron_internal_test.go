@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
@@ -62,7 +63,7 @@ func nemotronWorkers() []Worker {
 // tubelets of 42×24 patches) and checks that other media mixes fall back with
 // media_mix_unsupported before anything is fetched, on the text before the first <video>.
 func TestNemotronRouting(t *testing.T) {
-	media := &countingMedia{fakeMedia: fakeMedia{identity: map[string]uint64{"https://x/a.webm": 0xa1, "https://x/b.webm": 0xb2, "https://x/i.png": 0xc3}}}
+	media := &countingMedia{fakeMedia: fakeMedia{identity: map[string]wire.Identity{"https://x/a.webm": 0xa1, "https://x/b.webm": 0xb2, "https://x/i.png": 0xc3}}}
 	r, m := newNemotronRouter(t, media)
 	const text = `{"type":"text","text":"You are a careful video analyst. Describe what you see in order and name the objects."}`
 	body := func(parts string) []byte {

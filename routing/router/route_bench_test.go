@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/reason"
 )
 
@@ -60,7 +61,7 @@ func BenchmarkRouteText64Workers(b *testing.B) {
 // BenchmarkRouteVideo routes golden chat case chat_000 (one 10 s clip, 2,288 prompt tokens after
 // expansion) over 2 workers, with fixed clip facts (fakeMedia): expansion, span hashing, uuid splice.
 func BenchmarkRouteVideo(b *testing.B) {
-	r := newTestRouter(b, &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": 0x0123456789abcdef}})
+	r := newTestRouter(b, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": 0x0123456789abcdef}})
 	benchRoute(b, r, &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: benchWorkers(2)}, true, "")
 }
 

@@ -26,7 +26,7 @@ const hubContract = layout.HubContractJSON
 // fakeMedia returns fixed clip facts per URL: the 10 s 640×360 VP9 fixture's (300 frames at
 // 30 fps) under every URL, with the hf_fps indices of golden layout_0000.
 type fakeMedia struct {
-	identity  map[string]uint64
+	identity  map[string]wire.Identity
 	container int
 	err       map[string]error
 }
@@ -111,7 +111,7 @@ const chat000 = `{"model":"qwen","messages":[{"role":"user","content":[{"type":"
 // tok_expanded_ex1_new_wrapper_kept (tokens.jsonl), id for id.
 func TestVideoExpansionEqualsGolden(t *testing.T) {
 	const ident = 0x0123456789abcdef
-	r := newTestRouter(t, &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": ident}})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
 	res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: testWorkers()})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestVideoExpansionEqualsGolden(t *testing.T) {
 // TestWarmRepeatGoesToHolder stores the request's own blocks for one worker and checks that the
 // repeat goes there with full overlap; a different clip gets no video credit.
 func TestWarmRepeatGoesToHolder(t *testing.T) {
-	fm := &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": 11, "https://example.com/other.webm": 22}}
+	fm := &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": 11, "https://example.com/other.webm": 22}}
 	r := newTestRouter(t, fm)
 	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: testWorkers()}
 	cold, err := r.Route(context.Background(), in)
@@ -198,7 +198,7 @@ func TestWarmRepeatGoesToHolder(t *testing.T) {
 
 func TestFallbacks(t *testing.T) {
 	url := "https://example.com/clip.mp4"
-	fm := &fakeMedia{identity: map[string]uint64{url: 7}, err: map[string]error{
+	fm := &fakeMedia{identity: map[string]wire.Identity{url: 7}, err: map[string]error{
 		"https://example.com/blocked.webm": reason.New(reason.MediaURLBlocked, "blocked"),
 		"https://example.com/h264.mp4":     reason.New(reason.UnsupportedCodec, "h264"),
 	}}
@@ -257,7 +257,7 @@ func TestFallbacks(t *testing.T) {
 
 func TestFrameCountMismatch(t *testing.T) {
 	container := strings.Replace(hubContract, `"frame_count_source": "decoded"`, `"frame_count_source": "container"`, 1)
-	r := newTestRouter(t, &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": 3}, container: 310})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": 3}, container: 310})
 	res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: testWorkers(container, container)})
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +275,7 @@ func TestFrameCountMismatch(t *testing.T) {
 // the router's own tokens verify; one changed token turns exact video routing off.
 func TestLayoutVerification(t *testing.T) {
 	const ident = 42
-	r := newTestRouter(t, &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": ident}})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
 	var results []string
 	r.hooks.Verified = func(s string) { results = append(results, s) }
 	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: testWorkers()}
@@ -312,7 +312,7 @@ func TestLayoutVerification(t *testing.T) {
 // turns exact routing off, and only for the model of the worker that stored it.
 func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
 	const ident = 77
-	r := newTestRouter(t, &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": ident}})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
 	var results []string
 	r.hooks.Verified = func(s string) { results = append(results, s) }
 	ws := append(testWorkers(), Worker{ID: "other-1", Endpoint: "127.0.0.1:9003", Model: "other", Engine: EngineVLLM, BlockSize: 16,
@@ -353,7 +353,7 @@ func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
 // feature, media requests fall back.
 func TestSGLangWorkersUsePaddedView(t *testing.T) {
 	const ident = 0xfeed
-	r := newTestRouter(t, &fakeMedia{identity: map[string]uint64{"https://example.com/clip.mp4": ident}})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
 	ws := testWorkers()
 	for i := range ws {
 		ws[i].Engine = EngineSGLang

@@ -28,7 +28,7 @@ type expectation struct {
 // each model's own contract.
 type verifyKey struct {
 	model    string
-	identity uint64
+	identity wire.Identity
 }
 
 // verifier compares the first stored blocks that carry a forwarded identity with the router's own
@@ -119,7 +119,7 @@ func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []MediaKey)
 		}
 		v.mu.Lock()
 		model, known := v.models[workerID]
-		e := v.pending[verifyKey{model, uint64(k.Identity)}]
+		e := v.pending[verifyKey{model, k.Identity}]
 		v.mu.Unlock()
 		if !known || e == nil {
 			continue

@@ -124,11 +124,11 @@ func (h *History) stored() codec.Event {
 			toks[i] = uint32(h.rng.IntN(50000))
 		}
 		if h.rng.IntN(4) == 0 { // a media item's placeholder run with its identity
-			id := h.rng.Uint64()
+			id := wire.Identity(h.rng.Uint64())
 			for i := 4; i < 12; i++ {
 				toks[i] = 151655
 			}
-			keys = append(keys, codec.ExtraKey{Kind: codec.KeyPair, Str: wire.Identity(id).UUID(), Offset: 4})
+			keys = append(keys, codec.ExtraKey{Kind: codec.KeyPair, Str: id.UUID(), Offset: 4})
 		}
 		if b == 0 && salt != "" {
 			keys = append(keys, codec.ExtraKey{Kind: codec.KeyString, Str: salt})
