@@ -14,7 +14,7 @@ import (
 
 // BenchmarkRequestPath runs kvroute's per-request text path in process, without HTTP: parse
 // (chat.ParseRequestLimited), template (Template.Render), tokenize (Tokenizer.Encode, with its
-// default segment cache, warm from the earlier requests) and block hashes (blocks.HashPrompt, block_size
+// default segment cache, warm from the earlier requests) and block hashes (blocks.HashBlocks as the router, block_size
 // 16), on the bench/proxy workloads' bodies. One op is one request. multiturn100k feeds one
 // conversation growing by one turn per op, as a client of the harness does; cold111k a new
 // document per op. Run with a fixed count, e.g. -benchtime 30x: the bodies are built up front.
@@ -55,7 +55,7 @@ func BenchmarkRequestPath(b *testing.B) {
 				c2 := processCPU()
 				ids := m.Tokenizer.Encode(prompt)
 				c3 := processCPU()
-				if _, err := blocks.HashPrompt(blocks.Config{BlockSize: 16}, blocks.SeedFor("", ""), ids, nil); err != nil {
+				if _, err := blocks.HashBlocks(blocks.Config{BlockSize: 16}, blocks.SeedFor("", ""), ids, nil); err != nil {
 					b.Fatal(err)
 				}
 				c4 := processCPU()

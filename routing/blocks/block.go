@@ -118,9 +118,9 @@ func (h *Hasher) Block(tokens []uint32, identities []wire.Identity, seed uint64,
 	}
 	n := 4 * len(tokens)
 	if len(identities) == 0 {
-		h.buf = grow(h.buf, n)
-		putTokens(h.buf, tokens)
-		return Hashed{Hash: wire.BlockHash(xxh3.HashSeed(h.buf, seed)), Kind: Plain}
+		var sum uint64
+		sum, h.buf = hashTokensInto(h.buf, tokens, seed)
+		return Hashed{Hash: wire.BlockHash(sum), Kind: Plain}
 	}
 	runs, objects := h.findRuns(tokens)
 	if runs > 0 && objects == len(identities) {

@@ -1,11 +1,14 @@
 package blocks
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/zeebo/xxh3"
 )
 
 var qwen = Config{BlockSize: 16, ImagePad: 151655, VideoPad: 151656}
@@ -125,6 +128,9 @@ func FuzzHashPrompt(f *testing.F) {
 		if !slices.Equal(toks, orig) {
 			t.Fatal("input modified")
 		}
+		if hs, err := HashBlocks(cfg, BaseSeed, toks, spans); err != nil || !slices.Equal(hs, p.Hashes()) {
+			t.Fatalf("HashBlocks %v (%v), HashPrompt %v", hs, err, p.Hashes())
+		}
 		for i, blk := range p.Blocks {
 			s, e := i*cfg.BlockSize, (i+1)*cfg.BlockSize
 			var ids []wire.Identity
@@ -189,6 +195,9 @@ func TestHashPromptErrors(t *testing.T) {
 			if _, err := HashPrompt(tc.cfg, BaseSeed, toks, tc.spans); !errors.Is(err, tc.want) {
 				t.Errorf("err = %v, want %v", err, tc.want)
 			}
+			if _, err := HashBlocks(tc.cfg, BaseSeed, toks, tc.spans); !errors.Is(err, tc.want) {
+				t.Errorf("HashBlocks err = %v, want %v", err, tc.want)
+			}
 		})
 	}
 	p, err := HashPrompt(qwen, BaseSeed, toks[:15], nil)
@@ -197,8 +206,9 @@ func TestHashPromptErrors(t *testing.T) {
 	}
 }
 
-func BenchmarkHashPrompt(b *testing.B) {
-	// An 8k-token prompt with a video (16 groups of 80 pads after 6 timestamp tokens) and an image.
+// benchPrompt is an 8k-token prompt with a video (16 groups of 80 pads after 6 timestamp tokens)
+// and an image.
+func benchPrompt() ([]uint32, []Span) {
 	toks := make([]uint32, 0, 8192)
 	for len(toks) < 1000 {
 		toks = append(toks, uint32(len(toks)*7%150000))
@@ -221,13 +231,31 @@ func BenchmarkHashPrompt(b *testing.B) {
 	for len(toks) < 8192 {
 		toks = append(toks, uint32(len(toks)*13%150000))
 	}
-	spans := []Span{{Start: vs, End: ve, Identity: 0x1234, Kind: Video}, {Start: is, End: ie, Identity: 0x5678, Kind: Image}}
+	return toks, []Span{{Start: vs, End: ve, Identity: 0x1234, Kind: Video}, {Start: is, End: ie, Identity: 0x5678, Kind: Image}}
+}
+
+func BenchmarkHashPrompt(b *testing.B) {
+	toks, spans := benchPrompt()
 	h, _ := NewHasher(qwen)
 	b.ReportAllocs()
 	b.SetBytes(int64(4 * len(toks)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := h.Prompt(toks, spans, BaseSeed); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*float64(len(toks)/qwen.BlockSize)/b.Elapsed().Seconds(), "blocks/s")
+}
+
+// BenchmarkHashBlocks is BenchmarkHashPrompt's input through the router's path (hashes only).
+func BenchmarkHashBlocks(b *testing.B) {
+	toks, spans := benchPrompt()
+	b.ReportAllocs()
+	b.SetBytes(int64(4 * len(toks)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := HashBlocks(qwen, BaseSeed, toks, spans); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -256,5 +284,26 @@ func BenchmarkBlock(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "blocks/s")
 		})
+	}
+}
+
+// TestTokensHashedAsLittleEndian: the in-place hash of a block's tokens is the hash of le_u32
+// bytes written one by one (DESIGN.md §5), for lengths around xxh3's size classes.
+func TestTokensHashedAsLittleEndian(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	for _, n := range []int{0, 1, 3, 4, 16, 31, 32, 60, 64, 256, 1056} {
+		toks := make([]uint32, n)
+		var le []byte
+		for i := range toks {
+			toks[i] = rng.Uint32()
+			le = binary.LittleEndian.AppendUint32(le, toks[i])
+		}
+		want := xxh3.HashSeed(le, BaseSeed)
+		if got, _ := hashTokensInto(nil, toks, BaseSeed); got != want {
+			t.Errorf("%d tokens: %x, le_u32 bytes hash to %x", n, got, want)
+		}
+		if got := HashTokens(toks, BaseSeed); uint64(got) != want {
+			t.Errorf("HashTokens, %d tokens: %x, want %x", n, got, want)
+		}
 	}
 }

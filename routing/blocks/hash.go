@@ -48,9 +48,8 @@ func PadValue(identity wire.Identity) uint32 {
 // HashTokens is the plain LocalBlockHash of a block: xxh3_64(le_u32(tokens), seed). tokens is only
 // read.
 func HashTokens(tokens []uint32, seed uint64) wire.BlockHash {
-	buf := make([]byte, 4*len(tokens))
-	putTokens(buf, tokens)
-	return wire.BlockHash(xxh3.HashSeed(buf, seed))
+	sum, _ := hashTokensInto(nil, tokens, seed)
+	return wire.BlockHash(sum)
 }
 
 // HashBoundary is the boundary LocalBlockHash of a block: xxh3_64(le_u32(tokens) ‖ u64le(h) for h in

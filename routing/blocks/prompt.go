@@ -58,6 +58,36 @@ func (h *Hasher) Prompt(tokens []uint32, spans []Span, seed uint64) (*Prompt, er
 	bs := h.cfg.BlockSize
 	nb := len(tokens) / bs
 	p := &Prompt{Blocks: make([]Block, nb), RoutingTokens: make([]uint32, nb*bs)}
+	h.eachBlock(tokens, spans, seed, p.RoutingTokens, func(b, first, k int, bh Hashed) {
+		p.Blocks[b] = Block{Index: b, Hashed: bh, FirstSpan: first, NumSpans: k - first}
+	})
+	return p, nil
+}
+
+// HashBlocks returns the LocalBlockHashes of the complete blocks, in order: what
+// HashPrompt(...).Hashes() returns, without building the per-block records and the routing view
+// that only the CLI and the tests read. It is the router's hot path (the index lookup needs only
+// the hashes); errors as HashPrompt.
+func HashBlocks(cfg Config, seed uint64, tokens []uint32, spans []Span) ([]wire.BlockHash, error) {
+	h, err := NewHasher(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpans(spans, len(tokens)); err != nil {
+		return nil, err
+	}
+	out := make([]wire.BlockHash, len(tokens)/cfg.BlockSize)
+	h.eachBlock(tokens, spans, seed, nil, func(b, _, _ int, bh Hashed) { out[b] = bh.Hash })
+	return out, nil
+}
+
+// eachBlock hashes every complete block of tokens with the identities of the spans it intersects
+// (spans checked by the caller) and calls visit with the block index, the intersecting spans
+// spans[first:k] and the result. routing, when non-nil, has room for every complete block and
+// receives the routing view (see Hasher.Block).
+func (h *Hasher) eachBlock(tokens []uint32, spans []Span, seed uint64, routing []uint32, visit func(b, first, k int, bh Hashed)) {
+	bs := h.cfg.BlockSize
+	nb := len(tokens) / bs
 	var ids []wire.Identity
 	first := 0 // first span that may intersect the current block
 	for b := 0; b < nb; b++ {
@@ -70,12 +100,14 @@ func (h *Hasher) Prompt(tokens []uint32, spans []Span, seed uint64) (*Prompt, er
 		for ; k < len(spans) && spans[k].Start < end; k++ {
 			ids = append(ids, spans[k].Identity)
 		}
+		var view []uint32
+		if routing != nil {
+			view = routing[start:end:end]
+		}
 		// tokens[start:end:end] caps the view so nothing appended to it could reach the next block
 		// (field report 9); Block only reads it anyway.
-		bh := h.Block(tokens[start:end:end], ids, seed, p.RoutingTokens[start:end:end])
-		p.Blocks[b] = Block{Index: b, Hashed: bh, FirstSpan: first, NumSpans: k - first}
+		visit(b, first, k, h.Block(tokens[start:end:end], ids, seed, view))
 	}
-	return p, nil
 }
 
 func checkSpans(spans []Span, n int) error {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
@@ -57,14 +58,18 @@ func textPrefix(ids []uint32, t layout.TokenIDs, placeholder []uint32) []uint32 
 // hashPrompt hashes the routing view of tokens. SGLang workers key their cache by the prompt with
 // each media span's pads replaced by its pad value (their KV events carry those ids), so a cohort
 // of SGLang workers is hashed that way; vLLM workers by the DESIGN.md §5 rule.
-func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint32, spans []blocks.Span) (*blocks.Prompt, error) {
+func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint32, spans []blocks.Span) ([]wire.BlockHash, error) {
 	cfg := blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}
 	if len(spans) > 0 && workers[0].Engine == EngineSGLang {
 		h, err := blocks.NewHasher(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return h.PromptPadded(tokens, spans, seed)
+		p, err := h.PromptPadded(tokens, spans, seed)
+		if err != nil {
+			return nil, err
+		}
+		return p.Hashes(), nil
 	}
-	return blocks.HashPrompt(cfg, seed, tokens, spans)
+	return blocks.HashBlocks(cfg, seed, tokens, spans)
 }

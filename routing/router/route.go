@@ -98,18 +98,17 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 
 	t1 := time.Now()
-	p, err := r.hashPrompt(workers, bs, blocks.SeedFor("", req.CacheSalt), tokens, spans)
+	hashes, err := r.hashPrompt(workers, bs, blocks.SeedFor("", req.CacheSalt), tokens, spans)
 	r.stage(ctx, "hash", t1)
 	if err != nil {
 		// Spans come from our own expansion; a failure here is a bug, not a client error.
 		res.Fallback, res.Detail = reason.LayoutError, err.Error()
 		tokens, spans = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder), nil
-		if p, err = blocks.HashPrompt(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad},
+		if hashes, err = blocks.HashBlocks(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad},
 			blocks.SeedFor("", req.CacheSalt), tokens, nil); err != nil {
 			return r.loadOnly(ctx, res, workers, in, reason.LayoutError, err.Error())
 		}
 	}
-	hashes := p.Hashes()
 	res.TotalBlocks = len(hashes)
 	requestTokens := len(tokens)
 	if res.Fallback != "" && len(ids) > requestTokens {
