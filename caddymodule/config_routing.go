@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/kvroute/kvroute/internal/defaults"
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/index"
@@ -197,27 +198,13 @@ func (m *MediaConfig) decoderConfig() *media.DecoderConfig {
 	if m == nil {
 		return cfg
 	}
-	if m.MaxFrameWidth > 0 {
-		cfg.MaxWidth = m.MaxFrameWidth
-	}
-	if m.MaxFrameHeight > 0 {
-		cfg.MaxHeight = m.MaxFrameHeight
-	}
-	if m.MaxDecodedFrames > 0 {
-		cfg.MaxDecodedFrames = m.MaxDecodedFrames
-	}
-	if m.MaxRGBBytes > 0 {
-		cfg.MaxRGBBytes = m.MaxRGBBytes
-	}
-	if m.DecodeTimeout > 0 {
-		cfg.DecodeTimeout = time.Duration(m.DecodeTimeout)
-	}
-	if m.DecodeSlots > 0 {
-		cfg.Slots = m.DecodeSlots
-	}
-	if m.SlotWait > 0 {
-		cfg.SlotWait = time.Duration(m.SlotWait)
-	}
+	defaults.Override(&cfg.MaxWidth, m.MaxFrameWidth)
+	defaults.Override(&cfg.MaxHeight, m.MaxFrameHeight)
+	defaults.Override(&cfg.MaxDecodedFrames, m.MaxDecodedFrames)
+	defaults.Override(&cfg.MaxRGBBytes, m.MaxRGBBytes)
+	defaults.Override(&cfg.DecodeTimeout, time.Duration(m.DecodeTimeout))
+	defaults.Override(&cfg.Slots, m.DecodeSlots)
+	defaults.Override(&cfg.SlotWait, time.Duration(m.SlotWait))
 	return cfg
 }
 

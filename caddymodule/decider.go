@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/defaults"
 	"github.com/kvroute/kvroute/kvevents/loadsync"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/media"
@@ -100,15 +101,9 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 	if rc.FrontendDecoding != nil {
 		cfg.FrontendDecoding = *rc.FrontendDecoding
 	}
-	if rc.MaxMedia > 0 {
-		cfg.MaxMedia = rc.MaxMedia
-	}
-	if rc.MaxMessages > 0 {
-		cfg.MaxMessages = rc.MaxMessages
-	}
-	if rc.MaxParts > 0 {
-		cfg.MaxParts = rc.MaxParts
-	}
+	defaults.Override(&cfg.MaxMedia, rc.MaxMedia)
+	defaults.Override(&cfg.MaxMessages, rc.MaxMessages)
+	defaults.Override(&cfg.MaxParts, rc.MaxParts)
 	hooks := router.Hooks{
 		Stage:    stage,
 		Verified: func(result string) { a.metrics.layoutVerified.WithLabelValues(result).Inc() },

@@ -14,3 +14,11 @@ func Positive[T number](field *T, def T) {
 		*field = def
 	}
 }
+
+// Override sets *field to v when v is above zero: a configured value replaces the default already
+// in *field, and an unset (zero) or negative one keeps it.
+func Override[T number](field *T, v T) {
+	if v > 0 {
+		*field = v
+	}
+}
