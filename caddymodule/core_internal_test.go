@@ -8,10 +8,10 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
-	"github.com/kvroute/kvroute/routing/router"
 )
 
 // TestCoreSettingsFollowNewestConfig: the event core survives reloads, and the settings in force
@@ -33,7 +33,7 @@ func TestCoreSettingsFollowNewestConfig(t *testing.T) {
 	t.Cleanup(st.stopCore)
 
 	nemotron := &model.Model{Vision: true, TokenIDs: layout.TokenIDs{ImagePad: 18, VideoPad: 18}}
-	verify := subscriber.StoredFunc(func(string, []uint32, []router.MediaKey) {})
+	verify := subscriber.StoredFunc(func(string, []uint32, []wire.MediaKey) {})
 	old, next := &App{}, &App{}
 	check := func(when string, perWorker int, imagePad, videoPad uint32, newest *App) {
 		t.Helper()

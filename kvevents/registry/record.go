@@ -13,16 +13,6 @@ import (
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
-// Engine names a worker's inference engine.
-const (
-	EngineVLLM   = wire.EngineVLLM
-	EngineSGLang = wire.EngineSGLang
-)
-
-// FeatureMMHashes is the feature a (patched) SGLang worker declares when it forwards client media
-// hashes into its KV events (DESIGN.md §1.6).
-const FeatureMMHashes = wire.FeatureMMHashes
-
 // MaxRecordBytes bounds the size of one encoded worker record read from the bucket. Records come
 // from the network and are untrusted.
 const MaxRecordBytes = 1 << 20
@@ -94,8 +84,8 @@ func (w *Worker) Normalize() error {
 	if w.Model == "" {
 		return fmt.Errorf("%w: worker %s: model is empty", ErrInvalidWorker, w.WorkerID)
 	}
-	if w.Engine != EngineVLLM && w.Engine != EngineSGLang {
-		return fmt.Errorf("%w: worker %s: engine %q must be %q or %q", ErrInvalidWorker, w.WorkerID, w.Engine, EngineVLLM, EngineSGLang)
+	if w.Engine != wire.EngineVLLM && w.Engine != wire.EngineSGLang {
+		return fmt.Errorf("%w: worker %s: engine %q must be %q or %q", ErrInvalidWorker, w.WorkerID, w.Engine, wire.EngineVLLM, wire.EngineSGLang)
 	}
 	if w.BlockSize <= 0 {
 		return fmt.Errorf("%w: worker %s: block_size %d must be positive", ErrInvalidWorker, w.WorkerID, w.BlockSize)

@@ -75,7 +75,7 @@ func newEnv(t testing.TB, cfg *subscriber.Config) *env {
 
 // worker is a registry record of a vLLM worker with block size 16.
 func worker(id string, dp int) registry.Worker {
-	return registry.Worker{WorkerID: id, Endpoint: "127.0.0.1:1", Model: "m", Engine: registry.EngineVLLM, BlockSize: 16, DPSize: dp}
+	return registry.Worker{WorkerID: id, Endpoint: "127.0.0.1:1", Model: "m", Engine: wire.EngineVLLM, BlockSize: 16, DPSize: dp}
 }
 
 // publish sends one batch on kvroute.events.<id>.

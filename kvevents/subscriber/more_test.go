@@ -146,7 +146,7 @@ func TestStopIsIdempotent(t *testing.T) {
 func TestOtherEncodings(t *testing.T) {
 	e := newEnv(t, nil)
 	sg := worker("sg", 1)
-	sg.Engine = registry.EngineSGLang
+	sg.Engine = wire.EngineSGLang
 	e.sub.SetWorkers([]registry.Worker{worker("dy", 1), sg})
 	e.waitState("dy", subscriber.StateUnsynced)
 	e.waitState("sg", subscriber.StateUnsynced)

@@ -19,9 +19,6 @@ const (
 	AdapterQwen3VL      = "qwen3_vl"
 	AdapterNemotronOmni = "nemotron_omni"
 
-	EngineVLLM   = wire.EngineVLLM
-	EngineSGLang = wire.EngineSGLang
-
 	SamplerHFFPS            = "hf_fps"
 	SamplerUniformNumFrames = "uniform_num_frames"
 	SamplerDynamoMaxFrames  = "dynamo_max_frames"
@@ -163,8 +160,8 @@ func (c *Contract) Validate() error {
 	default:
 		return bad("adapter %q is not supported (have %q, %q)", c.Adapter, AdapterQwen3VL, AdapterNemotronOmni)
 	}
-	if c.Engine != EngineVLLM && c.Engine != EngineSGLang {
-		return bad("engine %q is not %q or %q", c.Engine, EngineVLLM, EngineSGLang)
+	if c.Engine != wire.EngineVLLM && c.Engine != wire.EngineSGLang {
+		return bad("engine %q is not %q or %q", c.Engine, wire.EngineVLLM, wire.EngineSGLang)
 	}
 	if err := c.validateSampler(); err != nil {
 		return bad("%v", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/goldens"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -96,7 +97,7 @@ type layoutCase struct {
 func contractFor(c *layoutCase) *layout.Contract {
 	in := c.Inputs
 	ct := &layout.Contract{
-		Schema: layout.Schema, Adapter: layout.AdapterQwen3VL, Engine: layout.EngineVLLM,
+		Schema: layout.Schema, Adapter: layout.AdapterQwen3VL, Engine: wire.EngineVLLM,
 		FrameCountSource: layout.FrameCountDecoded,
 		Resize: layout.Resize{Mode: in.ResizeMode, MinPixels: in.MinPixels, MaxPixels: in.MaxPixels,
 			PatchSize: in.PatchSize, MergeSize: in.MergeSize, TemporalPatchSize: in.TemporalPatchSize},
@@ -114,7 +115,7 @@ func contractFor(c *layoutCase) *layout.Contract {
 	case layout.SamplerDynamoMaxFrames:
 		ct.Sampler.MaxFrames = in.MaxFrames
 	case layout.SamplerSGLang:
-		ct.Engine = layout.EngineSGLang
+		ct.Engine = wire.EngineSGLang
 		ct.SGLangPreprocess = in.SGLangPreprocess
 	}
 	return ct

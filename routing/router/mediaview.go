@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
@@ -52,7 +53,7 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 		return nil, reason.CodeOf(cs.err), cs.err.Error(), nil
 	}
 	for _, w := range workers {
-		if w.Engine == EngineSGLang && !w.hasFeature(FeatureMMHashes) {
+		if w.Engine == wire.EngineSGLang && !w.hasFeature(wire.FeatureMMHashes) {
 			return nil, reason.EngineNoMMHashes, "worker " + w.ID + " is SGLang without mm_hashes forwarding", nil
 		}
 	}

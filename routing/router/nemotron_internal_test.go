@@ -55,8 +55,8 @@ func newNemotronRouter(t *testing.T, media Media) (*Router, *model.Model) {
 }
 
 func nemotronWorkers() []Worker {
-	return []Worker{{ID: "n-a", Endpoint: "127.0.0.1:9001", Model: "nemo", Engine: EngineVLLM, BlockSize: 16, Contract: json.RawMessage(layout.NemotronContractJSON)},
-		{ID: "n-b", Endpoint: "127.0.0.1:9002", Model: "nemo", Engine: EngineVLLM, BlockSize: 16, Contract: json.RawMessage(layout.NemotronContractJSON)}}
+	return []Worker{{ID: "n-a", Endpoint: "127.0.0.1:9001", Model: "nemo", Engine: wire.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(layout.NemotronContractJSON)},
+		{ID: "n-b", Endpoint: "127.0.0.1:9002", Model: "nemo", Engine: wire.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(layout.NemotronContractJSON)}}
 }
 
 // TestNemotronRouting routes one video exactly (the 10 s 640×360 clip facts: 32 frames, 16

@@ -60,7 +60,7 @@ func textPrefix(ids []uint32, t layout.TokenIDs, placeholder []uint32) []uint32 
 // of SGLang workers is hashed that way; vLLM workers by the DESIGN.md §5 rule.
 func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint32, spans []blocks.Span) ([]wire.BlockHash, error) {
 	cfg := blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}
-	if len(spans) > 0 && workers[0].Engine == EngineSGLang {
+	if len(spans) > 0 && workers[0].Engine == wire.EngineSGLang {
 		h, err := blocks.NewHasher(cfg)
 		if err != nil {
 			return nil, err

@@ -21,7 +21,7 @@ func benchWorkers(n int) []Worker {
 	ws := make([]Worker, n)
 	for i := range ws {
 		ws[i] = Worker{ID: fmt.Sprintf("w%03d", i), Endpoint: fmt.Sprintf("127.0.0.1:%d", 9000+i), Model: "qwen",
-			Engine: EngineVLLM, BlockSize: 16, Contract: json.RawMessage(hubContract)}
+			Engine: wire.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(hubContract)}
 	}
 	return ws
 }

@@ -85,8 +85,8 @@ func newTestRouter(t testing.TB, media Media) *Router {
 }
 
 func testWorkers(contracts ...string) []Worker {
-	ws := []Worker{{ID: "sim-a", Endpoint: "127.0.0.1:9001", Model: "qwen", Engine: EngineVLLM, BlockSize: 16},
-		{ID: "sim-b", Endpoint: "127.0.0.1:9002", Model: "qwen", Engine: EngineVLLM, BlockSize: 16}}
+	ws := []Worker{{ID: "sim-a", Endpoint: "127.0.0.1:9001", Model: "qwen", Engine: wire.EngineVLLM, BlockSize: 16},
+		{ID: "sim-b", Endpoint: "127.0.0.1:9002", Model: "qwen", Engine: wire.EngineVLLM, BlockSize: 16}}
 	for i := range ws {
 		c := hubContract
 		if i < len(contracts) {
@@ -285,7 +285,7 @@ func TestLayoutVerification(t *testing.T) {
 	e := r.verify.pending[verifyKey{"qwen", ident}]
 	// Block 1 (tokens 16..31) overlaps the video span, which starts at e.start.
 	blk := append([]uint32(nil), e.tokens[16:32]...)
-	r.VerifyStored("sim-a", blk, []MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
+	r.VerifyStored("sim-a", blk, []wire.MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
 	if len(results) != 1 || results[0] != "match" {
 		t.Fatalf("results %v", results)
 	}
@@ -294,7 +294,7 @@ func TestLayoutVerification(t *testing.T) {
 		t.Fatalf("still exact after a match: %q", res.Fallback)
 	}
 	blk[5]++ // a pad token the worker laid out differently
-	r.VerifyStored("sim-a", blk, []MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
+	r.VerifyStored("sim-a", blk, []wire.MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
 	if len(results) != 2 || results[1] != "mismatch" {
 		t.Fatalf("results %v", results)
 	}
@@ -315,7 +315,7 @@ func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
 	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
 	var results []string
 	r.hooks.Verified = func(s string) { results = append(results, s) }
-	ws := append(testWorkers(), Worker{ID: "other-1", Endpoint: "127.0.0.1:9003", Model: "other", Engine: EngineVLLM, BlockSize: 16,
+	ws := append(testWorkers(), Worker{ID: "other-1", Endpoint: "127.0.0.1:9003", Model: "other", Engine: wire.EngineVLLM, BlockSize: 16,
 		Contract: json.RawMessage(hubContract)})
 	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws}
 	if res, err := r.Route(context.Background(), in); err != nil || res.Fallback != "" {
@@ -323,8 +323,8 @@ func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
 	}
 	e := r.verify.pending[verifyKey{"qwen", ident}]
 	block := func(i int) []uint32 { return append([]uint32(nil), e.tokens[16*i:16*i+16]...) }
-	key := func(i int) []MediaKey {
-		return []MediaKey{{Identity: ident, Offset: int64(e.start - 16*i), HasOffset: true}}
+	key := func(i int) []wire.MediaKey {
+		return []wire.MediaKey{{Identity: ident, Offset: int64(e.start - 16*i), HasOffset: true}}
 	}
 	r.VerifyStored("sim-a", block(1), key(1))
 	r.VerifyStored("sim-a", block(2), key(2))
@@ -356,14 +356,14 @@ func TestSGLangWorkersUsePaddedView(t *testing.T) {
 	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
 	ws := testWorkers()
 	for i := range ws {
-		ws[i].Engine = EngineSGLang
+		ws[i].Engine = wire.EngineSGLang
 	}
 	res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws})
 	if err != nil || res.Fallback != reason.EngineNoMMHashes {
 		t.Fatalf("without mm_hashes: %v %q", err, res.Fallback)
 	}
 	for i := range ws {
-		ws[i].Features = []string{FeatureMMHashes}
+		ws[i].Features = []string{wire.FeatureMMHashes}
 	}
 	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws}
 	if res, err = r.Route(context.Background(), in); err != nil || res.Fallback != "" {

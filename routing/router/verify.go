@@ -12,9 +12,6 @@ import (
 // maxExpectations bounds the forwarded identities awaiting verification.
 const maxExpectations = 1024
 
-// MediaKey is one media item named in a stored block's extra_keys (kvevents/wire.MediaKey).
-type MediaKey = wire.MediaKey
-
 // expectation is the router's own expansion of one request that forwarded identities.
 type expectation struct {
 	model, digest string
@@ -111,7 +108,7 @@ func (v *verifier) setWorkers(ws []Worker) {
 // last 1024 items); the first match and the first difference of an item are each reported once.
 // A difference turns exact video routing off for the model until its contracts change
 // (layout_mismatch).
-func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []MediaKey) {
+func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []wire.MediaKey) {
 	v := r.verify
 	for _, k := range keys {
 		if !k.HasOffset {

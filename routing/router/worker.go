@@ -6,18 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/layout"
 )
-
-// Engines a worker can run (DESIGN.md §2.1).
-const (
-	EngineVLLM   = wire.EngineVLLM
-	EngineSGLang = wire.EngineSGLang
-)
-
-// FeatureMMHashes is the worker feature that says an SGLang engine takes forwarded media hashes.
-const FeatureMMHashes = wire.FeatureMMHashes
 
 // Worker is one worker as the router sees it: the registry record of DESIGN.md §2.1 without the
 // transport details.
