@@ -123,6 +123,15 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// Bind the port before anything is announced on NATS: creating the event publisher sends
+	// the worker's reset (its cache starts empty), and a second simulator started by mistake on
+	// a busy port must fail without wiping the running worker's blocks from every router.
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", f.listen, err)
+	}
+	defer ln.Close()
+
 	var nc *nats.Conn
 	if f.natsURL != "" {
 		if nc, err = natsutil.Connect(f.natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + f.workerID, Logger: logger, TokenFile: f.natsTokenFile}); err != nil {
@@ -138,10 +147,6 @@ func run(args []string) error {
 		defer func() { _ = pub.Close() }()
 	}
 	s := sim.New(cfg)
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", f.listen, err)
-	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +11,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/kvevents/codec"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/nats-io/nats.go"
 )
 
 func TestWorkerFromFlags(t *testing.T) {
@@ -138,5 +142,37 @@ func TestHybridFlag(t *testing.T) {
 		if cfg.BlockSize != tc.want || cfg.Blocks.Config().BlockSize != tc.want || f.hybrid != (len(tc.args) > 0) {
 			t.Errorf("%v: block size %d/%d, want %d", tc.args, cfg.BlockSize, cfg.Blocks.Config().BlockSize, tc.want)
 		}
+	}
+}
+
+// TestBusyPortAnnouncesNothing: a simulator that cannot bind its port exits without sending its
+// worker's reset. Before the fix the publisher (created first) sent `reset` for the worker id, so
+// a second simulator started by mistake wiped the running worker's blocks from every router.
+func TestBusyPortAnnouncesNothing(t *testing.T) {
+	ns := natstest.Start(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	resets, err := nc.SubscribeSync(wire.ResetSubject("sim-busy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	err = run([]string{"-listen", busy.Addr().String(), "-worker-id", "sim-busy", "-nats", ns.ClientURL(),
+		"-model", "../../testdata/golden/qwen3vl-test-model", "-served-model-name", "qwen"})
+	if err == nil || !strings.Contains(err.Error(), "listening on") {
+		t.Fatalf("run on a busy port: %v, want a listen error", err)
+	}
+	if m, err := resets.NextMsg(300 * time.Millisecond); err == nil {
+		t.Fatalf("a simulator that did not start sent %s on %s", m.Data, m.Subject)
 	}
 }
