@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -56,12 +55,16 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	if rc == nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("no model_dir configured: nothing to explain")}
 	}
+	// The body's own problems are answered as the handler answers them (kvroute's JSON error
+	// body with its reason code); method and availability errors stay in Caddy's admin form.
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxExplainBody+1))
 	if err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("reading body: %w", err)}
+		writeError(w, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed"))
+		return nil
 	}
 	if len(body) > maxExplainBody {
-		return caddy.APIError{HTTPStatus: http.StatusRequestEntityTooLarge, Err: errors.New("body too large")}
+		writeError(w, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", maxExplainBody))
+		return nil
 	}
 	path := r.URL.Query().Get("path")
 	if path == "" {
