@@ -160,5 +160,5 @@ func (e *edgeEnv) client(h2 bool) *http.Client {
 	} else {
 		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	}
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: caddytest.RetryReset{Base: tr}}
 }
