@@ -154,7 +154,7 @@ func startEdge(t *testing.T, cfg edgeConfig) *edgeEnv {
 // Compression is not requested implicitly: tests set Accept-Encoding themselves.
 func (e *edgeEnv) client(h2 bool) *http.Client {
 	tc := &tls.Config{RootCAs: e.roots, NextProtos: []string{"http/1.1"}}
-	tr := &http.Transport{TLSClientConfig: tc, DisableCompression: true, ForceAttemptHTTP2: h2, DialContext: caddytest.DialRetryingReset}
+	tr := &http.Transport{TLSClientConfig: tc, DisableCompression: true, ForceAttemptHTTP2: h2}
 	if h2 {
 		tc.NextProtos = []string{"h2", "http/1.1"}
 	} else {

@@ -249,7 +249,7 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 	t.Cleanup(ms.Close)
 
 	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
-		client: &http.Client{Timeout: 60 * time.Second, Transport: caddytest.RetryReset{Base: &http.Transport{DialContext: caddytest.DialRetryingReset}}}}
+		client: &http.Client{Timeout: 60 * time.Second, Transport: caddytest.RetryReset{Base: http.DefaultTransport.(*http.Transport).Clone()}}}
 	httpPort, adminPort := caddytest.Port(t), caddytest.Port(t)
 	h.httpPort, h.adminPort = httpPort, adminPort
 	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)

@@ -1,12 +1,9 @@
 package caddytest
 
 import (
-	"context"
 	"errors"
-	"net"
 	"net/http"
 	"syscall"
-	"time"
 )
 
 // Caddy binds its listeners with SO_REUSEPORT (caddy listen_unix.go, v2.11): a config reload
@@ -16,25 +13,9 @@ import (
 // real client's retry does. Tests that reload Caddy and keep sending use these, so they test
 // kvroute rather than that race (docs/operations.md, "Config reloads").
 
-// DialRetryingReset dials like net.Dialer, and dials again (up to 5 times, 20 ms apart) when the
-// connect itself is reset.
-func DialRetryingReset(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	for attempt := 0; ; attempt++ {
-		c, err := d.DialContext(ctx, network, addr)
-		if err == nil || attempt == 4 || !errors.Is(err, syscall.ECONNRESET) {
-			return c, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // RetryReset is an http.RoundTripper that sends a request again (up to 3 times) when its
-// connection was reset before any response arrived and the body can be replayed (GetBody).
+// connection was reset before any response arrived — at the connect or at the first read — and
+// the body can be replayed (GetBody).
 type RetryReset struct{ Base http.RoundTripper }
 
 // RoundTrip implements http.RoundTripper.
