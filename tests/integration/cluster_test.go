@@ -26,6 +26,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
@@ -105,6 +106,33 @@ func (c *natsCluster) waitRoutes() {
 	wait.For(c.t, "cluster routes", func() bool {
 		for _, s := range c.srvs {
 			if s.NumRoutes() < len(c.srvs)-1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitInterest waits until the cluster carries interest both ways between worker id's server
+// (index workerSrv) and the replicas' servers (by server name): the worker's server holds the
+// replicas' subscriptions to its events (one local or route subscription per replica server), and
+// each replica's server holds the worker's replay and snapshot subscriptions.
+func (c *natsCluster) waitInterest(t *testing.T, id string, workerSrv int, replicaServers ...string) {
+	t.Helper()
+	distinct := map[string]bool{}
+	for _, n := range replicaServers {
+		distinct[n] = true
+	}
+	wait.For(t, "interest in "+id+" across the cluster", func() bool {
+		if c.srvs[workerSrv].GlobalAccount().Interest(wire.EventsSubject(id)) < len(distinct) {
+			return false
+		}
+		for _, s := range c.srvs {
+			if !distinct[s.Name()] {
+				continue
+			}
+			acc := s.GlobalAccount()
+			if acc.Interest(wire.ReplaySubject(id)) == 0 || acc.Interest(wire.SnapshotSubject(id)) == 0 {
 				return false
 			}
 		}
@@ -523,9 +551,18 @@ func TestClusterReplicasCatchUp(t *testing.T) {
 		}
 		c.restart(1)
 		wait.For(t, "c-w2 reconnected", func() bool { return sims[1].pub.Connected() })
+		// Route interest crosses the restarted server's routes after they count as up: until it
+		// has, the next batch would be lost again, and the replay and snapshot requests would find
+		// no responder. Both replicas' servers (the Caddy replica never left server 0) must see it.
+		c.waitInterest(t, "c-w2", 1, "n0", core.nc.ConnectedServerName())
 		warm(t, sims[1], textBody(t, "qwen", longText("Server 1 is back.", 120))) // the gap shows
 		wg.Wait()
 		close(stopWatch)
+		// c-w1's last batches under load may have gone out while the core replica was failing over
+		// (lost for it until another batch shows the gap): one more batch, once the interest has
+		// crossed, makes the gap show.
+		c.waitInterest(t, "c-w1", 0, "n0", core.nc.ConnectedServerName())
+		warm(t, sims[0], textBody(t, "qwen", longText("All servers are back.", 120)))
 		if failed.Load() != 0 || answered.Load() != requests {
 			t.Fatalf("%d of %d requests answered with a routing decision; failures: %v", answered.Load(), requests, failures)
 		}
