@@ -66,3 +66,65 @@ func BenchmarkParseRequest4k(b *testing.B) {
 		}
 	}
 }
+
+// chatBodyLong builds the bench/proxy multiturn100k shape: a system prompt and 80 turns (user
+// ~1,500 tokens, assistant ~500 tokens of common words, a newline every 17 words), about
+// 160k tokens and 900 kB of body.
+func chatBodyLong() []byte {
+	words := strings.Fields("the of and to in is was for on that with as by at from his her an which are or be this had not but have they were one all their has more")
+	doc := func(seed, n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				if i%17 == 0 {
+					b.WriteString(".\n")
+				} else {
+					b.WriteByte(' ')
+				}
+			}
+			b.WriteString(words[(seed*7919+i*31+i*i)%len(words)])
+		}
+		return b.String()
+	}
+	msgs := []map[string]any{{"role": "system", "content": "You are a careful assistant.\n" + doc(1, 1000)}}
+	for i := range 80 {
+		msgs = append(msgs, map[string]any{"role": "user", "content": doc(2*i+2, 1500)})
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": doc(2*i+3, 500)})
+	}
+	msgs = append(msgs, map[string]any{"role": "user", "content": doc(999, 1500)})
+	body, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 1, "messages": msgs})
+	return body
+}
+
+func BenchmarkRenderLong(b *testing.B) {
+	tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, err := chat.ParseRequest(chatBodyLong())
+	if err != nil || req.SchemaErr != nil {
+		b.Fatal(err, req.SchemaErr)
+	}
+	out, err := tmpl.Render(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tmpl.Render(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseRequestConversation(b *testing.B) {
+	body := chatBodyLong()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := chat.ParseRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
