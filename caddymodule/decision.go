@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,11 +70,30 @@ func (d *Decision) Served() string {
 	return d.WorkerID()
 }
 
+// servedOverlap returns the cached prefix, in blocks, of the worker of the latest proxy attempt
+// (Result.OverlapOn; 0 when its upstream is no known worker); the decision's before any attempt.
+func (d *Decision) servedOverlap() int {
+	d.triedMu.Lock()
+	served, attempted := d.served, d.attempted
+	d.triedMu.Unlock()
+	if !attempted {
+		return d.OverlapBlocks
+	}
+	return d.OverlapOn(served)
+}
+
 // servedVar is the value of {http.vars.kvroute.worker}: Caddy's replacer renders a
 // fmt.Stringer through String, at the time the placeholder is read (caddy.ToString).
 type servedVar struct{ d *Decision }
 
 func (v servedVar) String() string { return v.d.Served() }
+
+// servedOverlapVar is the value of {http.vars.kvroute.overlap_blocks}: the overlap of the worker
+// that served (a retry on another worker reports that worker's, so the header and log fields
+// built from the vars never pair one worker's id with another's overlap).
+type servedOverlapVar struct{ d *Decision }
+
+func (v servedOverlapVar) String() string { return strconv.Itoa(v.d.servedOverlap()) }
 
 type decisionKey struct{}
 

@@ -43,7 +43,7 @@ const (
 // Placeholders (request vars) set by this handler and the selection policy:
 //
 //	{http.vars.kvroute.worker}          id of the chosen worker ("" when none was known)
-//	{http.vars.kvroute.overlap_blocks}  cached prefix of the chosen worker, in blocks
+//	{http.vars.kvroute.overlap_blocks}  cached prefix of the worker that served, in blocks
 //	{http.vars.kvroute.total_blocks}    complete blocks of the request
 //	{http.vars.kvroute.fallback}        reason code when not routed exactly ("" when exact)
 type Handler struct {
@@ -261,14 +261,14 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, reqID string, err
 	return caddyhttp.Error(http.StatusInternalServerError, err)
 }
 
-// setDecisionVars sets the kvroute request vars once, before the proxy runs. The worker var reads
-// the worker of the latest proxy attempt (Decision.Served), which the selection policy updates
+// setDecisionVars sets the kvroute request vars once, before the proxy runs. The worker and
+// overlap vars read the worker of the latest proxy attempt (Decision.Served), which the selection policy updates
 // without writing the vars map: a retry's write would race an earlier attempt's dial, which
 // reads the same map from its own goroutine.
 func setDecisionVars(r *http.Request, d *Decision) {
 	ctx := r.Context()
 	caddyhttp.SetVar(ctx, "kvroute.worker", servedVar{d})
-	caddyhttp.SetVar(ctx, "kvroute.overlap_blocks", d.OverlapBlocks)
+	caddyhttp.SetVar(ctx, "kvroute.overlap_blocks", servedOverlapVar{d})
 	caddyhttp.SetVar(ctx, "kvroute.total_blocks", d.TotalBlocks)
 	caddyhttp.SetVar(ctx, "kvroute.fallback", string(d.Fallback))
 }

@@ -35,10 +35,56 @@ func selectWith(t *testing.T, d *Decision) (*reverseproxy.Upstream, map[string]a
 		setDecisionVars(req, d) // as the handler does before the proxy runs
 	}
 	up := s.Select(testPool(), req, nil)
-	if v, ok := vars["kvroute.worker"]; ok {
-		vars["kvroute.worker"] = caddy.ToString(v) // as a placeholder renders it, after the attempt
-	}
+	renderServedVars(vars)
 	return up, vars
+}
+
+// renderServedVars renders the vars that follow the proxy's attempts as a placeholder does, after
+// the attempt.
+func renderServedVars(vars map[string]any) {
+	for _, k := range []string{"kvroute.worker", "kvroute.overlap_blocks"} {
+		if v, ok := vars[k]; ok {
+			vars[k] = caddy.ToString(v)
+		}
+	}
+}
+
+// TestServedVarsFollowRetry: a retry on another worker changes both the worker var and the
+// overlap var to that worker's (the operator's X-Kvroute-* headers and access-log fields must not
+// pair one worker's id with another's overlap).
+func TestServedVarsFollowRetry(t *testing.T) {
+	d := &Decision{Result: router.Result{Chosen: &router.Candidate{WorkerID: "w2", Endpoint: "127.0.0.1:9002", OverlapBlocks: 7},
+		Ranked: []router.Candidate{
+			{WorkerID: "w2", Endpoint: "127.0.0.1:9002", OverlapBlocks: 7, Available: true},
+			{WorkerID: "w1", Endpoint: "127.0.0.1:9001", OverlapBlocks: 3, Available: true},
+		}, OverlapBlocks: 7, TotalBlocks: 9}}
+	s := &Selection{fallback: reverseproxy.FirstSelection{}, app: testApp(t, nil)}
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	vars := map[string]any{}
+	req = req.WithContext(WithDecision(context.WithValue(req.Context(), caddyhttp.VarsCtxKey, vars), d))
+	setDecisionVars(req, d)
+	rendered := func() (string, string) {
+		return caddy.ToString(vars["kvroute.worker"]), caddy.ToString(vars["kvroute.overlap_blocks"])
+	}
+	if w, o := rendered(); w != "w2" || o != "7" {
+		t.Fatalf("before any attempt: worker %q overlap %q, want w2 7", w, o)
+	}
+	if up := s.Select(testPool(), req, nil); up == nil || up.Dial != "http://127.0.0.1:9002" {
+		t.Fatalf("first attempt %+v", up)
+	}
+	if w, o := rendered(); w != "w2" || o != "7" {
+		t.Fatalf("first attempt: worker %q overlap %q, want w2 7", w, o)
+	}
+	// Caddy asks again: the first attempt failed; the next-best candidate serves
+	if up := s.Select(testPool(), req, nil); up == nil || up.Dial != "127.0.0.1:9001" {
+		t.Fatalf("retry %+v", up)
+	}
+	if w, o := rendered(); w != "w1" || o != "3" {
+		t.Errorf("after the retry: worker %q overlap %q, want w1 3", w, o)
+	}
+	if vars["kvroute.total_blocks"] != 9 {
+		t.Errorf("total_blocks %v", vars["kvroute.total_blocks"])
+	}
 }
 
 func TestSelectionFollowsDecision(t *testing.T) {
@@ -46,7 +92,7 @@ func TestSelectionFollowsDecision(t *testing.T) {
 	if up == nil || up.Dial != "http://127.0.0.1:9002" {
 		t.Fatalf("picked %+v", up)
 	}
-	if vars["kvroute.worker"] != "w2" || vars["kvroute.overlap_blocks"] != 2 || vars["kvroute.total_blocks"] != 5 || vars["kvroute.fallback"] != "" {
+	if vars["kvroute.worker"] != "w2" || vars["kvroute.overlap_blocks"] != "2" || vars["kvroute.total_blocks"] != 5 || vars["kvroute.fallback"] != "" {
 		t.Errorf("vars %v", vars)
 	}
 }

@@ -116,6 +116,24 @@ func (res *Result) Endpoint() string {
 	return res.Chosen.Endpoint
 }
 
+// OverlapOn returns the request's cached prefix, in blocks, on the worker with id workerID: the
+// decision's OverlapBlocks for the chosen worker, the candidate's own for another ranked one, 0
+// for a worker that is no candidate (an upstream no routing decision knew).
+func (res *Result) OverlapOn(workerID string) int {
+	if res == nil {
+		return 0
+	}
+	if res.Chosen != nil && res.Chosen.WorkerID == workerID {
+		return res.OverlapBlocks
+	}
+	for _, c := range res.Ranked {
+		if c.WorkerID == workerID {
+			return c.OverlapBlocks
+		}
+	}
+	return 0
+}
+
 // PrefillOn returns the request's uncached prompt tokens on the worker with id workerID (its own
 // overlap; 0 without a decision), for scheduler.Handle.Move when the request goes to another
 // worker than Chosen.

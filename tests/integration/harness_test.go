@@ -135,6 +135,8 @@ type harnessOpts struct {
 	// caddyModelDir is Caddy's model_dir when it differs from the simulators' model folder ("" =
 	// the same).
 	caddyModelDir string
+	// proxyOpts are extra lines of the reverse_proxy block (e.g. `lb_retries 1`).
+	proxyOpts string
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
@@ -173,9 +175,10 @@ http://127.0.0.1:%d {
 		lb_policy kvroute {
 			fallback round_robin
 		}
+%s
 	}
 }
-`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.opts.siteDirectives)
+`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.opts.siteDirectives, h.opts.proxyOpts)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
