@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -42,10 +43,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 			_ = rc.SetReadDeadline(time.Now())
 		}()
 	}
+	start := time.Now()
 	data, err := readChunks(io.LimitReader(r.Body, limit+1), r.ContentLength)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, reason.Wrap(reason.BodyTimeout, err, "request body not received within %s", timeout)
+			return nil, reason.Wrap(reason.BodyTimeout, err, "%s", bodyTimeoutMessage(time.Since(start), timeout, deadlineSet))
 		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -60,6 +62,16 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	}
 	ok = true
 	return data, nil
+}
+
+// bodyTimeoutMessage says which deadline ended the body read: kvroute's read_timeout, or an earlier
+// one of the server's (Caddy's `servers { timeouts { read_body } }` applies to the whole request
+// and fires first when it is shorter), so the 408 names the limit that was really hit.
+func bodyTimeoutMessage(elapsed, timeout time.Duration, ours bool) string {
+	if ours && elapsed >= timeout-timeout/20 { // within 5 %: our deadline (set just before the read)
+		return fmt.Sprintf("request body not received within %s (kvroute read_timeout)", timeout)
+	}
+	return fmt.Sprintf("request body not received within %s (the server's read timeout)", elapsed.Round(100*time.Millisecond))
 }
 
 // Chunk sizes of readChunks: the first chunk, and the largest one.

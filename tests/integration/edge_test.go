@@ -36,6 +36,9 @@ type edgeConfig struct {
 	Proxy   string   // extra reverse_proxy subdirectives (retries, request_buffers, health checks)
 	App     string   // extra kvroute app options
 	MaxBody string   // the kvroute directive's max_body_size; "" is 64MiB
+	// ReadTimeout is the kvroute directive's read_timeout and ReadBody the server's
+	// `timeouts { read_body }`; "" is 30s for both.
+	ReadTimeout, ReadBody string
 }
 
 func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) string {
@@ -46,6 +49,13 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	maxBody := c.MaxBody
 	if maxBody == "" {
 		maxBody = "64MiB"
+	}
+	readTimeout, readBody := c.ReadTimeout, c.ReadBody
+	if readTimeout == "" {
+		readTimeout = "30s"
+	}
+	if readBody == "" {
+		readBody = "30s"
 	}
 	site := fmt.Sprintf(`{
 	encode zstd gzip
@@ -59,7 +69,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	route /v1/* {
 		kvroute {
 			max_body_size %s
-			read_timeout 30s
+			read_timeout %s
 		}
 		reverse_proxy {
 			dynamic kvroute qwen
@@ -77,7 +87,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	log {
 		output file %s
 	}
-}`, maxBody, c.Proxy, filepath.Join(dir, "access.log"))
+}`, maxBody, readTimeout, c.Proxy, filepath.Join(dir, "access.log"))
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%[1]d
 	http_port %[2]d
@@ -93,7 +103,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	servers {
 		timeouts {
 			read_header 10s
-			read_body 30s
+			read_body %[10]s
 			idle 2m
 		}
 	}
@@ -110,7 +120,7 @@ https://127.0.0.1:%[3]d {
 	tls internal%[8]s
 
 http://127.0.0.1:%[2]d {%[8]s
-`, adminPort, httpPort, httpsPort, filepath.Join(dir, "storage"), modelDir, workers, c.App, site[1:], filepath.Join(dir, "caddy.log"))
+`, adminPort, httpPort, httpsPort, filepath.Join(dir, "storage"), modelDir, workers, c.App, site[1:], filepath.Join(dir, "caddy.log"), readBody)
 }
 
 // startEdge loads cfg into Caddy and waits until the TLS site answers with a certificate of
