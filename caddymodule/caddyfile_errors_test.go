@@ -37,6 +37,16 @@ func TestCaddyfileErrors(t *testing.T) {
 		"scheduler bad running":   {global("\t\tscheduler {\n\t\t\tmax_running -2\n\t\t}"), "max_running"},
 		"scheduler bad balance":   {global("\t\tscheduler {\n\t\t\tbalance_factor 0.5\n\t\t}"), `balance_factor: "0.5" is not off or a number >= 1`},
 		"scheduler bad queue":     {global("\t\tscheduler {\n\t\t\tqueue_wait_tokens many\n\t\t}"), "queue_wait_tokens"},
+		// limits whose JSON zero means "the default": a Caddyfile 0 would silently become it
+		"max_media 0":              {global("\t\tmax_media 0"), `max_media: "0" is not a positive integer`},
+		"max_messages 0":           {global("\t\tmax_messages 0"), `max_messages: "0" is not a positive integer`},
+		"max_parts 0":              {global("\t\tmax_parts 0"), `max_parts: "0" is not a positive integer`},
+		"max_parts negative":       {global("\t\tmax_parts -5"), `max_parts: "-5" is not a positive integer`},
+		"index max_blocks 0":       {global("\t\tindex {\n\t\t\tmax_blocks 0\n\t\t}"), `max_blocks: "0" is not a positive integer`},
+		"media decoded frames 0":   {global("\t\tmedia {\n\t\t\tmax_decoded_frames 0\n\t\t}"), `max_decoded_frames: "0" is not a positive integer`},
+		"media frame size 0":       {global("\t\tmedia {\n\t\t\tmax_frame_size 0 0\n\t\t}"), `"0" is not a positive integer`},
+		"media decode slots 0":     {global("\t\tmedia {\n\t\t\tdecode_slots 0\n\t\t}"), `decode_slots: "0" is not a positive integer`},
+		"scheduler balance window": {global("\t\tscheduler {\n\t\t\tbalance_window 0\n\t\t}"), `balance_window: "0" is not a positive integer`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -73,11 +73,11 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 			return nil
 		})
 	case "max_media":
-		return true, oneArg(d, intInto(d, &rc.MaxMedia))
+		return true, oneArg(d, positiveIntInto(d, &rc.MaxMedia))
 	case "max_messages":
-		return true, oneArg(d, intInto(d, &rc.MaxMessages))
+		return true, oneArg(d, positiveIntInto(d, &rc.MaxMessages))
 	case "max_parts":
-		return true, oneArg(d, intInto(d, &rc.MaxParts))
+		return true, oneArg(d, positiveIntInto(d, &rc.MaxParts))
 	case "tokenize_cache_size":
 		if rc.TokenizeCacheSize != nil {
 			return true, d.Err("tokenize_cache_size already specified")
@@ -105,9 +105,9 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 			var err error
 			switch d.Val() {
 			case "max_blocks_per_worker":
-				err = oneArg(d, intInto(d, &rc.Index.MaxBlocksPerWorker))
+				err = oneArg(d, positiveIntInto(d, &rc.Index.MaxBlocksPerWorker))
 			case "max_blocks":
-				err = oneArg(d, intInto(d, &rc.Index.MaxBlocks))
+				err = oneArg(d, positiveIntInto(d, &rc.Index.MaxBlocks))
 			default:
 				err = d.Errf("unrecognized index option '%s'", d.Val())
 			}
@@ -150,17 +150,17 @@ func (m *MediaConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(args) != 2 {
 				return d.ArgErr()
 			}
-			if err = intInto(d, &m.MaxFrameWidth)(args[0]); err == nil {
-				err = intInto(d, &m.MaxFrameHeight)(args[1])
+			if err = positiveIntInto(d, &m.MaxFrameWidth)(args[0]); err == nil {
+				err = positiveIntInto(d, &m.MaxFrameHeight)(args[1])
 			}
 		case "max_decoded_frames":
-			err = oneArg(d, intInto(d, &m.MaxDecodedFrames))
+			err = oneArg(d, positiveIntInto(d, &m.MaxDecodedFrames))
 		case "max_rgb_bytes":
 			err = oneArg(d, sizeInto(d, &m.MaxRGBBytes))
 		case "decode_timeout":
 			err = oneArg(d, durationInto(d, &m.DecodeTimeout))
 		case "decode_slots":
-			err = oneArg(d, intInto(d, &m.DecodeSlots))
+			err = oneArg(d, positiveIntInto(d, &m.DecodeSlots))
 		case "slot_wait":
 			err = oneArg(d, durationInto(d, &m.SlotWait))
 		case "max_inflight_bytes":
@@ -208,7 +208,7 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 				return nil
 			})
 		case "balance_window":
-			err = oneArg(d, intInto(d, &c.BalanceWindow))
+			err = oneArg(d, positiveIntInto(d, &c.BalanceWindow))
 		case "prefill_load_scale":
 			err = oneArg(d, floatInto(d, &c.PrefillLoadScale))
 		case "overlap_credit":
@@ -270,12 +270,15 @@ func appendArgs(d *caddyfile.Dispenser, to []string) ([]string, error) {
 	return append(to, args...), nil
 }
 
-func intInto(d *caddyfile.Dispenser, p *int) func(string) error {
+// positiveIntInto parses a limit whose zero value in the JSON config means "the default": 0 in a
+// Caddyfile would be dropped by the adapter (omitempty) and silently become the default, so it is
+// refused here with the reason.
+func positiveIntInto(d *caddyfile.Dispenser, p *int) func(string) error {
 	name := d.Val() // the option name: the closure runs after the argument is read
 	return func(s string) error {
 		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 {
-			return d.Errf("%s: %q is not a non-negative integer", name, s)
+		if err != nil || v < 1 {
+			return d.Errf("%s: %q is not a positive integer (0 is not a limit here; leave the option out for the default)", name, s)
 		}
 		*p = v
 		return nil
