@@ -7,7 +7,8 @@ import (
 // TestTokenizeCacheConversation sends a conversation growing by one turn per request through
 // Caddy (issue 14): the earlier turns' segments come from the tokenize cache (counted on
 // caddy_kvroute_tokenize_cache_*), and the cached ids are exact: the second request reaches the
-// worker that cached the first with the first request's blocks as overlap.
+// worker that cached the first with the first request's blocks as overlap. A config reload that
+// changes neither the tokenizer files nor the cache size keeps the cache.
 func TestTokenizeCacheConversation(t *testing.T) {
 	h := startHarness(t, []simSpec{{ID: "conv-a", Model: "qwen"}, {ID: "conv-b", Model: "qwen"}})
 	msg := func(role, content string) map[string]any { return map[string]any{"role": role, "content": content} }
@@ -39,7 +40,22 @@ func TestTokenizeCacheConversation(t *testing.T) {
 	if second.hitBlocks != second.overlap {
 		t.Fatalf("second: the worker found %d cached blocks, kvroute predicted %d", second.hitBlocks, second.overlap)
 	}
-	if b := h.metric(t, "caddy_kvroute_tokenize_cache_bytes"); b <= 0 {
-		t.Fatalf("tokenize cache holds %v bytes", b)
+	bytes := h.metric(t, "caddy_kvroute_tokenize_cache_bytes")
+	if bytes <= 0 {
+		t.Fatalf("tokenize cache holds %v bytes", bytes)
+	}
+
+	// A reload that changes no tokenizer file and not the cache size keeps the cache: the same
+	// conversation is then four hits (system, both user turns, the assistant turn), no miss.
+	h.reload(t, harnessOpts{appOpts: "		max_media 16"})
+	if b := h.metric(t, "caddy_kvroute_tokenize_cache_bytes"); b != bytes {
+		t.Fatalf("after the reload the tokenize cache holds %v bytes, before %v", b, bytes)
+	}
+	again := h.chat(t, mustJSON(t, map[string]any{"model": "qwen", "messages": []any{system, user1, asst1, user2}})).mustOK(t)
+	if hits, miss := h.metric(t, "caddy_kvroute_tokenize_cache_hits_total")-hits0, h.metric(t, "caddy_kvroute_tokenize_cache_misses_total")-miss0; hits != 6 || miss != 4 {
+		t.Fatalf("after the reload: %v hits, %v misses; want 6 and 4 (the repeated conversation all from the kept cache)", hits, miss)
+	}
+	if again.total != second.total || again.fallback != "" {
+		t.Fatalf("after the reload: %d blocks (before %d), fallback %q", again.total, second.total, again.fallback)
 	}
 }
