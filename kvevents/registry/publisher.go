@@ -3,6 +3,8 @@ package registry
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -34,9 +36,10 @@ func DefaultPublisherConfig() *PublisherConfig {
 // every Interval (the bucket forgets records after TTL), and deletes the key on Stop.
 // Its methods are safe for concurrent use.
 type Publisher struct {
-	kv  jetstream.KeyValue
-	cfg PublisherConfig
-	id  string
+	kv       jetstream.KeyValue
+	cfg      PublisherConfig
+	id       string
+	instance string // the records' Instance
 
 	recMu  sync.Mutex // guards record (Update runs beside the heartbeat)
 	record []byte
@@ -47,8 +50,12 @@ type Publisher struct {
 	done   chan struct{}
 }
 
-// NewPublisher validates w and returns a Publisher for it. cfg may be nil (defaults).
+// NewPublisher validates w and returns a Publisher for it. cfg may be nil (defaults). An empty
+// w.Instance gets a random one: the publisher's records carry it, and Update keeps it.
 func NewPublisher(kv jetstream.KeyValue, w Worker, cfg *PublisherConfig) (*Publisher, error) {
+	if w.Instance == "" {
+		w.Instance = newInstance()
+	}
 	if err := w.Normalize(); err != nil {
 		return nil, err
 	}
@@ -64,7 +71,14 @@ func NewPublisher(kv jetstream.KeyValue, w Worker, cfg *PublisherConfig) (*Publi
 		defaults.Positive(&c.Timeout, d.Timeout)
 		c.Logger = cmp.Or(c.Logger, d.Logger)
 	}
-	return &Publisher{kv: kv, cfg: c, record: rec, id: w.WorkerID}, nil
+	return &Publisher{kv: kv, cfg: c, record: rec, id: w.WorkerID, instance: w.Instance}, nil
+}
+
+// newInstance returns 16 random hex digits.
+func newInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Start writes the record once (returning its error) and then heartbeats in the background until
@@ -107,6 +121,9 @@ func (p *Publisher) Update(ctx context.Context, w Worker) error {
 	}
 	if w.WorkerID != p.id {
 		return fmt.Errorf("updating worker record %s: record of %s", p.id, w.WorkerID)
+	}
+	if w.Instance == "" {
+		w.Instance = p.instance
 	}
 	rec, err := w.Encode()
 	if err != nil {

@@ -55,6 +55,11 @@ type Worker struct {
 
 	// Contract is the worker's video contract (DESIGN.md §2.3), raw JSON, or absent.
 	Contract json.RawMessage `json:"contract,omitempty"`
+
+	// Instance identifies the publishing process: random, new at each Publisher (NewPublisher
+	// sets it), `[A-Za-z0-9_-]{1,64}`, or absent (older publishers). Records of one worker id
+	// that alternate between two instances mean two processes claim the id (Watcher).
+	Instance string `json:"instance,omitempty"`
 }
 
 // ValidWorkerID reports whether id matches `[A-Za-z0-9_-]{1,64}`.
@@ -89,6 +94,9 @@ func (w *Worker) Normalize() error {
 	}
 	if w.BlockSize <= 0 {
 		return fmt.Errorf("%w: worker %s: block_size %d must be positive", ErrInvalidWorker, w.WorkerID, w.BlockSize)
+	}
+	if w.Instance != "" && !ValidWorkerID(w.Instance) {
+		return fmt.Errorf("%w: worker %s: instance %q must match [A-Za-z0-9_-]{1,64}", ErrInvalidWorker, w.WorkerID, w.Instance)
 	}
 	if w.DPSize < 0 {
 		return fmt.Errorf("%w: worker %s: dp_size %d must not be negative", ErrInvalidWorker, w.WorkerID, w.DPSize)

@@ -49,6 +49,8 @@ type Watcher struct {
 	snap atomic.Pointer[[]Worker]
 	// invalid counts records dropped because they failed validation.
 	invalid atomic.Uint64
+	// conflicts counts worker ids found claimed by two live processes (claimLocked).
+	conflicts atomic.Uint64
 
 	// mu guards seen, subs, cancel and done. Lock order: docs/LOCKS.md (a leaf).
 	mu     sync.Mutex
@@ -61,7 +63,16 @@ type Watcher struct {
 
 type entry struct {
 	w    Worker
-	seen time.Time
+	seen time.Time // the latest put of w's instance
+
+	// Instances of the record (conflict.go): prev is the instance w replaced (a restart, or a
+	// second process); rival the instance of another live process claiming the same worker id,
+	// whose records are ignored while it keeps writing (rivalSeen, its latest put) and w's
+	// process lives; warned when the conflict was last logged.
+	prev      string
+	rival     string
+	rivalSeen time.Time
+	warned    time.Time
 }
 
 // NewWatcher returns a stopped Watcher over kv. cfg may be nil.
@@ -169,7 +180,12 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 			return
 		}
 		old, had := w.seen[key]
-		w.seen[key] = entry{w: rec, seen: w.cfg.Now()}
+		now := w.cfg.Now()
+		next, use := w.claimLocked(old, had, rec, now)
+		w.seen[key] = next
+		if !use {
+			return // a rival process's record: the one in use stays
+		}
 		if !had || !sameWorker(old.w, rec) {
 			switch {
 			case !w.accepted(rec) && (!had || !w.accepted(old.w)):
