@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Bucket is the NATS JetStream key-value bucket holding worker records (key = worker id).
