@@ -167,6 +167,13 @@ func TestTypedErrors(t *testing.T) {
 			t.Errorf("%s: err %v (code %q), want %q", c.name, err, got, c.want)
 		}
 	}
+	// The client's 400 says what was found, in FFmpeg's words (the message is what the JSON error
+	// body carries; it was "opening container").
+	_, err := d.Decode(context.Background(), []byte("<html><body>not a video</body></html>"), dynamoMaxFrames, media.DecodeOptions{})
+	var re *reason.Error
+	if !errors.As(err, &re) || re.Message != "the video is not a media container FFmpeg can read (Invalid data found when processing input)" {
+		t.Errorf("html page: %v", err)
+	}
 }
 
 // TestDefinedResults: damaged and unusual inputs that still decode give a defined, repeatable result.

@@ -110,7 +110,8 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx.Err())
 		}
-		return nil, reason.Wrap(reason.MediaUndecodable, err, "opening container")
+		// The message reaches the client (400): it says what was found, FFmpeg's own words included.
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "the video is not a media container FFmpeg can read (%v)", err)
 	}
 	in.opened = true
 	// Another codec is rejected before probing: avformat_find_stream_info would decode it.
@@ -122,7 +123,7 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx.Err())
 		}
-		return nil, reason.Wrap(reason.MediaUndecodable, err, "reading stream info")
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "reading the video's stream info (%v)", err)
 	}
 	idx, real := selectVideoStream(in.fc)
 	if real == 0 || idx < 0 {
