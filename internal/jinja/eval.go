@@ -21,26 +21,71 @@ var (
 // Scope
 // =============================================================================
 
+// scope holds the variables of one block. kvroute change (see README.md): the first
+// len(small) variables live in an inline array, searched linearly, and only a scope with more
+// (the builtins) gets a map. A for-loop makes one scope per iteration, and a chat template's loop
+// over a long conversation made a map per message (a third of the render's CPU); the lookup
+// order and the shadowing rules are the map version's.
 type scope struct {
-	vars   map[string]Value
+	small  [6]scopeVar
+	n      int              // used entries of small
+	vars   map[string]Value // the rest, nil until small is full
 	parent *scope
 }
 
+type scopeVar struct {
+	name string
+	val  Value
+}
+
 func newScope(parent *scope) *scope {
-	return &scope{vars: make(map[string]Value, 4), parent: parent}
+	return &scope{parent: parent}
+}
+
+// lookup finds name in this scope only.
+func (s *scope) lookup(name string) (Value, bool) {
+	for i := 0; i < s.n; i++ {
+		if s.small[i].name == name {
+			return s.small[i].val, true
+		}
+	}
+	if s.vars != nil {
+		v, ok := s.vars[name]
+		return v, ok
+	}
+	return Value{}, false
 }
 
 func (s *scope) get(name string) (Value, bool) {
-	if v, ok := s.vars[name]; ok {
-		return v, true
-	}
-	if s.parent != nil {
-		return s.parent.get(name)
+	for c := s; c != nil; c = c.parent {
+		if v, ok := c.lookup(name); ok {
+			return v, true
+		}
 	}
 	return Undefined(), false
 }
 
 func (s *scope) set(name string, val Value) {
+	for i := 0; i < s.n; i++ {
+		if s.small[i].name == name {
+			s.small[i].val = val
+			return
+		}
+	}
+	if s.vars != nil {
+		if _, ok := s.vars[name]; ok {
+			s.vars[name] = val
+			return
+		}
+	}
+	if s.n < len(s.small) {
+		s.small[s.n] = scopeVar{name: name, val: val}
+		s.n++
+		return
+	}
+	if s.vars == nil {
+		s.vars = make(map[string]Value)
+	}
 	s.vars[name] = val
 }
 
@@ -356,7 +401,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		}
 		extra := NewDict()
 		for key, value := range kwargs {
-			if _, bound := child.vars[key]; !bound {
+			if _, bound := child.lookup(key); !bound {
 				if !acceptsKwargs && key != "caller" {
 					return Undefined(), fmt.Errorf("macro %s: unexpected keyword argument %q", n.name, key)
 				}
