@@ -254,6 +254,17 @@ func (e *evaluator) execForItems(n *forNode, iterVal Value, depth int64) error {
 		}))
 	}
 
+	// loop.cycle picks by the current iteration's index, as Jinja2's LoopContext.cycle does
+	// (self.index0 at call time). kvroute change: one callable for the loop instead of a new
+	// closure (two allocations) per iteration.
+	var cycleIdx int64
+	ld.Data["cycle"] = NewCallable("loop.cycle", func(args []Value, kwargs map[string]Value) (Value, error) {
+		if len(args) == 0 {
+			return Undefined(), nil
+		}
+		return args[int(cycleIdx)%len(args)], nil
+	})
+
 	for i, item := range items {
 		child := newScope(e.scope)
 		child.set("loop", loop)
@@ -291,14 +302,7 @@ func (e *evaluator) execForItems(n *forNode, iterVal Value, depth int64) error {
 			ld.Data["nextitem"] = Undefined()
 		}
 
-		// cycle function — capture idx by value for closure correctness.
-		cycleIdx := idx
-		ld.Data["cycle"] = NewCallable("loop.cycle", func(args []Value, kwargs map[string]Value) (Value, error) {
-			if len(args) == 0 {
-				return Undefined(), nil
-			}
-			return args[int(cycleIdx)%len(args)], nil
-		})
+		cycleIdx = idx // read by loop.cycle, made once before the loop (kvroute change)
 
 		old := e.scope
 		e.scope = child
