@@ -11,7 +11,9 @@ import (
 // overlap, which misled access logs built from the headers.
 func TestRetryHeadersNameServedWorker(t *testing.T) {
 	h := startHarnessOpts(t, []simSpec{{ID: "retry-a", Model: "qwen"}, {ID: "retry-b", Model: "qwen"}},
-		harnessOpts{proxyOpts: "\t\tlb_retries 1\n\t\tlb_retry_match {\n\t\t\tmethod POST\n\t\t}"})
+		// active probes off: a probe between the kill and the request would mark the dead worker
+		// down and the request would go to the other one without a retry
+		harnessOpts{proxyOpts: "\t\tlb_retries 1\n\t\tlb_retry_match {\n\t\t\tmethod POST\n\t\t}", appOpts: "\t\thealth_checks off"})
 	body := textBody(t, "qwen", longText("Retry after the cached worker died.", 400))
 	cold := h.coldChat(t, body)
 	warm := h.chat(t, body).mustOK(t)
