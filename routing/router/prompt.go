@@ -14,7 +14,8 @@ import (
 )
 
 // What is hashed: the prompt's tokens (the chat template rendered, or a completions prompt, then
-// tokenized), the text prefix a fallback routes on, and the engine's view of the tokens that the
+// tokenized, with the tokenizer's special tokens added where the worker adds them:
+// model.AddSpecialTokens), the text prefix a fallback routes on, and the engine's view of the tokens that the
 // block hashes are taken over.
 
 func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathKind) (string, []uint32, error) {
@@ -37,8 +38,11 @@ func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathK
 		return "", nil, errors.New("the request has no messages (chat) or string prompt (completions)")
 	}
 	t := time.Now()
-	ids := r.model.Tokenizer.Encode(prompt)
+	ids, err := r.model.EncodePrompt(prompt, model.AddSpecialTokens(req, kind == PathCompletions))
 	r.stage(ctx, "tokenize", t)
+	if err != nil {
+		return "", nil, err
+	}
 	return prompt, ids, nil
 }
 
