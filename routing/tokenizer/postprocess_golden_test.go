@@ -80,13 +80,16 @@ func readOptional(t *testing.T, path string) []byte {
 //   - reading "tokenizer.json": the file's own post_processor (Tokenizer.PostProcessor), and for a
 //     variant the post_processor of variants.json parsed over its base tokenizer;
 //   - reading "transformers4": ForTransformers with the folder's tokenizer_config.json (the
-//     LlamaTokenizerFast/GemmaTokenizerFast override, DeepSeek-V3 and Gemma 3 here); a folder
-//     without such vectors must read the same under ForTransformers as tokenizer.json says.
+//     LlamaTokenizerFast/GemmaTokenizerFast override, DeepSeek-V3 and Gemma 3 here), or with a
+//     variant's tokenizer_config (defaults, EOS, AddedToken objects, an override that drops the
+//     BOS tokenizer.json adds); a folder without such vectors must read the same under
+//     ForTransformers as tokenizer.json says.
 func TestPostProcessorGolden(t *testing.T) {
 	vectors := readSpecialVectors(t)
 	var variants map[string]struct {
-		Base          string          `json:"base"`
-		PostProcessor json.RawMessage `json:"post_processor"`
+		Base            string          `json:"base"`
+		PostProcessor   json.RawMessage `json:"post_processor"`
+		TokenizerConfig json.RawMessage `json:"tokenizer_config"`
 	}
 	if err := json.Unmarshal(readOptional(t, specialDir+"variants.json"), &variants); err != nil {
 		t.Fatal(err)
@@ -120,6 +123,8 @@ func TestPostProcessorGolden(t *testing.T) {
 		if pp == nil {
 			var err error
 			switch vr, variant := variants[v.Model]; {
+			case variant && vr.TokenizerConfig != nil:
+				pp, err = tok.ForTransformers(vr.TokenizerConfig, nil)
 			case variant:
 				pp, err = parsePostProcessor(vr.PostProcessor)
 			case v.Reading == "tokenizer.json":
@@ -169,7 +174,8 @@ func TestPostProcessorGolden(t *testing.T) {
 		"tokenizers/deepseek_v3|tokenizer.json", "tokenizers/deepseek_v3|transformers4", "tokenizers/gptoss|tokenizer.json",
 		"tokenizers/qwen35_pretok|tokenizer.json", "golden/qwen3vl-test-model|tokenizer.json", "nemotron-test-model|tokenizer.json",
 		"llama3_meta|tokenizer.json", "qwen_bert|tokenizer.json", "qwen_roberta|tokenizer.json", "qwen_template_multi|tokenizer.json",
-		"qwen_sequence_nested|tokenizer.json"} {
+		"qwen_sequence_nested|tokenizer.json", "deepseek_v3_config_defaults|transformers4", "deepseek_v3_config_bos_eos|transformers4",
+		"deepseek_v3_config_eos_only|transformers4", "gemma3_config_no_bos|transformers4"} {
 		if checked[want] < 14 {
 			t.Errorf("%s: %d vectors checked, want 14 (7 texts × 2 flags)", want, checked[want])
 		}

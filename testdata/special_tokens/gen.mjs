@@ -52,6 +52,23 @@ async function rust(name, reading, tok) {
 const overrides = { LlamaTokenizer: ['<s>', '</s>'], GemmaTokenizer: ['<bos>', '<eos>'] };
 function content(v) { return v && typeof v === 'object' ? v.content : v; }
 
+// transformers4 returns the Rust tokenizer of json with the post-processor update_post_processor
+// builds from cfg (tokenizer_config.json).
+function transformers4(json, cfg) {
+  const cls = (cfg.tokenizer_class ?? '').replace(/Fast$/, '');
+  const tok = Tokenizer.fromString(json);
+  const addBos = cfg.add_bos_token ?? true, addEos = cfg.add_eos_token ?? false;
+  const bos = 'bos_token' in cfg ? content(cfg.bos_token) : overrides[cls][0];
+  const eos = 'eos_token' in cfg ? content(cfg.eos_token) : overrides[cls][1];
+  const single = `${addBos ? bos + ':0 ' : ''}$A:0${addEos ? ' ' + eos + ':0' : ''}`;
+  const pair = `${single}${addBos ? ' ' + bos + ':1' : ''} $B:1${addEos ? ' ' + eos + ':1' : ''}`;
+  const special = [];
+  if (addBos) special.push([bos, tok.tokenToId(bos)]);
+  if (addEos) special.push([eos, tok.tokenToId(eos)]);
+  tok.setPostProcessor(templateProcessing(single, pair, special));
+  return tok;
+}
+
 for (const f of folders) {
   const dir = path.join(testdata, f);
   const json = fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8');
@@ -60,19 +77,7 @@ for (const f of folders) {
   if (!fs.existsSync(cfgPath)) continue;
   const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
   const cls = (cfg.tokenizer_class ?? '').replace(/Fast$/, '');
-  if (overrides[cls]) {
-    const tok = Tokenizer.fromString(json);
-    const addBos = cfg.add_bos_token ?? true, addEos = cfg.add_eos_token ?? false;
-    const bos = 'bos_token' in cfg ? content(cfg.bos_token) : overrides[cls][0];
-    const eos = 'eos_token' in cfg ? content(cfg.eos_token) : overrides[cls][1];
-    const single = `${addBos ? bos + ':0 ' : ''}$A:0${addEos ? ' ' + eos + ':0' : ''}`;
-    const pair = `${single}${addBos ? ' ' + bos + ':1' : ''} $B:1${addEos ? ' ' + eos + ':1' : ''}`;
-    const special = [];
-    if (addBos) special.push([bos, tok.tokenToId(bos)]);
-    if (addEos) special.push([eos, tok.tokenToId(eos)]);
-    tok.setPostProcessor(templateProcessing(single, pair, special));
-    await rust(f, 'transformers4', tok);
-  }
+  if (overrides[cls]) await rust(f, 'transformers4', transformers4(json, cfg));
   const tj = await AutoTokenizer.from_pretrained(dir);
   for (const text of texts) {
     for (const add of [true, false]) {
@@ -82,7 +87,13 @@ for (const f of folders) {
 }
 
 for (const [name, v] of Object.entries(variants)) {
-  const file = JSON.parse(fs.readFileSync(path.join(testdata, v.base, 'tokenizer.json'), 'utf8'));
+  const json = fs.readFileSync(path.join(testdata, v.base, 'tokenizer.json'), 'utf8');
+  if (v.tokenizer_config) {
+    // A tokenizer_config.json variant: the transformers reading over the base tokenizer.json.
+    await rust(name, 'transformers4', transformers4(json, v.tokenizer_config));
+    continue;
+  }
+  const file = JSON.parse(json);
   file.post_processor = v.post_processor;
   await rust(name, 'tokenizer.json', Tokenizer.fromString(JSON.stringify(file)));
 }
