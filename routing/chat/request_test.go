@@ -248,6 +248,12 @@ func TestParseRequestAddSpecialTokens(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.body, err)
 		}
+		// The router's parser (with limits, skipping members it does not read) reads it too.
+		lim, err := chat.ParseRequestLimited([]byte(tc.body), chat.Limits{MaxMessages: 8, MaxParts: 8})
+		if err != nil || (lim.SchemaErr != nil) != (r.SchemaErr != nil) || (lim.AddSpecialTokens == nil) != (r.AddSpecialTokens == nil) ||
+			lim.AddSpecialTokens != nil && *lim.AddSpecialTokens != *r.AddSpecialTokens {
+			t.Errorf("%s: ParseRequestLimited reads %v %v, ParseRequest %v %v", tc.body, lim.AddSpecialTokens, lim.SchemaErr, r.AddSpecialTokens, r.SchemaErr)
+		}
 		if (r.SchemaErr != nil) != tc.schema || r.SchemaErr != nil && !strings.Contains(r.SchemaErr.Error(), "add_special_tokens is") {
 			t.Errorf("%s: SchemaErr %v, want schema error %t", tc.body, r.SchemaErr, tc.schema)
 		}

@@ -176,8 +176,8 @@ func TestPostProcessorGolden(t *testing.T) {
 		"llama3_meta|tokenizer.json", "qwen_bert|tokenizer.json", "qwen_roberta|tokenizer.json", "qwen_template_multi|tokenizer.json",
 		"qwen_sequence_nested|tokenizer.json", "deepseek_v3_config_defaults|transformers4", "deepseek_v3_config_bos_eos|transformers4",
 		"deepseek_v3_config_eos_only|transformers4", "gemma3_config_no_bos|transformers4"} {
-		if checked[want] < 14 {
-			t.Errorf("%s: %d vectors checked, want 14 (7 texts × 2 flags)", want, checked[want])
+		if checked[want] < 16 {
+			t.Errorf("%s: %d vectors checked, want 16 (8 texts × 2 flags)", want, checked[want])
 		}
 	}
 }

@@ -33,6 +33,8 @@ const texts = [
   'naïve café — 日本語のテキスト, emoji 🦀🚀',
   '<|im_start|>user\nhi<|im_end|>',
   '<bos><s><|begin_of_text|><｜begin▁of▁sentence｜> literal special tokens',
+  // long enough for several 16-token blocks (tests/integration/special_tokens_test.go)
+  'Summarize the following notes. ' + Array.from({ length: 60 }, (_, i) => `router${i % 10} cache${(i * 7) % 10} block${i}`).join(' '),
 ];
 const folders = ['tokenizers/llama3', 'tokenizers/gemma3', 'tokenizers/deepseek_v3', 'tokenizers/gptoss',
   'tokenizers/qwen35_pretok', 'golden/qwen3vl-test-model', 'nemotron-test-model'];
