@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
 // What is hashed: the prompt's tokens (the chat template rendered, or a completions prompt, then
@@ -37,8 +39,14 @@ func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathK
 	default:
 		return "", nil, errors.New("the request has no messages (chat) or string prompt (completions)")
 	}
+	add := model.AddSpecialTokens(req, kind == PathCompletions)
+	if len(req.Media) > 0 && r.model.Special.Adds(add) {
+		// The media layout is expanded from the prompt text (mediaView); where the worker's
+		// multimodal processor puts special tokens around it is not modelled.
+		return "", nil, fmt.Errorf("%w: the worker adds special tokens (%s) around a prompt with media", tokenizer.ErrSpecialTokens, r.model.Special)
+	}
 	t := time.Now()
-	ids, err := r.model.EncodePrompt(prompt, model.AddSpecialTokens(req, kind == PathCompletions))
+	ids, err := r.model.EncodePrompt(prompt, add)
 	r.stage(ctx, "tokenize", t)
 	if err != nil {
 		return "", nil, err

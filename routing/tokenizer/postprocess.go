@@ -277,6 +277,17 @@ func (p *PostProcessor) Exact(addSpecialTokens bool) (bool, string) {
 	return why == "", why
 }
 
+// Adds reports whether Apply changes the ids for the flag (false when unsupported: Apply fails).
+func (p *PostProcessor) Adds(addSpecialTokens bool) bool {
+	if p == nil {
+		return false
+	}
+	if addSpecialTokens {
+		return p.whyWith == "" && p.with != nil
+	}
+	return p.whyWithout == "" && p.without != nil
+}
+
 // String describes the add_special_tokens=True template, e.g. "[2] $A (tokenizer.json
 // post_processor)", "$A (…)" when nothing is added, or "unsupported: …".
 func (p *PostProcessor) String() string {
