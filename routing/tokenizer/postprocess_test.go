@@ -66,6 +66,7 @@ func TestForTransformersRules(t *testing.T) {
 		{"generic class, add_bos_token true, ByteLevel post_processor", deepseek, `{"tokenizer_class":"PreTrainedTokenizerFast","add_bos_token":true,"bos_token":"<｜begin▁of▁sentence｜>"}`, "", "sets add_bos_token to true", nil},
 		{"generic class, add_eos_token true, nothing added", qwen, `{"tokenizer_class":"Qwen2TokenizerFast","add_eos_token":true,"eos_token":"<|im_end|>"}`, "", "sets add_eos_token to true", nil},
 		{"generic class, add_bos_token true, tokenizer.json adds it", gemma, `{"tokenizer_class":"PreTrainedTokenizerFast","add_bos_token":true,"bos_token":"<bos>"}`, "", "", []uint32{2}},
+		{"generic class, only add_eos_token set, tokenizer.json adds a BOS", gemma, `{"tokenizer_class":"PreTrainedTokenizerFast","add_eos_token":false,"eos_token":"<eos>"}`, "", "sets only one of", nil},
 		{"generic class, add_bos_token false, tokenizer.json adds one", gemma, `{"tokenizer_class":"PreTrainedTokenizerFast","add_bos_token":false,"bos_token":"<bos>"}`, "", "sets add_bos_token to false", nil},
 		{"Llama, bos_token null", qwen, `{"tokenizer_class":"LlamaTokenizerFast","bos_token":null}`, "", "bos_token but it is null", nil},
 		{"Llama, bos_token not a token", qwen, `{"tokenizer_class":"LlamaTokenizer","bos_token":"<no such token>"}`, "", `"<no such token>", which is not a token`, nil},

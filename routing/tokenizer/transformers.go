@@ -50,6 +50,14 @@ var bosEOSClasses = map[string]struct {
 //     token is not added first/last, or false and it is), the reading depends on code not modelled
 //     here, and the post-processor is unsupported (never silently wrong).
 //
+// transformers 5 (tokenization_utils_tokenizers.py TokenizersBackend.__init__) generalizes the
+// rebuild: any class whose tokenizer_config.json has either key gets "[bos] $A [eos]" with a
+// missing flag read as false and a null token dropped. Where that differs from the 4.x reading
+// above for a class without a known override (a flag that disagrees with tokenizer.json, or one
+// flag set while tokenizer.json adds a token at the other end), the check makes the post-processor
+// unsupported. For Llama/Gemma classes the two versions agree when both flags are set (DeepSeek-V3,
+// Gemma 3); with a flag missing, 4.x's __init__ default is taken.
+//
 // Errors: JSON errors of the two files.
 func (t *Tokenizer) ForTransformers(tokenizerConfig, specialTokensMap []byte) (*PostProcessor, error) {
 	base := t.PostProcessor()
@@ -153,6 +161,12 @@ func (t *Tokenizer) checkConsistent(base *PostProcessor, cfg, stm *tokenizerConf
 	why := check(cfg.AddBOS, cfg.BOS, stm.BOS, prefix, "bos_token")
 	if why == "" {
 		why = check(cfg.AddEOS, cfg.EOS, stm.EOS, suffix, "eos_token")
+	}
+	// One flag set: transformers 5 rebuilds the template with the other flag false, 4.x keeps
+	// tokenizer.json's; they differ when tokenizer.json adds a token at the unset end.
+	if why == "" && (cfg.AddBOS == nil && len(prefix) > 0 || cfg.AddEOS == nil && len(suffix) > 0) {
+		why = fmt.Sprintf("tokenizer_config.json sets only one of add_bos_token/add_eos_token for tokenizer_class %q and tokenizer.json's post_processor (%s) adds a token at the other end (transformers 4 and 5 read this differently)",
+			cfg.TokenizerClass, base)
 	}
 	if why == "" {
 		return base
