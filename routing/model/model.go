@@ -97,7 +97,7 @@ func loadSpecial(dir string, tok *tokenizer.Tokenizer) (*tokenizer.PostProcessor
 		}
 		files[i] = b
 	}
-	return tok.ForTransformers(files[0], files[1])
+	return tok.ForTransformers(files[0], files[1]), nil
 }
 
 // isNemotron reports whether config.json exists and names the Nemotron 3 Nano Omni architecture.

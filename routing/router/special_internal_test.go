@@ -22,9 +22,7 @@ func newSpecialRouter(t *testing.T, tokenizerConfig string) *Router {
 		t.Fatal(err)
 	}
 	m := *base
-	if m.Special, err = m.Tokenizer.ForTransformers([]byte(tokenizerConfig), nil); err != nil {
-		t.Fatal(err)
-	}
+	m.Special = m.Tokenizer.ForTransformers([]byte(tokenizerConfig), nil)
 	lm, err := layout.LoadModel(modelDir)
 	if err != nil {
 		t.Fatal(err)

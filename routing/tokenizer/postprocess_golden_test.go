@@ -124,14 +124,14 @@ func TestPostProcessorGolden(t *testing.T) {
 			var err error
 			switch vr, variant := variants[v.Model]; {
 			case variant && vr.TokenizerConfig != nil:
-				pp, err = tok.ForTransformers(vr.TokenizerConfig, nil)
+				pp = tok.ForTransformers(vr.TokenizerConfig, nil)
 			case variant:
 				pp, err = parsePostProcessor(vr.PostProcessor)
 			case v.Reading == "tokenizer.json":
 				pp = tok.PostProcessor()
 			default:
 				dir := filepath.Join("../../testdata", folder)
-				pp, err = tok.ForTransformers(readOptional(t, dir+"/tokenizer_config.json"), readOptional(t, dir+"/special_tokens_map.json"))
+				pp = tok.ForTransformers(readOptional(t, dir+"/tokenizer_config.json"), readOptional(t, dir+"/special_tokens_map.json"))
 			}
 			if err != nil {
 				t.Fatalf("%s: %v", key, err)
@@ -160,10 +160,7 @@ func TestPostProcessorGolden(t *testing.T) {
 		if _, variant := variants[v.Model]; v.Reading == "tokenizer.json" && !variant && !hasTransformers[v.Model] {
 			// No transformers override for this folder: transformers reads tokenizer.json as is.
 			dir := filepath.Join("../../testdata", folder)
-			tp, err := tok.ForTransformers(readOptional(t, dir+"/tokenizer_config.json"), readOptional(t, dir+"/special_tokens_map.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			tp := tok.ForTransformers(readOptional(t, dir+"/tokenizer_config.json"), readOptional(t, dir+"/special_tokens_map.json"))
 			if got, err := tp.Apply(input, v.AddST); err != nil || !slices.Equal(got, want) {
 				t.Errorf("%s ForTransformers add_special_tokens=%t %q: got %v, %v; want %v (%s)", v.Model, v.AddST, truncate(v.Text), truncIDs(got), err, truncIDs(want), tp)
 			}

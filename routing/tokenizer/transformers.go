@@ -58,25 +58,29 @@ var bosEOSClasses = map[string]struct {
 // unsupported. For Llama/Gemma classes the two versions agree when both flags are set (DeepSeek-V3,
 // Gemma 3); with a flag missing, 4.x's __init__ default is taken.
 //
-// Errors: JSON errors of the two files.
-func (t *Tokenizer) ForTransformers(tokenizerConfig, specialTokensMap []byte) (*PostProcessor, error) {
+// A file that is not the JSON shape expected gives an unsupported post-processor, not an error.
+func (t *Tokenizer) ForTransformers(tokenizerConfig, specialTokensMap []byte) *PostProcessor {
 	base := t.PostProcessor()
 	if tokenizerConfig == nil {
-		return base, nil
+		return base
 	}
 	var cfg, stm tokenizerConfigJSON
-	if err := json.Unmarshal(tokenizerConfig, &cfg); err != nil {
-		return nil, fmt.Errorf("decoding tokenizer_config.json: %w", err)
+	err := json.Unmarshal(tokenizerConfig, &cfg)
+	if err == nil && specialTokensMap != nil {
+		err = json.Unmarshal(specialTokensMap, &stm)
 	}
-	if specialTokensMap != nil {
-		if err := json.Unmarshal(specialTokensMap, &stm); err != nil {
-			return nil, fmt.Errorf("decoding special_tokens_map.json: %w", err)
-		}
+	if err != nil {
+		// A member of another type than transformers expects (add_bos_token: "yes", …): what the
+		// worker makes of it is not known. The folder still loads; prompts with special tokens
+		// are not hashed.
+		p := *base
+		p.with, p.whyWith = nil, "reading tokenizer_config.json/special_tokens_map.json: "+err.Error()
+		return &p
 	}
 	class := strings.TrimSuffix(cfg.TokenizerClass, "Fast")
 	def, override := bosEOSClasses[class]
 	if !override {
-		return t.checkConsistent(base, &cfg, &stm), nil
+		return t.checkConsistent(base, &cfg, &stm)
 	}
 	addBOS, addEOS := def.addBOS, def.addEOS
 	if cfg.AddBOS != nil {
@@ -109,12 +113,12 @@ func (t *Tokenizer) ForTransformers(tokenizerConfig, specialTokensMap []byte) (*
 		}
 		if content == "" {
 			p.whyWith = fmt.Sprintf("%s adds %s but it is null", class, tok.name)
-			return p, nil
+			return p
 		}
 		id, ok := t.TokenID(content)
 		if !ok {
 			p.whyWith = fmt.Sprintf("%s adds %s %q, which is not a token of tokenizer.json", class, tok.name, content)
-			return p, nil
+			return p
 		}
 		if tok.first {
 			encs = append([][]tmplPiece{{{ids: []uint32{id}}}}, encs...)
@@ -123,7 +127,7 @@ func (t *Tokenizer) ForTransformers(tokenizerConfig, specialTokensMap []byte) (*
 		}
 	}
 	p.with = flatten(encs)
-	return p, nil
+	return p
 }
 
 // checkConsistent returns base, or an unsupported post-processor when tokenizer_config.json's
