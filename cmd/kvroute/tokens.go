@@ -42,7 +42,8 @@ func runTokens(args []string) (any, error) {
 // tokens implements `kvroute tokens` (DESIGN.md §10a). With --text it prints the Hugging Face
 // encode(text, add_special_tokens=False) ids of TEXT; otherwise it reads an OpenAI chat (or
 // completions) request body from stdin and prints the rendered prompt, media placeholders
-// unexpanded, and its token ids.
+// unexpanded, and its token ids as the worker computes them (model.PromptTokens: a completions
+// prompt with the special tokens its tokenizer adds, add_special_tokens as the request sets it).
 func tokens(args []string, stdin io.Reader) (any, error) {
 	fs := newFlags("tokens")
 	dir := fs.String("model", "", "model directory (tokenizer.json, chat template, config.json)")

@@ -3,6 +3,9 @@
 package testkit
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -49,13 +52,16 @@ type loadedModels struct {
 
 // Models returns the model folder dir loaded as routing/model (tokenizer, template, token ids)
 // and as routing/layout (processor configs), each folder loaded once per test binary; a load
-// error fails the test.
+// error fails the test. A text-only folder (no config.json) has no layout model (nil).
 func Models(tb testing.TB, dir string) (*model.Model, *layout.Model) {
 	tb.Helper()
 	load, _ := models.LoadOrStore(dir, sync.OnceValues(func() (*loadedModels, error) {
 		m, err := model.Load(dir)
 		if err != nil {
 			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
+			return &loadedModels{model: m}, nil
 		}
 		lm, err := layout.LoadModel(dir)
 		if err != nil {

@@ -31,13 +31,17 @@ type Limits struct {
 // tree at ~30 MB whatever its shape.
 func (l Limits) maxValues() int { return valuesPerItem * (l.MaxMessages + l.MaxParts) }
 
-// readMembers are the top-level request members the router reads (request.go fill). With
-// Limits, the others are checked for JSON syntax and skipped without building their values.
-var readMembers = map[string]bool{
-	"model": true, "stream": true, "add_generation_prompt": true, "continue_final_message": true,
-	"documents": true, "reasoning_effort": true, "cache_salt": true, "mm_processor_kwargs": true,
-	"chat_template_kwargs": true, "tools": true, "prompt": true, "messages": true,
-}
+// readMembers are the top-level request members the router reads (request.go fill: every
+// optionalMembers entry, tools, prompt, messages). With Limits, the others are checked for JSON
+// syntax and skipped without building their values. It is derived from optionalMembers so that a
+// member added there is never skipped here (add_special_tokens once was).
+var readMembers = func() map[string]bool {
+	m := map[string]bool{"tools": true, "prompt": true, "messages": true}
+	for _, o := range optionalMembers {
+		m[o.name] = true
+	}
+	return m
+}()
 
 // ParseRequestLimited is ParseRequest under lim: a body over a limit fails with an error
 // wrapping ErrTooManyParts as soon as the decoder reaches the first element over it, and

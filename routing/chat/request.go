@@ -23,6 +23,11 @@ type Request struct {
 	// ContinueFinalMessage is the vLLM extra continue_final_message: the prompt ends inside the
 	// final message (Hugging Face truncates the rendered chat after its text).
 	ContinueFinalMessage bool
+	// AddSpecialTokens is the vLLM extra add_special_tokens when the body sets it (nil when absent
+	// or null): whether the tokenizer's post-processor (a BOS, …) is applied to the prompt. vLLM's
+	// defaults apply otherwise: true for /v1/completions (CompletionRequest), false for chat
+	// (ChatCompletionRequest; the template writes the special tokens itself).
+	AddSpecialTokens *bool
 	// ReasoningEffort is the request's reasoning_effort ("" when absent); vLLM passes it to the
 	// template as a variable.
 	ReasoningEffort string
@@ -113,6 +118,7 @@ var optionalMembers = []struct {
 	{"stream", kindBool, func(r *Request, v *node) { r.Stream = v.b }},
 	{"add_generation_prompt", kindBool, func(r *Request, v *node) { r.AddGenerationPrompt = v.b }},
 	{"continue_final_message", kindBool, func(r *Request, v *node) { r.ContinueFinalMessage = v.b }},
+	{"add_special_tokens", kindBool, func(r *Request, v *node) { b := v.b; r.AddSpecialTokens = &b }},
 	{"documents", kindArray, func(r *Request, v *node) { r.documents = v }},
 	{"reasoning_effort", kindString, func(r *Request, v *node) { r.ReasoningEffort = v.str }},
 	{"cache_salt", kindString, func(r *Request, v *node) { r.CacheSalt = v.str }},

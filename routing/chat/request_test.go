@@ -224,3 +224,44 @@ func TestNoSplice(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}
 }
+
+// TestParseRequestAddSpecialTokens: the vLLM extra add_special_tokens is read on both paths; absent
+// or null leaves the path's default to the caller (nil); another JSON kind is a schema error (the
+// request is forwarded and routed on load alone, as for "stream":"yes": vLLM's lax pydantic bool
+// accepts "true" or 1, so refusing such a body with a 400 would refuse what the worker serves).
+func TestParseRequestAddSpecialTokens(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		body   string
+		want   *bool
+		schema bool
+	}{
+		{`{"prompt":"x"}`, nil, false},
+		{`{"prompt":"x","add_special_tokens":null}`, nil, false},
+		{`{"prompt":"x","add_special_tokens":false}`, &no, false},
+		{`{"messages":[{"role":"user","content":"hi"}],"add_special_tokens":true}`, &yes, false},
+		{`{"prompt":"x","add_special_tokens":"true"}`, nil, true},
+		{`{"messages":[],"add_special_tokens":1}`, nil, true},
+		{`{"prompt":"x","add_special_tokens":{}}`, nil, true},
+	} {
+		r, err := chat.ParseRequest([]byte(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		// The router's parser (with limits, skipping members it does not read) reads it too.
+		lim, err := chat.ParseRequestLimited([]byte(tc.body), chat.Limits{MaxMessages: 8, MaxParts: 8})
+		if err != nil || (lim.SchemaErr != nil) != (r.SchemaErr != nil) || (lim.AddSpecialTokens == nil) != (r.AddSpecialTokens == nil) ||
+			lim.AddSpecialTokens != nil && *lim.AddSpecialTokens != *r.AddSpecialTokens {
+			t.Errorf("%s: ParseRequestLimited reads %v %v, ParseRequest %v %v", tc.body, lim.AddSpecialTokens, lim.SchemaErr, r.AddSpecialTokens, r.SchemaErr)
+		}
+		if (r.SchemaErr != nil) != tc.schema || r.SchemaErr != nil && !strings.Contains(r.SchemaErr.Error(), "add_special_tokens is") {
+			t.Errorf("%s: SchemaErr %v, want schema error %t", tc.body, r.SchemaErr, tc.schema)
+		}
+		if tc.schema {
+			continue
+		}
+		if (r.AddSpecialTokens == nil) != (tc.want == nil) || tc.want != nil && *r.AddSpecialTokens != *tc.want {
+			t.Errorf("%s: AddSpecialTokens %v, want %v", tc.body, r.AddSpecialTokens, tc.want)
+		}
+	}
+}

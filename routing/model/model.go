@@ -25,6 +25,11 @@ type Model struct {
 	Dir string
 	// Tokenizer is the model's tokenizer.json.
 	Tokenizer *tokenizer.Tokenizer
+	// Special is what the worker's tokenizer adds around a prompt encoded with
+	// add_special_tokens=True (a BOS, …): tokenizer.json's post_processor as Hugging Face
+	// transformers reads it with tokenizer_config.json (tokenizer.Tokenizer.ForTransformers).
+	// Never nil; it may be unsupported (Special.Exact), and then such a prompt is not hashed.
+	Special *tokenizer.PostProcessor
 	// Template is the chat template (chat.LoadTemplate's lookup order), or nil when the
 	// directory has none (completions prompts still tokenize).
 	Template *chat.Template
@@ -45,6 +50,9 @@ func Load(dir string) (*Model, error) {
 		return nil, fmt.Errorf("loading model %s: %w", dir, err)
 	}
 	m := &Model{Dir: dir, Tokenizer: tok}
+	if m.Special, err = loadSpecial(dir, tok); err != nil {
+		return nil, fmt.Errorf("loading model %s: %w", dir, err)
+	}
 	m.Template, err = chat.LoadTemplate(dir)
 	if err != nil && !errors.Is(err, chat.ErrNoTemplate) {
 		return nil, fmt.Errorf("loading model %s: %w", dir, err)
@@ -78,6 +86,20 @@ func Load(dir string) (*Model, error) {
 	return m, nil
 }
 
+// loadSpecial reads tokenizer_config.json and special_tokens_map.json (each optional) and returns
+// the post-processor transformers applies with them.
+func loadSpecial(dir string, tok *tokenizer.Tokenizer) (*tokenizer.PostProcessor, error) {
+	var files [2][]byte
+	for i, name := range []string{"tokenizer_config.json", "special_tokens_map.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("reading %s: %w", name, err)
+		}
+		files[i] = b
+	}
+	return tok.ForTransformers(files[0], files[1]), nil
+}
+
 // isNemotron reports whether config.json exists and names the Nemotron 3 Nano Omni architecture.
 func isNemotron(path string) (bool, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -109,12 +131,20 @@ func hasVisionIDs(path string) (bool, error) {
 }
 
 // PromptTokens returns the prompt text and its token ids for a parsed request, as the worker
-// computes them: a chat request is rendered through the chat template (chat.Template.Render)
-// and the result encoded without special tokens added (vLLM tokenizes rendered chat prompts
-// with add_special_tokens=False; added tokens in the text become single ids); a completions
-// request's string prompt is encoded the same way (exact for tokenizers whose post-processor
-// adds nothing, such as Qwen's). Media placeholders stay unexpanded. Errors: the request's
-// SchemaErr, ErrNoTemplate, or a chat.ErrRender error.
+// computes them (vLLM's OpenAI server; SGLang's agrees on the defaults):
+//   - a chat request is rendered through the chat template (chat.Template.Render) and encoded with
+//     add_special_tokens=False by default (vLLM ChatCompletionRequest: the template writes the BOS
+//     itself; added tokens in the text become single ids);
+//   - a completions request's string prompt is encoded with add_special_tokens=True by default
+//     (vLLM CompletionRequest, SGLang's tokenizer call): the tokenizer's post-processor (Special:
+//     Llama 3's and Gemma 3's BOS, DeepSeek-V3's through transformers' add_bos_token, nothing
+//     for Qwen) is applied;
+//   - the request's add_special_tokens member, when it is a boolean, overrides the default on
+//     both paths (chat.Request.AddSpecialTokens).
+//
+// Media placeholders stay unexpanded. Errors: the request's SchemaErr, ErrNoTemplate, a
+// chat.ErrRender error, or tokenizer.ErrSpecialTokens when special tokens are to be added and
+// Special is unsupported.
 func (m *Model) PromptTokens(req *chat.Request) (string, []uint32, error) {
 	if req.SchemaErr != nil {
 		return "", nil, fmt.Errorf("tokenizing prompt: %w", req.SchemaErr)
@@ -134,5 +164,28 @@ func (m *Model) PromptTokens(req *chat.Request) (string, []uint32, error) {
 	default:
 		return "", nil, errors.New("tokenizing prompt: request has neither messages nor prompt")
 	}
-	return prompt, m.Tokenizer.Encode(prompt), nil
+	ids, err := m.EncodePrompt(prompt, AddSpecialTokens(req, !req.HasMessages))
+	if err != nil {
+		return "", nil, fmt.Errorf("tokenizing prompt: %w", err)
+	}
+	return prompt, ids, nil
+}
+
+// AddSpecialTokens reports whether the worker adds the tokenizer's special tokens to req's prompt:
+// req.AddSpecialTokens when the body sets it, else vLLM's default for the path (true for a
+// completions prompt, false for a rendered chat; vllm/entrypoints/openai/protocol.py
+// CompletionRequest and ChatCompletionRequest add_special_tokens).
+func AddSpecialTokens(req *chat.Request, completions bool) bool {
+	if req.AddSpecialTokens != nil {
+		return *req.AddSpecialTokens
+	}
+	return completions
+}
+
+// EncodePrompt returns prompt's token ids as the worker's tokenizer gives them,
+// encode(prompt, add_special_tokens=addSpecial): Tokenizer.Encode(prompt) with Special applied for
+// that flag (nothing changes without special tokens for every tokenizer.json of the package doc).
+// The error wraps tokenizer.ErrSpecialTokens when Special is unsupported for the flag.
+func (m *Model) EncodePrompt(prompt string, addSpecial bool) ([]uint32, error) {
+	return m.Special.Apply(m.Tokenizer.Encode(prompt), addSpecial)
 }

@@ -53,6 +53,10 @@ const (
 	// chat or completions (GET /v1/models, …), or no model_dir configured. It keeps such requests
 	// apart from exact decisions (Fallback "") in metrics, logs and explain (issue 15).
 	NotRouted Code = "not_routed"
+	// SpecialTokensUnsupported: the worker adds special tokens to this prompt (add_special_tokens:
+	// a completions prompt by default) and the tokenizer's post-processor is one kvroute does not
+	// reproduce (tokenizer.ErrSpecialTokens), so no block hash can be trusted.
+	SpecialTokensUnsupported Code = "special_tokens_unsupported"
 )
 
 // Errors: answered with a 4xx and the JSON body of DESIGN.md §8, never forwarded.
@@ -115,7 +119,9 @@ func (c Code) HTTPStatus() int {
 }
 
 // LoadOnly reports whether c routes on load alone (no prefix to score).
-func (c Code) LoadOnly() bool { return c == TemplateError || c == IndexUnavailable || c == NotRouted }
+func (c Code) LoadOnly() bool {
+	return c == TemplateError || c == IndexUnavailable || c == NotRouted || c == SpecialTokensUnsupported
+}
 
 // Error carries a reason code and a human message. It wraps the underlying cause, if any.
 type Error struct {

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -11,10 +12,12 @@ import (
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
 // What is hashed: the prompt's tokens (the chat template rendered, or a completions prompt, then
-// tokenized), the text prefix a fallback routes on, and the engine's view of the tokens that the
+// tokenized, with the tokenizer's special tokens added where the worker adds them:
+// model.AddSpecialTokens), the text prefix a fallback routes on, and the engine's view of the tokens that the
 // block hashes are taken over.
 
 func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathKind) (string, []uint32, error) {
@@ -36,9 +39,18 @@ func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathK
 	default:
 		return "", nil, errors.New("the request has no messages (chat) or string prompt (completions)")
 	}
+	add := model.AddSpecialTokens(req, kind == PathCompletions)
+	if len(req.Media) > 0 && r.model.Special.Adds(add) {
+		// The media layout is expanded from the prompt text (mediaView); where the worker's
+		// multimodal processor puts special tokens around it is not modelled.
+		return "", nil, fmt.Errorf("%w: the worker adds special tokens (%s) around a prompt with media", tokenizer.ErrSpecialTokens, r.model.Special)
+	}
 	t := time.Now()
-	ids := r.model.Tokenizer.Encode(prompt)
+	ids, err := r.model.EncodePrompt(prompt, add)
 	r.stage(ctx, "tokenize", t)
+	if err != nil {
+		return "", nil, err
+	}
 	return prompt, ids, nil
 }
 

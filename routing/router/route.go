@@ -10,6 +10,7 @@ import (
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
 // Route: the steps of DESIGN.md §1 for one request in order (parse, client checks, the model's
@@ -68,6 +69,11 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, req.SchemaErr.Error())
 	}
 	prompt, ids, err := r.promptTokens(ctx, req, kind)
+	if errors.Is(err, tokenizer.ErrSpecialTokens) {
+		// The worker adds special tokens this tokenizer's post-processor cannot reproduce: every
+		// block hash could be off from the first token, so no prefix is scored.
+		return r.loadOnly(ctx, res, workers, in, reason.SpecialTokensUnsupported, err.Error())
+	}
 	if err != nil {
 		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, err.Error())
 	}

@@ -47,6 +47,12 @@
 //     bytes' <0xXX> tokens (byte_fallback, Gemma). ignore_merges (Llama 3,
 //     gpt-oss) maps a pre-token that is itself a vocabulary token to it.
 //
+// encode(text, add_special_tokens=True) is Encode followed by PostProcessor().Apply (postprocess.go:
+// tokenizer.json's post_processor as tokenizers 0.23 applies it); ForTransformers gives the
+// post-processor Hugging Face transformers 4.x uses instead, with tokenizer_config.json
+// (transformers.go). A post-processor that is not reproduced loads, and Apply refuses it
+// (ErrSpecialTokens).
+//
 // Load fails with a descriptive error wrapping ErrUnsupported for anything
 // else: other normalizers (NFKC, Lowercase, …), other pre-tokenizers
 // (Whitespace, BertPreTokenizer, …), a ByteLevel that is not last, non-BPE

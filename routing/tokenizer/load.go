@@ -31,8 +31,10 @@ type fileJSON struct {
 	PreTokenizer *preTokJSON `json:"pre_tokenizer"`
 	Decoder      *typedJSON  `json:"decoder"`
 	Model        modelJSON   `json:"model"`
-	// Other keys (truncation, padding, post_processor) do not affect
-	// encode(text, add_special_tokens=False).
+	// PostProcessor is what add_special_tokens=True adds (postprocess.go).
+	PostProcessor json.RawMessage `json:"post_processor"`
+	// Other keys (truncation, padding) do not affect encode(text): transformers
+	// turns both off for an unpadded, untruncated call.
 }
 
 type typedJSON struct {
@@ -89,6 +91,9 @@ func parse(data []byte) (*Tokenizer, error) {
 	}
 	t := &Tokenizer{}
 	if err := t.setPipeline(&f); err != nil {
+		return nil, err
+	}
+	if t.post, err = parsePostProcessor(f.PostProcessor); err != nil {
 		return nil, err
 	}
 	if vocabSpan.end == 0 {

@@ -28,7 +28,8 @@ type Tokenizer struct {
 	byteLevel    bool              // GPT-2 byte-level alphabet, else characters with byte fallback
 	ignoreMerges bool              // a pre-token that is a vocabulary token is that token
 	cache        wordCache
-	segs         *SegmentCache // nil: no segment cache (segcache.go)
+	segs         *SegmentCache  // nil: no segment cache (segcache.go)
+	post         *PostProcessor // tokenizer.json's post_processor (postprocess.go)
 }
 
 // addedTokens finds added tokens in text, leftmost-longest.

@@ -1,0 +1,153 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kvroute/kvroute/internal/sim"
+)
+
+// bosModelDir is a text-only model folder whose worker adds a BOS to a completions prompt:
+// DeepSeek-V3 (tokenizer_config.json LlamaTokenizerFast, add_bos_token true; transformers 4.x
+// prepends <｜begin▁of▁sentence｜> although tokenizer.json's post_processor adds nothing).
+const bosModelDir = "../../testdata/tokenizers/deepseek_v3"
+
+// specialOracleIDs returns the oracle ids of testdata/special_tokens/vectors.jsonl for the first
+// text starting with prefix (Hugging Face tokenizers 0.23.2 with transformers' post-processor).
+func specialOracleIDs(t *testing.T, folder, reading, prefix string, add bool) (string, []uint32) {
+	t.Helper()
+	f, err := os.Open("../../testdata/special_tokens/vectors.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var v struct {
+			Model, Reading, Text string
+			AddST                bool `json:"add_special_tokens"`
+			IDs                  []uint32
+		}
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Model == folder && v.Reading == reading && v.AddST == add && strings.HasPrefix(v.Text, prefix) {
+			return v.Text, v.IDs
+		}
+	}
+	t.Fatalf("no vector %s %s %q %t", folder, reading, prefix, add)
+	return "", nil
+}
+
+// completions posts body to /v1/completions through Caddy, asking for a compressed answer (the
+// site's encode directive).
+func (h *harness) completions(t *testing.T, body []byte) answer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.base+"/v1/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := h.client.Do(req)
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return answer{status: res.StatusCode, body: b, header: res.Header,
+		worker:    res.Header.Get("X-Kvroute-Worker"),
+		fallback:  res.Header.Get("X-Kvroute-Fallback"),
+		overlap:   atoiOr(res.Header.Get("X-Kvroute-Overlap-Blocks"), -1),
+		total:     atoiOr(res.Header.Get("X-Kvroute-Total-Blocks"), -1),
+		hitBlocks: atoiOr(res.Header.Get(sim.HitBlocksHeader), -1),
+		sim:       h.sims[res.Header.Get("X-Kvroute-Worker")]}
+}
+
+// explainAt is explain for a request path (the admin endpoint's path parameter).
+func (h *harness) explainAt(t *testing.T, path string, body []byte) explainResp {
+	t.Helper()
+	res, err := h.client.Post(h.admin+"/kvroute/explain?path="+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var e explainResp
+	if res.StatusCode != 200 || json.Unmarshal(b, &e) != nil {
+		t.Fatalf("explain: %d %s", res.StatusCode, b)
+	}
+	return e
+}
+
+// TestCompletionsBOS: a /v1/completions prompt for a model whose worker adds a BOS is hashed as
+// the worker's ids with the BOS. The simulators run in oracle mode on the oracle's ids of the
+// prompt with add_special_tokens=True (testdata/special_tokens, not kvroute's tokenizer) and
+// publish their KV events; through Caddy (header, encode, log, kvroute, reverse_proxy) the
+// router's block hashes for the prompt equal the oracle's block hashes, the warm repeat is credited
+// every block, and the same prompt with add_special_tokens false (ids without the BOS: every block
+// shifted by one token) matches no block.
+func TestCompletionsBOS(t *testing.T) {
+	text, withBOS := specialOracleIDs(t, "tokenizers/deepseek_v3", "transformers4", "Summarize the following notes.", true)
+	_, plain := specialOracleIDs(t, "tokenizers/deepseek_v3", "transformers4", "Summarize the following notes.", false)
+	if len(withBOS) != len(plain)+1 || withBOS[0] == plain[0] || len(withBOS) < 8*blockSize {
+		t.Fatalf("oracle: %d ids with BOS (%d…), %d without (%d…)", len(withBOS), withBOS[0], len(plain), plain[0])
+	}
+	logFile := filepath.Join(t.TempDir(), "access.log")
+	h := startHarnessFull(t, bosModelDir, []simSpec{{ID: "bos-a", Model: "deepseek", Oracle: withBOS}, {ID: "bos-b", Model: "deepseek", Oracle: withBOS}},
+		harnessOpts{siteDirectives: "\tencode zstd gzip\n\tlog {\n\t\toutput file " + logFile + "\n\t}\n"})
+	body := mustJSON(t, map[string]any{"model": "deepseek", "prompt": text, "max_tokens": 4})
+	total := len(withBOS) / blockSize
+
+	e := h.explainAt(t, "/v1/completions", body)
+	if e.fallback() != "" || e.TotalBlocks != total {
+		t.Fatalf("explain: fallback %q, %d blocks; want exact, %d blocks", e.fallback(), e.TotalBlocks, total)
+	}
+	cold := h.completions(t, body).mustOK(t)
+	if cold.fallback != "" || cold.overlap != 0 || cold.total != total {
+		t.Fatalf("cold: fallback %q overlap %d total %d", cold.fallback, cold.overlap, cold.total)
+	}
+	h.waitEvents(t)
+	// The router's block hashes are those of the oracle ids the worker published: every block of
+	// the warm repeat is found in the worker's KV events.
+	warm := h.completions(t, body).mustOK(t)
+	if warm.fallback != "" || warm.worker != cold.worker || warm.overlap != total || warm.total != total || warm.hitBlocks != total {
+		t.Fatalf("warm: worker %s (cold %s), overlap %d/%d, simulator hit %d, fallback %q", warm.worker, cold.worker, warm.overlap, warm.total, warm.hitBlocks, warm.fallback)
+	}
+	e = h.explainAt(t, "/v1/completions", body)
+	for _, c := range e.Candidates {
+		if want := map[bool]int{true: total, false: 0}[c.WorkerID == cold.worker]; c.OverlapBlocks != want {
+			t.Errorf("explain candidate %s: overlap %d, want %d", c.WorkerID, c.OverlapBlocks, want)
+		}
+	}
+
+	// The client turns the BOS off: the router hashes the ids without it, which no worker holds.
+	var noBOS map[string]any
+	_ = json.Unmarshal(body, &noBOS)
+	noBOS["add_special_tokens"] = false
+	off := h.explainAt(t, "/v1/completions", mustJSON(t, noBOS))
+	if off.fallback() != "" || off.TotalBlocks != len(plain)/blockSize {
+		t.Fatalf("add_special_tokens false: fallback %q, %d blocks", off.fallback(), off.TotalBlocks)
+	}
+	for _, c := range off.Candidates {
+		if c.OverlapBlocks != 0 {
+			t.Errorf("add_special_tokens false: %s overlap %d, want 0 (the ids without BOS)", c.WorkerID, c.OverlapBlocks)
+		}
+	}
+	// A non-boolean add_special_tokens is a schema misfit: forwarded, routed on load alone.
+	// (The simulator, parsing as vLLM would not, answers it 400; kvroute forwards it unchanged.)
+	noBOS["add_special_tokens"] = "no"
+	bad := h.completions(t, mustJSON(t, noBOS))
+	if bad.fallback != "template_error" || bad.sim == nil {
+		t.Fatalf("add_special_tokens \"no\": status %d worker %q fallback %q, want template_error", bad.status, bad.worker, bad.fallback)
+	}
+	if got := bad.sim.lastBody(); !slices.Equal(got, mustJSON(t, noBOS)) {
+		t.Errorf("body at the worker %.200s, want the client's", got)
+	}
+	t.Logf("%d prompt tokens with BOS, %d blocks; warm on %s: overlap %d, simulator hit %d", len(withBOS), total, warm.worker, warm.overlap, warm.hitBlocks)
+}
