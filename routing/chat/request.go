@@ -44,8 +44,13 @@ type Request struct {
 	ClientUUID bool
 	// Media lists the image and video parts in prompt order (message order, then part order).
 	Media []MediaPart
-	// Prompt is the /v1/completions prompt when it is a string; HasPrompt says it was present.
+	// Prompt is the /v1/completions prompt when it is a string (or a batch of one string);
+	// HasPrompt says a prompt was present. PromptIDs is the prompt when it is token ids (a list
+	// of integers, or a batch of one such list): the worker prefills them as sent, without
+	// special tokens (vllm/entrypoints/openai/protocol.py CompletionRequest.prompt). A batch of
+	// several prompts is a SchemaErr: it has no one prompt to route by.
 	Prompt    string
+	PromptIDs []uint32
 	HasPrompt bool
 	// HasMessages says the body has a messages member (a chat request).
 	HasMessages bool
@@ -152,10 +157,9 @@ func (r *Request) fill() error {
 	}
 	if v := root.get("prompt"); v != nil {
 		r.HasPrompt = true
-		if v.kind != kindString {
-			return fmt.Errorf("prompt is %s; only a string prompt is tokenized", v.kind)
+		if err := r.readPrompt(v); err != nil {
+			return err
 		}
-		r.Prompt = v.str
 	}
 	msgs := root.get("messages")
 	if msgs == nil {

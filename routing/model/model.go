@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
@@ -142,6 +143,9 @@ func hasVisionIDs(path string) (bool, error) {
 //   - the request's add_special_tokens member, when it is a boolean, overrides the default on
 //     both paths (chat.Request.AddSpecialTokens).
 //
+// A completions prompt of token ids (req.PromptIDs) is returned as sent, with an empty prompt
+// text: the worker prefills the ids without adding anything.
+//
 // Media placeholders stay unexpanded. Errors: the request's SchemaErr, ErrNoTemplate, a
 // chat.ErrRender error, or tokenizer.ErrSpecialTokens when special tokens are to be added and
 // Special is unsupported.
@@ -159,6 +163,8 @@ func (m *Model) PromptTokens(req *chat.Request) (string, []uint32, error) {
 		if prompt, err = m.Template.Render(req); err != nil {
 			return "", nil, fmt.Errorf("tokenizing prompt: %w", err)
 		}
+	case req.PromptIDs != nil:
+		return "", slices.Clone(req.PromptIDs), nil // token ids: prefilled as sent
 	case req.HasPrompt:
 		prompt = req.Prompt
 	default:

@@ -15,7 +15,8 @@ const (
 	PathOther PathKind = iota
 	// PathChat is an OpenAI chat completions path: the messages are rendered with the chat template.
 	PathChat
-	// PathCompletions is an OpenAI completions path: the string prompt is tokenized as it is.
+	// PathCompletions is an OpenAI completions path: a string prompt is tokenized (with the
+	// special tokens the worker adds), token ids are taken as sent.
 	PathCompletions
 )
 

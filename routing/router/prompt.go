@@ -34,10 +34,14 @@ func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathK
 		if err != nil {
 			return "", nil, err
 		}
+	case kind == PathCompletions && req.PromptIDs != nil:
+		// token ids: the worker prefills them as sent, no special tokens added (vLLM's
+		// CompletionRequest with a list[int] prompt); there is no text to tokenize
+		return "", slices.Clone(req.PromptIDs), nil
 	case kind == PathCompletions && req.HasPrompt:
 		prompt = req.Prompt
 	default:
-		return "", nil, errors.New("the request has no messages (chat) or string prompt (completions)")
+		return "", nil, errors.New("the request has no messages (chat) or prompt (completions)")
 	}
 	add := model.AddSpecialTokens(req, kind == PathCompletions)
 	if len(req.Media) > 0 && r.model.Special.Adds(add) {

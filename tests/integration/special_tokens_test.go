@@ -150,4 +150,19 @@ func TestCompletionsBOS(t *testing.T) {
 		t.Errorf("body at the worker %.200s, want the client's", got)
 	}
 	t.Logf("%d prompt tokens with BOS, %d blocks; warm on %s: overlap %d, simulator hit %d", len(withBOS), total, warm.worker, warm.overlap, warm.hitBlocks)
+
+	// The same prompt as token ids, as a list and as a batch of one (vLLM prefills them as sent,
+	// adding nothing): the ids with the BOS are the blocks the string prompt warmed.
+	for _, prompt := range []any{withBOS, [][]uint32{withBOS}} {
+		got := h.completions(t, mustJSON(t, map[string]any{"model": "deepseek", "prompt": prompt, "max_tokens": 4})).mustOK(t)
+		if got.fallback != "" || got.worker != cold.worker || got.overlap != total || got.total != total {
+			t.Errorf("token-id prompt %T: worker %s (warm %s), overlap %d/%d, fallback %q", prompt, got.worker, cold.worker, got.overlap, got.total, got.fallback)
+		}
+	}
+	// A batch of two prompts has no one prompt to route by: routed on load alone, forwarded.
+	batchBody := mustJSON(t, map[string]any{"model": "deepseek", "prompt": []string{text, text}, "max_tokens": 4})
+	batch := h.completions(t, batchBody)
+	if batch.fallback != "template_error" || batch.sim == nil || !slices.Equal(batch.sim.lastBody(), batchBody) {
+		t.Errorf("a batch of two prompts: status %d worker %q fallback %q, want template_error and the body forwarded", batch.status, batch.worker, batch.fallback)
+	}
 }
