@@ -73,6 +73,9 @@ func (sh *shard) offer(st *stream, p pending) {
 			return
 		}
 		if !st.synced {
+			if !sh.decodes(st, p) {
+				return // garbage does not set the stream's position
+			}
 			st.synced, st.next = true, p.seq
 			st.setState()
 		}
@@ -80,10 +83,20 @@ func (sh *shard) offer(st *stream, p pending) {
 			sh.runFrom(st, p)
 			return
 		}
+		if !st.rebuilding && sh.farBehind(st, p.seq) {
+			// Not a replay of this stream: the publisher restarted its numbering, or next came
+			// from a jump. Its snapshot says where its stream is.
+			s.count(st.w.view, st.key.ID, rOutOfStream, 1)
+			sh.catchUp(st, true)
+			return
+		}
 		_, dup := st.buf[p.seq]
 		if dup || (p.seq < st.next && !st.rebuilding) {
 			s.count(st.w.view, st.key.ID, rDuplicate, 1)
 			return
+		}
+		if p.seq > st.next && !sh.decodes(st, p) {
+			return // garbage ahead opens no gap
 		}
 		if sh.fits(st, p) {
 			sh.hold(st, p)
@@ -92,8 +105,7 @@ func (sh *shard) offer(st *stream, p pending) {
 			}
 			s.count(st.w.view, st.key.ID, rBuffered, 1)
 			if !st.replaying {
-				s.count(st.w.view, st.key.ID, rGap, 1)
-				sh.startReplay(st, st.next)
+				sh.catchUp(st, false)
 			}
 			return
 		}
@@ -105,6 +117,12 @@ func (sh *shard) offer(st *stream, p pending) {
 			continue // the rebuild's copies go first; the rebuild then ends at its deadline
 		}
 		s.count(st.w.view, st.key.ID, rBufferOverflow, 1)
+		if !st.replaying {
+			// A catch-up deferred by the back-off: its replay from next (or snapshot) brings
+			// this batch again.
+			sh.catchUp(st, false)
+			return
+		}
 		sh.giveUp(st, "replay buffer full") // frees at least one slot, or unsyncs the stream
 	}
 }
@@ -130,10 +148,30 @@ func (sh *shard) take(st *stream, seq uint64) (pending, bool) {
 	return p, ok
 }
 
-// runFrom applies p (seq == st.next) and the buffered batches that follow it.
+// runFrom applies p (seq == st.next) and the buffered batches that follow it; a gap left among
+// the buffered batches starts a catch-up.
 func (sh *shard) runFrom(st *stream, p pending) {
+	sh.runContiguous(st, p)
+	if st.replaying {
+		if !st.rebuilding && len(st.buf) == 0 && st.answered && st.next >= st.target {
+			sh.finishReplay(st)
+		}
+		return
+	}
+	if len(st.buf) > 0 && st.deferGen == 0 { // a later gap among the buffered batches
+		sh.catchUp(st, false)
+	}
+}
+
+// runContiguous applies p (seq == st.next) and the buffered batches that continue it, up to the
+// first missing seq or undecodable batch.
+func (sh *shard) runContiguous(st *stream, p pending) {
 	for {
-		if sh.apply(st, p) && !st.replaying && !st.noRebuild {
+		unknownParent, ok := sh.apply(st, p)
+		if !ok {
+			return
+		}
+		if unknownParent && !st.replaying && !st.noRebuild {
 			sh.startRebuild(st, p.seq)
 		}
 		if st.rebuilding && sh.fits(st, p) {
@@ -142,19 +180,9 @@ func (sh *shard) runFrom(st *stream, p pending) {
 		}
 		q, ok := sh.take(st, st.next)
 		if !ok {
-			break
+			return
 		}
 		p = q
-	}
-	if st.replaying {
-		if !st.rebuilding && len(st.buf) == 0 && st.answered && st.next >= st.target {
-			sh.finishReplay(st)
-		}
-		return
-	}
-	if len(st.buf) > 0 { // a later gap among the buffered batches
-		sh.s.count(st.w.view, st.key.ID, rGap, 1)
-		sh.startReplay(st, st.next)
 	}
 }
 
@@ -219,11 +247,11 @@ func (sh *shard) onAnswer(it item) {
 	switch {
 	case len(st.buf) == 0 && st.next >= st.target:
 		sh.finishReplay(st)
-	case it.replayed == 0 && st.from == 0:
-		// The publisher forwarded nothing yet: there is nothing a snapshot could add.
-		sh.s.count(st.w.view, st.key.ID, rReplayFailed, 1)
-		sh.resync(st, "bridge has no batches from seq 0")
 	case it.replayed == 0:
+		// Batches are buffered that the publisher has nothing before: a gap it no longer
+		// holds, or seqs that do not continue its stream (a jump, a restart). Its snapshot
+		// says which (even from seq 0: adopting the lowest buffered seq instead would follow
+		// a jump and count the real stream as duplicates).
 		sh.giveUp(st, fmt.Sprintf("bridge has no batches from seq %d", st.from))
 	}
 	// else: the replayed batches are on their way; the deadline item follows
@@ -247,8 +275,7 @@ func (sh *shard) onRebuildAnswer(st *stream, it item) {
 		sh.dropStale(st)
 		st.setState()
 		if len(st.buf) > 0 {
-			s.count(st.w.view, st.key.ID, rGap, 1)
-			sh.startReplay(st, st.next)
+			sh.catchUp(st, false)
 		}
 		return
 	}
@@ -374,6 +401,7 @@ func (sh *shard) onReset(it item) {
 func (sh *shard) restart(st *stream, synced bool, next uint64) {
 	st.replaying, st.rebuilding = false, false
 	st.endSnapshot()
+	st.cancelCatchUp()
 	clear(st.buf)
 	st.bufBytes = 0
 	sh.clearStream(st)

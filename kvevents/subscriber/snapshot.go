@@ -113,6 +113,13 @@ func (sh *shard) onSnapshotChunk(it item) {
 		sh.failSnapshot(st, fmt.Sprintf("snapshot of %d blocks delivered %d", c.Blocks, st.snapBlocks))
 		return
 	}
+	if st.synced && c.Seq < st.next && !st.restarting {
+		// The publisher is behind the position the stream adopted: it restarted its numbering, or
+		// the position came from a jump. The snapshot replaced the entries; its seq is the truth.
+		s.count(st.w.view, st.key.ID, rSeqRestart, 1)
+		s.log.Warn("kv event subscriber: the worker's snapshot is behind the stream's position; going on from the snapshot",
+			zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank), zap.Uint64("next_seq", st.next), zap.Uint64("snapshot_seq", c.Seq))
+	}
 	st.replaying = false
 	st.endSnapshot()
 	st.synced, st.next = true, c.Seq
@@ -121,6 +128,8 @@ func (sh *shard) onSnapshotChunk(it item) {
 	if c.Seq > 0 {
 		st.view.lastSeq.Store(c.Seq - 1)
 		st.view.hasSeq.Store(true)
+	} else {
+		st.view.hasSeq.Store(false) // nothing published yet (a seq adopted before is forgotten)
 	}
 	s.count(st.w.view, st.key.ID, rSnapshotLoaded, 1)
 	s.log.Info("kv event subscriber: snapshot loaded", zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank),
@@ -128,13 +137,11 @@ func (sh *shard) onSnapshotChunk(it item) {
 	sh.dropStale(st) // batches before the snapshot's seq are in it
 	st.setState()
 	if p, ok := sh.take(st, st.next); ok {
-		sh.runFrom(st, p)
-		return
+		sh.runContiguous(st, p)
 	}
-	if len(st.buf) > 0 {
-		s.count(st.w.view, st.key.ID, rGap, 1)
-		sh.startReplay(st, st.next)
-	}
+	// What is left does not continue from the snapshot's seq (a jump ahead, or a batch lost
+	// after the snapshot was taken): it starts no further catch-up, so one anomaly costs one.
+	sh.dropOutOfStream(st)
 }
 
 // applySnapshotChunk stores the blocks of one chunk and returns how many its events named.
