@@ -47,7 +47,9 @@ func (sh *shard) startCatchUp(st *stream, restart bool, now time.Time) {
 	s.log.Warn("kv event subscriber: the worker's seqs restarted (or the stream's position was a jump); loading its snapshot",
 		zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank), zap.Uint64("next_seq", st.next))
 	sh.startSnapshot(st, "sequence restart")
-	st.restarting = true
+	// The adopted position is wrong: forget it, so that a failed snapshot resyncs at the lowest
+	// batch buffered (resync drops those below next as applied already).
+	st.restarting, st.next = true, 0
 }
 
 // deferCatchUp marks the stream's catch-up due at st.catchUpAt and posts one itemCatchUp for that

@@ -3,6 +3,7 @@ package subscriber_test
 import (
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
+	"github.com/kvroute/kvroute/routing/index"
 )
 
 // Sequence anomalies: a publisher's seqs that do not continue its stream (forged batches on the
@@ -67,14 +69,20 @@ func liveAt(t *testing.T, e *env, seed uint64, n int) (*snapPublisher, *kvhistor
 // 1000000… on a live worker's subject. Undecodable batches never move a stream: they are dropped
 // before they can open a gap, nothing is requested, and the real stream goes on.
 func TestForgedGarbageSeqJump(t *testing.T) {
-	e := newEnv(t, nil)
+	cfg := subscriber.DefaultConfig()
+	cfg.DuplicateWindow = 50 // garbage far behind must not restart the stream either
+	e := newEnv(t, cfg)
 	p, h := liveAt(t, e, 21, 200)
-	for i, b := range garbage(t, 20) {
+	junk := garbage(t, 25)
+	for i, b := range junk[:20] {
 		publishOn(t, e.pub, "w", 1_000_000+uint64(i), 0, "vllm", b)
 	}
-	wait.For(t, "20 forged batches handled", func() bool {
+	for i, b := range junk[20:] {
+		publishOn(t, e.pub, "w", uint64(i), 0, "vllm", b)
+	}
+	wait.For(t, "25 forged batches handled", func() bool {
 		ev := e.events("w")
-		return ev[subscriber.ResultDecodeError]+ev[subscriber.ResultBuffered] == 20
+		return ev[subscriber.ResultDecodeError]+ev[subscriber.ResultBuffered]+ev[subscriber.ResultSeqRestart] >= 25
 	})
 	quiet(t, e, "w")
 	if r, _ := e.rank0("w"); r.LastSeq == nil || *r.LastSeq != 199 || r.State != subscriber.StateLive {
@@ -85,7 +93,7 @@ func TestForgedGarbageSeqJump(t *testing.T) {
 	sameBlocks(t, e.ix, p)
 	want := map[string]uint64{
 		subscriber.ResultApplied:         240,
-		subscriber.ResultDecodeError:     20,
+		subscriber.ResultDecodeError:     25,
 		subscriber.ResultReplayRequested: 1, // the registration's
 	}
 	if ev := e.events("w"); !mapsEqual(ev, want) {
@@ -178,8 +186,46 @@ func TestAdoptedJumpRecovers(t *testing.T) {
 	e.waitSeq("w", 199)
 	sameBlocks(t, e.ix, p) // the forged blocks are gone
 	ev := e.events("w")
-	if ev[subscriber.ResultSeqRestart] != 1 || ev[subscriber.ResultSnapshotLoaded] != 1 || ev[subscriber.ResultOutOfStream] != 1 {
-		t.Errorf("counters %v: want one seq_restart (batch 0 out of stream) and one snapshot loaded", ev)
+	if ev[subscriber.ResultSeqRestart] != 1 || ev[subscriber.ResultSnapshotLoaded] != 1 || ev[subscriber.ResultDuplicate] != 0 {
+		t.Errorf("counters %v: want one seq_restart, one snapshot loaded, no duplicates", ev)
+	}
+}
+
+// TestSeqRestartNoSnapshot: a publisher that answers neither replays nor snapshots (Dynamo
+// publishing on NATS directly) restarts its numbering. The restart's snapshot fails, so the stream
+// is cleared and resyncs at the lowest buffered batch, the new stream's seq 0: it ends equal to
+// the new stream.
+func TestSeqRestartNoSnapshot(t *testing.T) {
+	cfg := subscriber.DefaultConfig()
+	cfg.DuplicateWindow = 50
+	cfg.ReplayTimeout = 200 * time.Millisecond
+	cfg.SnapshotTimeout = 200 * time.Millisecond
+	e := newEnv(t, cfg)
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	e.waitRegistrationReplayFailed("w")
+	old := kvhistory.New(29)
+	for i := range 200 {
+		publishOn(t, e.pub, "w", uint64(i), 0, "vllm", kvhistory.Encode(t, old.Batch()))
+	}
+	e.waitSeq("w", 199)
+	fresh := kvhistory.New(30)
+	ref, err := index.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := kvhistory.NewApplier(t, ref, "w")
+	for i := range 150 {
+		b := kvhistory.Encode(t, fresh.Batch())
+		a.Apply(b)
+		publishOn(t, e.pub, "w", uint64(i), 0, "vllm", b)
+	}
+	e.waitSeq("w", 149)
+	if got, want := kvhistory.Dumped(e.ix, "w"), kvhistory.Dumped(ref, "w"); len(want) < 100 || !slices.Equal(got, want) {
+		t.Fatalf("index holds %d entries, the restarted publisher's stream %d", len(got), len(want))
+	}
+	ev := e.events("w")
+	if ev[subscriber.ResultSeqRestart] != 1 || ev[subscriber.ResultSnapshotFailed] != 2 || ev[subscriber.ResultCleared] != 1 || ev[subscriber.ResultApplied] != 350 {
+		t.Errorf("counters %v: want one seq_restart, its snapshot failed (after the registration's), one clear, all 350 batches applied", ev)
 	}
 }
 

@@ -83,20 +83,23 @@ func (sh *shard) offer(st *stream, p pending) {
 			sh.runFrom(st, p)
 			return
 		}
-		if !st.rebuilding && sh.farBehind(st, p.seq) {
-			// Not a replay of this stream: the publisher restarted its numbering, or next came
-			// from a jump. Its snapshot says where its stream is.
-			s.count(st.w.view, st.key.ID, rOutOfStream, 1)
-			sh.catchUp(st, true)
-			return
-		}
+		behind := !st.rebuilding && sh.farBehind(st, p.seq)
 		_, dup := st.buf[p.seq]
-		if dup || (p.seq < st.next && !st.rebuilding) {
+		if dup || (p.seq < st.next && !st.rebuilding && !behind) {
 			s.count(st.w.view, st.key.ID, rDuplicate, 1)
 			return
 		}
-		if p.seq > st.next && !sh.decodes(st, p) {
-			return // garbage ahead opens no gap
+		if !sh.decodes(st, p) {
+			return // garbage opens no gap, restarts nothing and takes no buffer slot
+		}
+		if behind {
+			// Not a replay of this stream: the publisher restarted its numbering, or next came
+			// from a jump. Its snapshot says where its stream is.
+			if sh.catchUp(st, true); st.snapshotting {
+				continue // buffered like every batch during the snapshot (a failed one resyncs at it)
+			}
+			s.count(st.w.view, st.key.ID, rOutOfStream, 1) // the deferred snapshot comes after it
+			return
 		}
 		if sh.fits(st, p) {
 			sh.hold(st, p)

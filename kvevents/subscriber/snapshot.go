@@ -64,6 +64,9 @@ func (sh *shard) holdForSnapshot(st *stream, p pending) {
 		s.count(st.w.view, st.key.ID, rDuplicate, 1)
 		return
 	}
+	if !sh.decodes(st, p) {
+		return // it must not take the slot of the seq's real batch
+	}
 	if !sh.fits(st, p) {
 		for seq := range st.buf {
 			if seq <= st.snapFloor {
