@@ -186,8 +186,9 @@ func TestAdoptedJumpRecovers(t *testing.T) {
 	e.waitSeq("w", 199)
 	sameBlocks(t, e.ix, p) // the forged blocks are gone
 	ev := e.events("w")
-	if ev[subscriber.ResultSeqRestart] != 1 || ev[subscriber.ResultSnapshotLoaded] != 1 || ev[subscriber.ResultDuplicate] != 0 {
-		t.Errorf("counters %v: want one seq_restart, one snapshot loaded, no duplicates", ev)
+	// (Batches below the snapshot's seq that arrive after it are duplicates: no count to assert.)
+	if ev[subscriber.ResultSeqRestart] != 1 || ev[subscriber.ResultSnapshotLoaded] != 1 {
+		t.Errorf("counters %v: want one seq_restart, one snapshot loaded", ev)
 	}
 }
 
@@ -244,8 +245,9 @@ func TestSeqRestartWithoutReset(t *testing.T) {
 	e.waitSeq("w", 149)
 	sameBlocks(t, e.ix, p)
 	ev := e.events("w")
-	if ev[subscriber.ResultSeqRestart] != 1 || ev[subscriber.ResultSnapshotLoaded] != 1 || ev[subscriber.ResultDuplicate] != 0 {
-		t.Errorf("counters %v: want one seq_restart, one snapshot loaded, no duplicates", ev)
+	// (Batches below the snapshot's seq that arrive after it are duplicates: no count to assert.)
+	if ev[subscriber.ResultSeqRestart] != 1 || ev[subscriber.ResultSnapshotLoaded] != 1 {
+		t.Errorf("counters %v: want one seq_restart, one snapshot loaded", ev)
 	}
 }
 
