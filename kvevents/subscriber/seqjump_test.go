@@ -302,3 +302,35 @@ func TestDeferredCatchUpRuns(t *testing.T) {
 		t.Errorf("counters %v: want the second catch-up deferred, then run (two gaps, two snapshots)", ev)
 	}
 }
+
+// TestDeferredCatchUpBufferFull: while a catch-up is deferred, a full buffer drops the new batch
+// (buffer_overflow) instead of giving up: nothing is cleared, no request is sent, and the real
+// stream applies.
+func TestDeferredCatchUpBufferFull(t *testing.T) {
+	cfg := subscriber.DefaultConfig()
+	cfg.CatchUpInterval = time.Hour
+	cfg.MaxBuffered = 4
+	e := newEnv(t, cfg)
+	p, h := liveAt(t, e, 32, 200)
+	forged := forgedBatches(t, 11)
+	publishOn(t, e.pub, "w", 1_000_000, 0, "vllm", forged[0])
+	wait.For(t, "the first catch-up over", func() bool {
+		r, _ := e.rank0("w")
+		return r.State == subscriber.StateLive && e.events("w")[subscriber.ResultOutOfStream] == 1
+	})
+	for i, b := range forged[1:] {
+		publishOn(t, e.pub, "w", 2_000_000+uint64(i), 0, "vllm", b)
+	}
+	wait.For(t, "10 forged batches handled", func() bool {
+		ev := e.events("w")
+		return ev[subscriber.ResultBuffered]+ev[subscriber.ResultBufferOverflow] == 11
+	})
+	p.publishN(t, h, 40, false)
+	e.waitSeq("w", 239)
+	sameBlocks(t, e.ix, p)
+	ev := e.events("w")
+	if ev[subscriber.ResultBuffered] != 5 || ev[subscriber.ResultBufferOverflow] != 6 || ev[subscriber.ResultCleared] != 0 ||
+		ev[subscriber.ResultCatchUpDeferred] != 1 || ev[subscriber.ResultReplayRequested] != 2 || ev[subscriber.ResultSnapshotRequested] != 1 {
+		t.Errorf("counters %v: want 4 of the 10 buffered, 6 overflowing, one deferral, nothing cleared or requested", ev)
+	}
+}
