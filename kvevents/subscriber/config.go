@@ -172,7 +172,8 @@ const (
 	ResultReplayRequested = "replay_requested"
 	// ResultReplayFailed: a replay unanswered, answered with an error, or not filling its gap.
 	ResultReplayFailed = "replay_failed"
-	// ResultBufferOverflow: a replay given up because the stream's buffer was full.
+	// ResultBufferOverflow: a replay given up because the stream's buffer was full, or a batch
+	// dropped because the buffer was full while a catch-up waited for its back-off.
 	ResultBufferOverflow = "buffer_overflow"
 	// ResultCleared: a stream cleared by a failed replay, a reset, a rebuild or AllBlocksCleared.
 	ResultCleared = "cleared"
@@ -187,7 +188,8 @@ const (
 	// ResultInvalidEvent: an event of a known type with wrongly shaped fields, or that cannot be
 	// normalized (extra_keys length, tokens_hash count), skipped.
 	ResultInvalidEvent = "invalid_event"
-	// ResultDecodeError: a message that is not one well-formed batch, dropped.
+	// ResultDecodeError: a message that is not one well-formed batch, dropped (it never moves a
+	// stream: it sets no position, opens no gap and takes no buffer slot).
 	ResultDecodeError = "decode_error"
 	// ResultBadHeader: a message with a missing or invalid Kvroute-Seq, Kvroute-Encoding or
 	// Kvroute-Dp-Rank (rank ≥ the worker's dp_size included), or a reset that does not parse.

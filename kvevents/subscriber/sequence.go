@@ -95,7 +95,8 @@ func (sh *shard) offer(st *stream, p pending) {
 		if behind {
 			// Not a replay of this stream: the publisher restarted its numbering, or next came
 			// from a jump. Its snapshot says where its stream is.
-			if sh.catchUp(st, true); st.snapshotting {
+			sh.catchUp(st, true)
+			if st.snapshotting {
 				continue // buffered like every batch during the snapshot (a failed one resyncs at it)
 			}
 			s.count(st.w.view, st.key.ID, rOutOfStream, 1) // the deferred snapshot comes after it
@@ -121,8 +122,8 @@ func (sh *shard) offer(st *stream, p pending) {
 		}
 		s.count(st.w.view, st.key.ID, rBufferOverflow, 1)
 		if !st.replaying {
-			// A catch-up deferred by the back-off: its replay from next (or snapshot) brings
-			// this batch again.
+			// No request outstanding: the stream's catch-up waits for its back-off (or starts
+			// now). Its replay from next, or its snapshot, brings this batch again.
 			sh.catchUp(st, false)
 			return
 		}
