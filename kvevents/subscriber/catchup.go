@@ -106,20 +106,22 @@ func (sh *shard) onCatchUpDue(it item) {
 // cancelCatchUp forgets a deferred catch-up (its item finds no match).
 func (st *stream) cancelCatchUp() { st.deferGen, st.deferRestart = 0, false }
 
-// dropOutOfStream drops every buffered batch: called after a snapshot's run from its seq, when what
-// is left does not continue the publisher's stream (a jump ahead no catch-up could fill). They
-// start no further catch-up.
+// dropOutOfStream drops the batches buffered before the stream's snapshot was requested that are
+// still buffered after its run from the snapshot's seq: they do not continue the publisher's stream
+// (a jump ahead no catch-up could fill) and start no further catch-up.
 func (sh *shard) dropOutOfStream(st *stream) {
-	n := len(st.buf)
+	n := 0
+	lo, hi := ^uint64(0), uint64(0)
+	for seq, p := range st.buf {
+		if p.beforeSnapshot {
+			sh.take(st, seq)
+			n++
+			lo, hi = min(lo, seq), max(hi, seq)
+		}
+	}
 	if n == 0 {
 		return
 	}
-	lo, hi := ^uint64(0), uint64(0)
-	for seq := range st.buf {
-		lo, hi = min(lo, seq), max(hi, seq)
-	}
-	clear(st.buf)
-	st.bufBytes = 0
 	s := sh.s
 	s.count(st.w.view, st.key.ID, rOutOfStream, uint64(n))
 	s.log.Warn("kv event subscriber: dropping buffered batches that do not continue the worker's stream",

@@ -218,8 +218,8 @@ const (
 	ResultSnapshotFailed = "snapshot_failed"
 	// ResultOutOfStream: a batch whose seq does not continue the publisher's stream, dropped: one
 	// more than Config.DuplicateWindow behind the stream's next seq (it triggers a seq_restart),
-	// or still buffered after a snapshot at seq S without continuing from S (a jump ahead that no
-	// catch-up could fill; it starts no further one).
+	// or buffered before a snapshot at seq S was requested and not continuing from S (a jump
+	// ahead that no catch-up could fill; it starts no further one).
 	ResultOutOfStream = "out_of_stream"
 	// ResultSeqRestart: the publisher's numbering does not continue the position the stream
 	// adopted (a batch too far behind it, or a snapshot whose seq is below it): the publisher

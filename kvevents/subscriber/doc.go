@@ -46,8 +46,10 @@
 //     batches are buffered (the snapshot then says whether they continue the publisher's stream);
 //   - seqs that do not continue the publisher's stream cost bounded work (catchup.go). A batch that
 //     does not decode never moves a stream: it sets no position, opens no gap and takes no buffer
-//     slot (decode_error). After a snapshot at S, buffered batches that do not continue from S are
-//     dropped (out_of_stream) and start no further catch-up. A batch more than
+//     slot (decode_error). After a snapshot at S, the batches buffered before it was requested that do
+//     not continue from S are dropped (out_of_stream: the publisher took S after publishing
+//     them, so they are not its) and start no further catch-up; a gap among those that arrived
+//     during the snapshot is a replay from S. A batch more than
 //     Config.DuplicateWindow behind the stream's next seq, or a snapshot whose seq is below it,
 //     means the publisher restarted its numbering without a reset or the position adopted came
 //     from a jump: the stream loads the publisher's snapshot and goes on from its seq

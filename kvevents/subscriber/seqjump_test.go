@@ -334,3 +334,35 @@ func TestDeferredCatchUpBufferFull(t *testing.T) {
 		t.Errorf("counters %v: want 4 of the 10 buffered, 6 overflowing, one deferral, nothing cleared or requested", ev)
 	}
 }
+
+// TestLostAfterSnapshotReplayed: the first batch published after the snapshot was taken (seq S)
+// is lost, the later ones arrive during the snapshot. They are not a jump (they came after the
+// request): the gap they leave at S gets its one replay, which fills it.
+func TestLostAfterSnapshotReplayed(t *testing.T) {
+	cfg := subscriber.DefaultConfig()
+	cfg.SnapshotTimeout = time.Minute // the publisher holds the chunks back until the test releases them
+	e := newEnv(t, cfg)
+	p := newSnapPublisher(t, e.pub, "w", 10)
+	release := make(chan struct{})
+	p.release = release
+	h := kvhistory.New(33)
+	p.publishN(t, h, 300, false)
+	wait.For(t, "300 batches dropped before registration", func() bool {
+		return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == 300
+	})
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	if seq := <-p.taken; seq != 300 {
+		t.Fatalf("snapshot taken at seq %d, want 300", seq)
+	}
+	e.waitState("w", subscriber.StateSnapshot)
+	p.publishN(t, h, 1, true) // seq 300, lost
+	p.publishN(t, h, 5, false)
+	wait.For(t, "5 buffered", func() bool { return e.events("w")[subscriber.ResultBuffered] == 5 })
+	close(release)
+	e.waitSeq("w", 305)
+	sameBlocks(t, e.ix, p)
+	ev := e.events("w")
+	if ev[subscriber.ResultSnapshotLoaded] != 1 || ev[subscriber.ResultGap] != 1 || ev[subscriber.ResultOutOfStream] != 0 || ev[subscriber.ResultCleared] != 0 {
+		t.Errorf("counters %v: want the snapshot, then one gap replay from 300, nothing dropped or cleared", ev)
+	}
+}

@@ -125,6 +125,10 @@ type pending struct {
 	seq  uint64
 	enc  codec.Encoding
 	data []byte
+	// beforeSnapshot: buffered before the stream's snapshot was requested. The publisher takes the
+	// snapshot after it published such a batch, so unless it is below the snapshot's seq it is not
+	// the publisher's: it is dropped after the snapshot, never the cause of another catch-up.
+	beforeSnapshot bool
 }
 
 func newShard(s *Subscriber) *shard {

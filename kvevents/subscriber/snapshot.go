@@ -27,8 +27,10 @@ func (sh *shard) startSnapshot(st *stream, reason string) {
 	st.replaying, st.answered, st.rebuilding, st.snapshotting = true, false, false, true
 	st.gen, st.snapBlocks = sh.gen, 0
 	st.snapFloor = 0
-	for seq := range st.buf {
+	for seq, p := range st.buf {
 		st.snapFloor = max(st.snapFloor, seq)
+		p.beforeSnapshot = true
+		st.buf[seq] = p
 	}
 	st.setState()
 	s.count(st.w.view, st.key.ID, rSnapshotRequested, 1)
@@ -142,9 +144,14 @@ func (sh *shard) onSnapshotChunk(it item) {
 	if p, ok := sh.take(st, st.next); ok {
 		sh.runContiguous(st, p)
 	}
-	// What is left does not continue from the snapshot's seq (a jump ahead, or a batch lost
-	// after the snapshot was taken): it starts no further catch-up, so one anomaly costs one.
+	// Batches buffered before the request that are left do not continue from the snapshot's seq
+	// (a jump ahead): they caused this catch-up and start no other. Batches that arrived during
+	// the snapshot and do not continue from its seq left a gap of their own (a batch lost after
+	// the snapshot was taken): one catch-up, under the stream's back-off.
 	sh.dropOutOfStream(st)
+	if len(st.buf) > 0 {
+		sh.catchUp(st, false)
+	}
 }
 
 // applySnapshotChunk stores the blocks of one chunk and returns how many its events named.
