@@ -12,12 +12,19 @@ import (
 	"github.com/kvroute/kvroute/routing/index"
 )
 
-// apply decodes, normalizes and applies batch p, the stream's next. It returns true when a stored
-// block named a parent the index lacks while the stream's history is incomplete (a rebuild from
-// seq 0 could supply it); the rest of the batch is applied all the same.
-func (sh *shard) apply(st *stream, p pending) (unknownParent bool) {
+// apply decodes, normalizes and applies batch p, the stream's next. ok is false when p does not
+// decode: it is dropped and counted, and the stream does not move (next and last_seq stay, so
+// garbage never advances a stream). unknownParent is true when a stored block named a parent the
+// index lacks while the stream's history is incomplete (a rebuild from seq 0 could supply it); the
+// rest of the batch is applied all the same.
+func (sh *shard) apply(st *stream, p pending) (unknownParent, ok bool) {
 	s := sh.s
 	v, id := st.w.view, st.key.ID
+	b, err := sh.dec.Decode(p.enc, p.data)
+	if err != nil {
+		sh.decodeError(st, p.seq, err)
+		return false, false
+	}
 	st.next = p.seq + 1
 	defer func() { // published last: once a reader sees the seq, its effects are in the index
 		st.view.lastSeq.Store(p.seq)
@@ -27,14 +34,6 @@ func (sh *shard) apply(st *stream, p pending) (unknownParent bool) {
 		st.complete = true // the worker's whole history follows
 	}
 	st.applied = true
-	b, err := sh.dec.Decode(p.enc, p.data)
-	if err != nil {
-		if n := s.count(v, id, rDecodeError, 1); logWorthy(n) {
-			s.log.Warn("kv event subscriber: dropping undecodable batch", zap.String("worker_id", id),
-				zap.Uint64("seq", p.seq), zap.Error(err), zap.Uint64("count", n))
-		}
-		return false
-	}
 	s.count(v, id, rApplied, 1)
 	if st.replaying && !st.rebuilding {
 		s.count(v, id, rReplayed, 1)
@@ -51,7 +50,7 @@ func (sh *shard) apply(st *stream, p pending) (unknownParent bool) {
 		if n := s.count(v, id, rInvalidEvent, uint64(len(b.Events))); logWorthy(n) {
 			s.log.Warn("kv event subscriber: cannot normalize the worker's events", zap.String("worker_id", id), zap.Error(err))
 		}
-		return false
+		return false, true
 	}
 	defer func() { sh.one.Events = nil }()
 	for i := range b.Events {
@@ -90,7 +89,7 @@ func (sh *shard) apply(st *stream, p pending) (unknownParent bool) {
 			}
 		}
 	}
-	return unknownParent
+	return unknownParent, true
 }
 
 // normalizer returns the stream's normalizer for enc, creating it on first use (and when the

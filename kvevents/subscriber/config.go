@@ -19,6 +19,13 @@ const (
 	DefaultSnapshotTimeout  = 10 * time.Second
 	DefaultShards           = 2
 	DefaultQueueLength      = 8192
+	// DefaultDuplicateWindow is the default of Config.DuplicateWindow: kvroute-bridge's default
+	// replay ring (--ring-batches 10000), the farthest back a replay of the live stream reaches.
+	DefaultDuplicateWindow = 10000
+	// DefaultCatchUpInterval and DefaultMaxCatchUpInterval are the defaults of Config's catch-up
+	// back-off.
+	DefaultCatchUpInterval    = 100 * time.Millisecond
+	DefaultMaxCatchUpInterval = 10 * time.Second
 	// DefaultImagePad and DefaultVideoPad are the Qwen3-VL placeholder ids (config.json
 	// image_token_id, video_token_id).
 	DefaultImagePad uint32 = 151655
@@ -57,6 +64,22 @@ type Config struct {
 	// loads, held by the NATS client until applied; beyond it the snapshot fails (the stream is
 	// cleared and resyncs). Chunks are applied as they arrive. Default: 1 GiB.
 	MaxSnapshotBytes int64
+	// DuplicateWindow is how far behind the stream's next seq a batch may be and still be a
+	// duplicate (a replay, ours or another replica's, sends applied batches again). A batch farther
+	// behind does not belong to the stream as the subscriber follows it: the publisher restarted its
+	// numbering without a reset, or the position adopted was wrong (a jump); the stream loads the
+	// publisher's snapshot and goes on from its seq (result seq_restart). Set it to at least the
+	// publishers' replay depth (kvroute-bridge --ring-batches, or the engine's replay buffer when
+	// the bridge replays from it). Default: 10000.
+	DuplicateWindow int
+	// CatchUpInterval and MaxCatchUpInterval bound how often one stream starts a catch-up (a gap's
+	// replay, a sequence restart's snapshot): after a catch-up starts, the next waits
+	// CatchUpInterval, doubling with every catch-up that follows within twice the current wait, up to
+	// MaxCatchUpInterval; a quiet stream starts again at CatchUpInterval. A catch-up due sooner is
+	// deferred (result catch_up_deferred) and starts when the wait ends, so no input can make a
+	// stream replay or load snapshots in a loop. Defaults: 100 ms and 10 s.
+	CatchUpInterval    time.Duration
+	MaxCatchUpInterval time.Duration
 	// Shards is the number of goroutines that decode and apply batches. Default: 2.
 	Shards int
 	// QueueLength is the capacity of the subscription channel and of each shard's queue. A full
@@ -82,17 +105,20 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() *Config {
 	return &Config{
-		ReplayTimeout:    DefaultReplayTimeout,
-		MaxBuffered:      DefaultMaxBuffered,
-		MaxBufferedBytes: DefaultMaxBufferedBytes,
-		SnapshotTimeout:  DefaultSnapshotTimeout,
-		MaxSnapshotBytes: DefaultMaxSnapshotBytes,
-		Shards:           DefaultShards,
-		QueueLength:      DefaultQueueLength,
-		ImagePad:         DefaultImagePad,
-		VideoPad:         DefaultVideoPad,
-		MaxSaltedBlocks:  normalize.DefaultMaxSaltedBlocks,
-		Logger:           zap.NewNop(),
+		ReplayTimeout:      DefaultReplayTimeout,
+		MaxBuffered:        DefaultMaxBuffered,
+		MaxBufferedBytes:   DefaultMaxBufferedBytes,
+		SnapshotTimeout:    DefaultSnapshotTimeout,
+		MaxSnapshotBytes:   DefaultMaxSnapshotBytes,
+		Shards:             DefaultShards,
+		QueueLength:        DefaultQueueLength,
+		DuplicateWindow:    DefaultDuplicateWindow,
+		CatchUpInterval:    DefaultCatchUpInterval,
+		MaxCatchUpInterval: DefaultMaxCatchUpInterval,
+		ImagePad:           DefaultImagePad,
+		VideoPad:           DefaultVideoPad,
+		MaxSaltedBlocks:    normalize.DefaultMaxSaltedBlocks,
+		Logger:             zap.NewNop(),
 	}
 }
 
@@ -110,6 +136,10 @@ func withDefaults(cfg *Config) Config {
 	defaults.Positive(&c.MaxSnapshotBytes, d.MaxSnapshotBytes)
 	defaults.Positive(&c.Shards, d.Shards)
 	defaults.Positive(&c.QueueLength, d.QueueLength)
+	defaults.Positive(&c.DuplicateWindow, d.DuplicateWindow)
+	defaults.Positive(&c.CatchUpInterval, d.CatchUpInterval)
+	defaults.Positive(&c.MaxCatchUpInterval, d.MaxCatchUpInterval)
+	c.MaxCatchUpInterval = max(c.MaxCatchUpInterval, c.CatchUpInterval)
 	if c.ImagePad == 0 && c.VideoPad == 0 {
 		c.ImagePad, c.VideoPad = d.ImagePad, d.VideoPad
 	}
@@ -142,7 +172,8 @@ const (
 	ResultReplayRequested = "replay_requested"
 	// ResultReplayFailed: a replay unanswered, answered with an error, or not filling its gap.
 	ResultReplayFailed = "replay_failed"
-	// ResultBufferOverflow: a replay given up because the stream's buffer was full.
+	// ResultBufferOverflow: a replay given up because the stream's buffer was full, or a batch
+	// dropped because the buffer was full while a catch-up waited for its back-off.
 	ResultBufferOverflow = "buffer_overflow"
 	// ResultCleared: a stream cleared by a failed replay, a reset, a rebuild or AllBlocksCleared.
 	ResultCleared = "cleared"
@@ -157,7 +188,8 @@ const (
 	// ResultInvalidEvent: an event of a known type with wrongly shaped fields, or that cannot be
 	// normalized (extra_keys length, tokens_hash count), skipped.
 	ResultInvalidEvent = "invalid_event"
-	// ResultDecodeError: a message that is not one well-formed batch, dropped.
+	// ResultDecodeError: a message that is not one well-formed batch, dropped (it never moves a
+	// stream: it sets no position, opens no gap and takes no buffer slot).
 	ResultDecodeError = "decode_error"
 	// ResultBadHeader: a message with a missing or invalid Kvroute-Seq, Kvroute-Encoding or
 	// Kvroute-Dp-Rank (rank ≥ the worker's dp_size included), or a reset that does not parse.
@@ -184,6 +216,19 @@ const (
 	// ResultSnapshotFailed: a snapshot not answered, answered with an error, incomplete or
 	// overflowing the buffer; the stream is then cleared and resyncs (as before snapshots).
 	ResultSnapshotFailed = "snapshot_failed"
+	// ResultOutOfStream: a batch whose seq does not continue the publisher's stream, dropped: one
+	// more than Config.DuplicateWindow behind the stream's next seq (it triggers a seq_restart),
+	// or buffered before a snapshot at seq S was requested and not continuing from S (a jump
+	// ahead that no catch-up could fill; it starts no further one).
+	ResultOutOfStream = "out_of_stream"
+	// ResultSeqRestart: the publisher's numbering does not continue the position the stream
+	// adopted (a batch too far behind it, or a snapshot whose seq is below it): the publisher
+	// restarted without a reset, or the position came from a jump. The stream's entries are
+	// replaced by the publisher's snapshot and it goes on from the snapshot's seq.
+	ResultSeqRestart = "seq_restart"
+	// ResultCatchUpDeferred: a catch-up (gap replay or sequence-restart snapshot) postponed by the
+	// stream's back-off (Config.CatchUpInterval); it starts when the wait ends.
+	ResultCatchUpDeferred = "catch_up_deferred"
 )
 
 // result indexes the counters.
@@ -214,6 +259,9 @@ const (
 	rSnapshotRequested
 	rSnapshotLoaded
 	rSnapshotFailed
+	rOutOfStream
+	rSeqRestart
+	rCatchUpDeferred
 	numResults
 )
 
@@ -242,6 +290,9 @@ var resultNames = [numResults]string{
 	rSnapshotRequested:   ResultSnapshotRequested,
 	rSnapshotLoaded:      ResultSnapshotLoaded,
 	rSnapshotFailed:      ResultSnapshotFailed,
+	rOutOfStream:         ResultOutOfStream,
+	rSeqRestart:          ResultSeqRestart,
+	rCatchUpDeferred:     ResultCatchUpDeferred,
 }
 
 // filteredResult is the result a normalize.SkipReason is counted under.

@@ -42,7 +42,20 @@
 //     Config.SnapshotTimeout per chunk, an error answer, a missing chunk, a wrong block count, more
 //     than MaxSnapshotBytes, a full buffer) clears the stream (it is credited nothing until new
 //     events) and resyncs at the lowest buffered seq (or at the next batch that arrives). A
-//     registration replay that finds nothing published (replayed 0 from seq 0) needs no snapshot;
+//     registration replay that finds nothing published (replayed 0 from seq 0) needs no snapshot unless
+//     batches are buffered (the snapshot then says whether they continue the publisher's stream);
+//   - seqs that do not continue the publisher's stream cost bounded work (catchup.go). A batch that
+//     does not decode never moves a stream: it sets no position, opens no gap and takes no buffer
+//     slot (decode_error). After a snapshot at S, the batches buffered before it was requested that do
+//     not continue from S are dropped (out_of_stream: the publisher took S after publishing
+//     them, so they are not its) and start no further catch-up; a gap among those that arrived
+//     during the snapshot is a replay from S. A batch more than
+//     Config.DuplicateWindow behind the stream's next seq, or a snapshot whose seq is below it,
+//     means the publisher restarted its numbering without a reset or the position adopted came
+//     from a jump: the stream loads the publisher's snapshot and goes on from its seq
+//     (seq_restart). A stream's catch-ups (a gap's replay, a restart's snapshot) are spaced by an
+//     exponential back-off (Config.CatchUpInterval to MaxCatchUpInterval; a deferred one is counted
+//     catch_up_deferred and starts when its wait ends), so no input makes the router spin;
 //   - a reset clears the stream and continues at next_seq; a reset body that does not parse clears
 //     every rank of the worker and resyncs at the next batch;
 //   - AllBlocksCleared clears the stream (an engine event like any other).

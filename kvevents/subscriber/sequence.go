@@ -73,6 +73,9 @@ func (sh *shard) offer(st *stream, p pending) {
 			return
 		}
 		if !st.synced {
+			if !sh.decodes(st, p) {
+				return // garbage does not set the stream's position
+			}
 			st.synced, st.next = true, p.seq
 			st.setState()
 		}
@@ -80,9 +83,23 @@ func (sh *shard) offer(st *stream, p pending) {
 			sh.runFrom(st, p)
 			return
 		}
+		behind := !st.rebuilding && sh.farBehind(st, p.seq)
 		_, dup := st.buf[p.seq]
-		if dup || (p.seq < st.next && !st.rebuilding) {
+		if dup || (p.seq < st.next && !st.rebuilding && !behind) {
 			s.count(st.w.view, st.key.ID, rDuplicate, 1)
+			return
+		}
+		if !sh.decodes(st, p) {
+			return // garbage opens no gap, restarts nothing and takes no buffer slot
+		}
+		if behind {
+			// Not a replay of this stream: the publisher restarted its numbering, or next came
+			// from a jump. Its snapshot says where its stream is.
+			sh.catchUp(st, true)
+			if st.snapshotting {
+				continue // buffered like every batch during the snapshot (a failed one resyncs at it)
+			}
+			s.count(st.w.view, st.key.ID, rOutOfStream, 1) // the deferred snapshot comes after it
 			return
 		}
 		if sh.fits(st, p) {
@@ -92,8 +109,7 @@ func (sh *shard) offer(st *stream, p pending) {
 			}
 			s.count(st.w.view, st.key.ID, rBuffered, 1)
 			if !st.replaying {
-				s.count(st.w.view, st.key.ID, rGap, 1)
-				sh.startReplay(st, st.next)
+				sh.catchUp(st, false)
 			}
 			return
 		}
@@ -105,6 +121,12 @@ func (sh *shard) offer(st *stream, p pending) {
 			continue // the rebuild's copies go first; the rebuild then ends at its deadline
 		}
 		s.count(st.w.view, st.key.ID, rBufferOverflow, 1)
+		if !st.replaying {
+			// No request outstanding: the stream's catch-up waits for its back-off (or starts
+			// now). Its replay from next, or its snapshot, brings this batch again.
+			sh.catchUp(st, false)
+			return
+		}
 		sh.giveUp(st, "replay buffer full") // frees at least one slot, or unsyncs the stream
 	}
 }
@@ -130,10 +152,30 @@ func (sh *shard) take(st *stream, seq uint64) (pending, bool) {
 	return p, ok
 }
 
-// runFrom applies p (seq == st.next) and the buffered batches that follow it.
+// runFrom applies p (seq == st.next) and the buffered batches that follow it; a gap left among
+// the buffered batches starts a catch-up.
 func (sh *shard) runFrom(st *stream, p pending) {
+	sh.runContiguous(st, p)
+	if st.replaying {
+		if !st.rebuilding && len(st.buf) == 0 && st.answered && st.next >= st.target {
+			sh.finishReplay(st)
+		}
+		return
+	}
+	if len(st.buf) > 0 && st.deferGen == 0 { // a later gap among the buffered batches
+		sh.catchUp(st, false)
+	}
+}
+
+// runContiguous applies p (seq == st.next) and the buffered batches that continue it, up to the
+// first missing seq or undecodable batch.
+func (sh *shard) runContiguous(st *stream, p pending) {
 	for {
-		if sh.apply(st, p) && !st.replaying && !st.noRebuild {
+		unknownParent, ok := sh.apply(st, p)
+		if !ok {
+			return
+		}
+		if unknownParent && !st.replaying && !st.noRebuild {
 			sh.startRebuild(st, p.seq)
 		}
 		if st.rebuilding && sh.fits(st, p) {
@@ -142,19 +184,9 @@ func (sh *shard) runFrom(st *stream, p pending) {
 		}
 		q, ok := sh.take(st, st.next)
 		if !ok {
-			break
+			return
 		}
 		p = q
-	}
-	if st.replaying {
-		if !st.rebuilding && len(st.buf) == 0 && st.answered && st.next >= st.target {
-			sh.finishReplay(st)
-		}
-		return
-	}
-	if len(st.buf) > 0 { // a later gap among the buffered batches
-		sh.s.count(st.w.view, st.key.ID, rGap, 1)
-		sh.startReplay(st, st.next)
 	}
 }
 
@@ -219,11 +251,11 @@ func (sh *shard) onAnswer(it item) {
 	switch {
 	case len(st.buf) == 0 && st.next >= st.target:
 		sh.finishReplay(st)
-	case it.replayed == 0 && st.from == 0:
-		// The publisher forwarded nothing yet: there is nothing a snapshot could add.
-		sh.s.count(st.w.view, st.key.ID, rReplayFailed, 1)
-		sh.resync(st, "bridge has no batches from seq 0")
 	case it.replayed == 0:
+		// Batches are buffered that the publisher has nothing before: a gap it no longer
+		// holds, or seqs that do not continue its stream (a jump, a restart). Its snapshot
+		// says which (even from seq 0: adopting the lowest buffered seq instead would follow
+		// a jump and count the real stream as duplicates).
 		sh.giveUp(st, fmt.Sprintf("bridge has no batches from seq %d", st.from))
 	}
 	// else: the replayed batches are on their way; the deadline item follows
@@ -247,8 +279,7 @@ func (sh *shard) onRebuildAnswer(st *stream, it item) {
 		sh.dropStale(st)
 		st.setState()
 		if len(st.buf) > 0 {
-			s.count(st.w.view, st.key.ID, rGap, 1)
-			sh.startReplay(st, st.next)
+			sh.catchUp(st, false)
 		}
 		return
 	}
@@ -374,6 +405,7 @@ func (sh *shard) onReset(it item) {
 func (sh *shard) restart(st *stream, synced bool, next uint64) {
 	st.replaying, st.rebuilding = false, false
 	st.endSnapshot()
+	st.cancelCatchUp()
 	clear(st.buf)
 	st.bufBytes = 0
 	sh.clearStream(st)

@@ -3,6 +3,7 @@ package subscriber
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -27,6 +28,7 @@ const (
 	itemReplayAnswer
 	itemReplayDeadline
 	itemSnapshotChunk
+	itemCatchUp
 )
 
 // item is one unit of work for a shard.
@@ -35,7 +37,7 @@ type item struct {
 	id      string            // worker id (all but itemWorkers)
 	msg     *nats.Msg         // itemEvent, itemReset
 	workers []registry.Worker // itemWorkers
-	// itemReplayAnswer, itemReplayDeadline
+	// itemReplayAnswer, itemReplayDeadline, itemSnapshotChunk, itemCatchUp
 	rank     int
 	gen      uint64
 	replayed int
@@ -101,6 +103,16 @@ type stream struct {
 	snapCancel   context.CancelFunc // ends the fetch of the outstanding snapshot
 	snapFloor    uint64
 	snapBlocks   int
+	// restarting: the outstanding snapshot resyncs a sequence restart (seq_restart counted).
+	restarting bool
+
+	// catch-up back-off (catchup.go): no catch-up starts before catchUpAt; backoff is the wait
+	// set after the last one started (at lastCatchUp). deferGen, when not 0, is the generation of
+	// the catch-up item posted for catchUpAt; deferRestart: the deferred catch-up is a restart.
+	catchUpAt, lastCatchUp time.Time
+	backoff                time.Duration
+	deferGen               uint64
+	deferRestart           bool
 
 	// buf holds batches after a gap (and, while rebuilding, already applied ones), by seq;
 	// bufBytes is their payload total.
@@ -113,6 +125,10 @@ type pending struct {
 	seq  uint64
 	enc  codec.Encoding
 	data []byte
+	// beforeSnapshot: buffered before the stream's snapshot was requested. The publisher takes the
+	// snapshot after it published such a batch, so unless it is below the snapshot's seq it is not
+	// the publisher's: it is dropped after the snapshot, never the cause of another catch-up.
+	beforeSnapshot bool
 }
 
 func newShard(s *Subscriber) *shard {
@@ -162,6 +178,8 @@ func (sh *shard) handle(it item) {
 		sh.onDeadline(it)
 	case itemSnapshotChunk:
 		sh.onSnapshotChunk(it)
+	case itemCatchUp:
+		sh.onCatchUpDue(it)
 	}
 }
 
@@ -259,7 +277,7 @@ func (sh *shard) replayStream(it item) *stream {
 // endSnapshot marks the stream's snapshot over and stops its fetch (a stale one would otherwise go
 // on receiving chunks nobody applies).
 func (st *stream) endSnapshot() {
-	st.snapshotting = false
+	st.snapshotting, st.restarting = false, false
 	if st.snapCancel != nil {
 		st.snapCancel()
 		st.snapCancel = nil

@@ -27,8 +27,10 @@ func (sh *shard) startSnapshot(st *stream, reason string) {
 	st.replaying, st.answered, st.rebuilding, st.snapshotting = true, false, false, true
 	st.gen, st.snapBlocks = sh.gen, 0
 	st.snapFloor = 0
-	for seq := range st.buf {
+	for seq, p := range st.buf {
 		st.snapFloor = max(st.snapFloor, seq)
+		p.beforeSnapshot = true
+		st.buf[seq] = p
 	}
 	st.setState()
 	s.count(st.w.view, st.key.ID, rSnapshotRequested, 1)
@@ -63,6 +65,9 @@ func (sh *shard) holdForSnapshot(st *stream, p pending) {
 	if _, dup := st.buf[p.seq]; dup {
 		s.count(st.w.view, st.key.ID, rDuplicate, 1)
 		return
+	}
+	if !sh.decodes(st, p) {
+		return // it must not take the slot of the seq's real batch
 	}
 	if !sh.fits(st, p) {
 		for seq := range st.buf {
@@ -113,6 +118,13 @@ func (sh *shard) onSnapshotChunk(it item) {
 		sh.failSnapshot(st, fmt.Sprintf("snapshot of %d blocks delivered %d", c.Blocks, st.snapBlocks))
 		return
 	}
+	if st.synced && c.Seq < st.next && !st.restarting {
+		// The publisher is behind the position the stream adopted: it restarted its numbering, or
+		// the position came from a jump. The snapshot replaced the entries; its seq is the truth.
+		s.count(st.w.view, st.key.ID, rSeqRestart, 1)
+		s.log.Warn("kv event subscriber: the worker's snapshot is behind the stream's position; going on from the snapshot",
+			zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank), zap.Uint64("next_seq", st.next), zap.Uint64("snapshot_seq", c.Seq))
+	}
 	st.replaying = false
 	st.endSnapshot()
 	st.synced, st.next = true, c.Seq
@@ -121,6 +133,8 @@ func (sh *shard) onSnapshotChunk(it item) {
 	if c.Seq > 0 {
 		st.view.lastSeq.Store(c.Seq - 1)
 		st.view.hasSeq.Store(true)
+	} else {
+		st.view.hasSeq.Store(false) // nothing published yet (a seq adopted before is forgotten)
 	}
 	s.count(st.w.view, st.key.ID, rSnapshotLoaded, 1)
 	s.log.Info("kv event subscriber: snapshot loaded", zap.String("worker_id", st.key.ID), zap.Int("dp_rank", st.key.DPRank),
@@ -128,12 +142,15 @@ func (sh *shard) onSnapshotChunk(it item) {
 	sh.dropStale(st) // batches before the snapshot's seq are in it
 	st.setState()
 	if p, ok := sh.take(st, st.next); ok {
-		sh.runFrom(st, p)
-		return
+		sh.runContiguous(st, p)
 	}
+	// Batches buffered before the request that are left do not continue from the snapshot's seq
+	// (a jump ahead): they caused this catch-up and start no other. Batches that arrived during
+	// the snapshot and do not continue from its seq left a gap of their own (a batch lost after
+	// the snapshot was taken): one catch-up, under the stream's back-off.
+	sh.dropOutOfStream(st)
 	if len(st.buf) > 0 {
-		s.count(st.w.view, st.key.ID, rGap, 1)
-		sh.startReplay(st, st.next)
+		sh.catchUp(st, false)
 	}
 }
 

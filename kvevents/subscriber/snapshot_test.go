@@ -36,6 +36,7 @@ type snapPublisher struct {
 	refuse  bool          // answer snapshot requests with an error
 	release chan struct{} // when set, a snapshot answer waits for it after taking the blocks
 	taken   chan uint64   // receives the seq of each snapshot taken (buffered)
+	subs    []*nats.Subscription
 }
 
 func newSnapPublisher(t testing.TB, nc *nats.Conn, id string, ringMax int) *snapPublisher {
@@ -48,11 +49,22 @@ func newSnapPublisher(t testing.TB, nc *nats.Conn, id string, ringMax int) *snap
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		p.subs = append(p.subs, sub)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// stop ends the publisher (it answers no more requests), as a publisher process that exits.
+func (p *snapPublisher) stop() {
+	for _, sub := range p.subs {
+		_ = sub.Unsubscribe()
+	}
+	if err := p.nc.Flush(); err != nil {
+		p.t.Fatal(err)
+	}
 }
 
 // publishN publishes the next n batches of h (lost: numbered and kept, not sent).

@@ -51,11 +51,12 @@ func TestBadInputDroppedAndCounted(t *testing.T) {
 	unknownRemoval := codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{12345, 67890}}
 
 	e.publish("w", 0, 0, "vllm", add(g.stored(t, 2, false, codec.ArrayForm)))
+	// Garbage does not move the stream: the batch that really is seq 1 follows and applies.
 	e.publish("w", 1, 0, "vllm", add(garbage))
-	e.publish("w", 2, 0, "vllm", add(unknownType))
+	e.publish("w", 1, 0, "vllm", add(unknownType))
 	mambaRemoval := codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{g.last}, GroupIdx: 1, HasGroupIdx: true}
-	e.publish("w", 3, 0, "vllm", add(encode(t, codec.MapForm, shortTokens, badKeys, otherSize, mamba, mambaRemoval)))
-	e.publish("w", 4, 0, "vllm", add(encode(t, codec.ArrayForm, unknownRemoval)))
+	e.publish("w", 2, 0, "vllm", add(encode(t, codec.MapForm, shortTokens, badKeys, otherSize, mamba, mambaRemoval)))
+	e.publish("w", 3, 0, "vllm", add(encode(t, codec.ArrayForm, unknownRemoval)))
 	// bad headers: no seq, an unknown encoding, a rank beyond dp_size
 	for _, h := range []nats.Header{
 		{"Kvroute-Encoding": []string{"vllm"}},
@@ -68,11 +69,11 @@ func TestBadInputDroppedAndCounted(t *testing.T) {
 	}
 	var gg chainGen
 	e.publish("ghost", 0, 0, "vllm", gg.stored(t, 1, false, codec.ArrayForm)) // not registered
-	e.publish("w", 5, 0, "vllm", add(g.stored(t, 2, true, codec.MapForm)))    // continues seq 0's chain
-	e.waitSeq("w", 5)
+	e.publish("w", 4, 0, "vllm", add(g.stored(t, 2, true, codec.MapForm)))    // continues seq 0's chain
+	e.waitSeq("w", 4)
 
 	want := map[string]uint64{
-		subscriber.ResultApplied:           5, // seqs 0, 2, 3, 4, 5 (seq 1 does not decode)
+		subscriber.ResultApplied:           5, // seqs 0 to 4 (the garbage sent as seq 1 does not decode)
 		subscriber.ResultDecodeError:       1,
 		subscriber.ResultUnknownType:       1,
 		subscriber.ResultInvalidEvent:      1, // extra_keys of the wrong length
