@@ -17,7 +17,27 @@ const (
 	clsMark   uint8 = 1 << 4 // \p{M} (Unicode 16.0.0)
 	clsPunct  uint8 = 1 << 5 // \p{P} (Unicode 16.0.0)
 	clsSymbol uint8 = 1 << 6 // \p{S} (Unicode 16.0.0)
+
+	// clsNonASCII marks the bytes 0x80–0xFF in asciiClass: the start or continuation of a
+	// multi-byte character (or an invalid byte), whose class needs decodeAt and classOf. No
+	// pattern mask contains it.
+	clsNonASCII uint8 = 1 << 7
 )
+
+// asciiClass is classOf of every ASCII byte, and clsNonASCII for the other byte values: the
+// scanners' loops over ASCII text classify a byte with one table load instead of decodeAt and
+// classOf (the same classes, built from slowClass at init; ASCII's categories are the same in
+// every Unicode version, TestASCIIClass checks the table against classOf).
+var asciiClass = func() (t [256]uint8) {
+	for b := range 256 {
+		if b < utf8.RuneSelf {
+			t[b] = slowClass(rune(b))
+		} else {
+			t[b] = clsNonASCII
+		}
+	}
+	return t
+}()
 
 // classRange assigns the Unicode 16.0.0 class cls to the runes lo..hi.
 type classRange struct {
@@ -129,6 +149,16 @@ func contractionLen(s string, i int) int {
 // alternative, so pre-tokens tile the segment. Cost is linear in the
 // pre-token length plus, for whitespace, the length of the whitespace run.
 func nextPreToken(s string, i int, letters uint8, digits int) int {
+	// The two commonest starts in prose, decided from asciiClass alone; each is the case of
+	// the general code below that it would reach (an ASCII letter or a space is not '\'', so
+	// the contraction alternative fails first):
+	//   "word": \p{L}+ from the first letter on;
+	//   " word": [^\r\n\p{L}\p{N}]?\p{L}+ with the space as its optional character.
+	if c := asciiClass[s[i]]; c&letters != 0 {
+		return scanLetters(s, i+1, letters)
+	} else if s[i] == ' ' && i+1 < len(s) && asciiClass[s[i+1]]&letters != 0 {
+		return scanLetters(s, i+2, letters)
+	}
 	r, n := decodeAt(s, i)
 	c := classOf(r)
 	j := i + n
@@ -210,7 +240,15 @@ func whitespaceEnd(s string, i int) int {
 // starting at s[j].
 func scanLetters(s string, j int, mask uint8) int {
 	for j < len(s) {
-		r, n := decodeAt(s, j)
+		c := asciiClass[s[j]]
+		if c&mask != 0 { // an ASCII letter (mask has no clsNonASCII)
+			j++
+			continue
+		}
+		if c != clsNonASCII {
+			break // any other ASCII byte
+		}
+		r, n := utf8.DecodeRuneInString(s[j:])
 		if classOf(r)&mask == 0 {
 			break
 		}
@@ -223,7 +261,15 @@ func scanLetters(s string, j int, mask uint8) int {
 // (notOther: the classes that end the run).
 func scanOthers(s string, j int, notOther uint8) int {
 	for j < len(s) {
-		r, n := decodeAt(s, j)
+		c := asciiClass[s[j]]
+		if c != clsNonASCII {
+			if c&notOther != 0 {
+				break
+			}
+			j++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[j:])
 		if classOf(r)&notOther != 0 {
 			break
 		}

@@ -204,12 +204,16 @@ func (t *Tokenizer) encodeWord(dst []uint32, w string) []uint32 {
 	if len(w) > maxCachedWordLen {
 		return t.bpe(dst, w)
 	}
-	if ids, ok := t.cache.get(w); ok {
+	h := wordHash(w)
+	if ids, ok := t.cache.get(w, h); ok {
+		if len(ids) == 1 { // most words of prose: no call to copy one id
+			return append(dst, ids[0])
+		}
 		return append(dst, ids...)
 	}
 	n := len(dst)
 	dst = t.bpe(dst, w)
-	t.cache.put(w, dst[n:])
+	t.cache.put(w, h, dst[n:])
 	return dst
 }
 
