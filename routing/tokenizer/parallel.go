@@ -72,13 +72,7 @@ func (t *Tokenizer) encodeParallelOn(dst []uint32, seg string, parts, workers in
 	ends := make([]int, n)
 	// run encodes chunk k from position from into out.
 	run := func(k, from int, out []uint32) {
-		i := from
-		for i < starts[k+1] {
-			j := nextPreToken(seg, i, t.fast, t.fastDigits)
-			out = t.encodeWord(out, seg[i:j])
-			i = j
-		}
-		ids[k], ends[k] = out, i
+		ids[k], ends[k] = t.encodeRun(out, seg, from, starts[k+1])
 	}
 	var next atomic.Int32 // the next chunk to take, from 1
 	next.Store(1)

@@ -3,8 +3,8 @@ package tokenizer
 import (
 	"math/bits"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
-	"unsafe"
 )
 
 // wordCache memoizes the ids of short pre-tokens (at most maxCachedWordLen bytes). BPE of a
@@ -23,9 +23,10 @@ import (
 //
 // Memory: at most one table in use plus, briefly, tables still read by encodes that loaded
 // them before a reset. A table is 8·wordSlots bytes of slots (512 KiB) plus at most
-// maxCacheEntries entries of at most entryHeader + maxCachedWordLen + 4·maxCachedWordLen bytes
-// (in practice 40–80 bytes for an English word): under 10 MiB in the worst case,
-// TestWordCacheBounded measures it on the live heap.
+// maxCacheEntries entries of at most 80 (the entry) + 4·maxCachedWordLen (its ids) +
+// maxCachedWordLen (its text, kept for words over 16 bytes) bytes; 80 bytes for a word of prose
+// that is one token: under 11 MiB in the worst case, TestWordCacheBounded measures it on the
+// live heap.
 type wordCache struct {
 	tab atomic.Pointer[wordTable]
 }
@@ -41,29 +42,38 @@ type wordTable struct {
 	slots [wordSlots]atomic.Pointer[wordEntry]
 }
 
-// wordEntry is one cached word; immutable once published. key and ids share one allocation.
+// wordEntry is one cached word; immutable once published.
 type wordEntry struct {
+	key  wordKey
 	hash uint64
-	key  string
-	ids  []uint32
+	id0  uint32   // the word's id when it is one token (ids nil)
+	ids  []uint32 // the word's ids when more than one
+	long string   // the word, when longer than 16 bytes (key does not determine it)
+}
+
+// wordKey is what wordHash reads of a word: its length and two words of its bytes. For a word
+// of up to 16 bytes they hold every byte (the ranges read overlap and cover it), so a cache hit
+// is decided by comparing them, without reading the word again; a longer word is compared too.
+type wordKey struct {
+	a, b uint64
+	n    int
 }
 
 // wordKeys seed the cache's hash: random per process, so that no input can be crafted to
 // collide (a long probe sequence would slow every lookup of the words in it).
 var wordKeys = [4]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64()}
 
-// wordHash is the hash a lookup and a put of w use: the wyhash construction of the Go
-// runtime's memhashFallback (runtime/hash64.go, Go 1.27; the map hash of machines without AES),
-// keyed by wordKeys. It is inlined arithmetic on one or two eight-byte loads for a word of up
-// to 16 bytes, where hash/maphash (AES) costs a call and a fixed setup that dominated a cache
-// hit. Longer words (never cached, see maxCachedWordLen) are not hashed.
-func wordHash(w string) uint64 {
+// wordHash returns w's key and the hash a lookup and a put of w use: the wyhash construction of
+// the Go runtime's memhashFallback (runtime/hash64.go, Go 1.27; the map hash of machines
+// without AES), keyed by wordKeys. It is inlined arithmetic on one or two eight-byte loads for a
+// word of up to 16 bytes, where hash/maphash (AES) costs a call and a fixed setup that dominated
+// a cache hit.
+func wordHash(w string) (wordKey, uint64) {
 	var a, b uint64
 	seed := wordKeys[0]
 	n := len(w)
 	switch {
 	case n == 0:
-		return seed
 	case n < 4:
 		a = uint64(w[0]) | uint64(w[n>>1])<<8 | uint64(w[n-1])<<16
 	case n <= 8:
@@ -78,7 +88,7 @@ func wordHash(w string) uint64 {
 		}
 		a, b = le64(w, n-16), le64(w, n-8)
 	}
-	return wyMix(0x1d8e4e27c47d124f^uint64(n), wyMix(a^wordKeys[1], b^seed))
+	return wordKey{a, b, n}, wyMix(0x1d8e4e27c47d124f^uint64(n), wyMix(a^wordKeys[1], b^seed))
 }
 
 func wyMix(a, b uint64) uint64 {
@@ -102,23 +112,31 @@ func le64(s string, i int) uint64 {
 // reset empties the cache (Load, and benchmarks of the cold path).
 func (c *wordCache) reset() { c.tab.Store(new(wordTable)) }
 
-// get returns the ids of w (shared: the caller must not modify them).
-func (c *wordCache) get(w string, h uint64) ([]uint32, bool) {
+// is reports whether e is the entry of the word w with key k and hash h.
+func (e *wordEntry) is(w string, k wordKey, h uint64) bool {
+	return e.hash == h && e.key == k && (k.n <= 16 || e.long == w)
+}
+
+// get returns the entry of w (k, h = wordHash(w)), or nil.
+func (c *wordCache) get(w string, k wordKey, h uint64) *wordEntry {
 	tab := c.tab.Load()
 	for i := h & (wordSlots - 1); ; i = (i + 1) & (wordSlots - 1) {
 		e := tab.slots[i].Load()
-		if e == nil {
-			return nil, false
-		}
-		if e.hash == h && e.key == w {
-			return e.ids, true
+		if e == nil || e.is(w, k, h) {
+			return e
 		}
 	}
 }
 
-// put stores a copy of w and ids (w not empty, h = wordHash(w)).
-func (c *wordCache) put(w string, h uint64, ids []uint32) {
-	e := newWordEntry(w, h, ids)
+// put stores w's ids (at least one; k, h = wordHash(w)), copied.
+func (c *wordCache) put(w string, k wordKey, h uint64, ids []uint32) {
+	e := &wordEntry{key: k, hash: h, id0: ids[0]}
+	if len(ids) > 1 {
+		e.ids = append([]uint32(nil), ids...)
+	}
+	if k.n > 16 {
+		e.long = strings.Clone(w) // do not retain the caller's (possibly large) text
+	}
 	for {
 		tab := c.tab.Load()
 		if tab.n.Add(1) > maxCacheEntries {
@@ -137,20 +155,17 @@ func (c *wordCache) put(w string, h uint64, ids []uint32) {
 				}
 				cur = tab.slots[i].Load() // another put took the slot
 			}
-			if cur.hash == h && cur.key == w {
+			if cur.is(w, k, h) {
 				return // the same word, put concurrently
 			}
 		}
 	}
 }
 
-// newWordEntry copies w and ids into one allocation: the ids, then the key's bytes (so a hit
-// touches one or two cache lines after the entry, and the entry retains nothing of the
-// caller's, possibly large, text).
-func newWordEntry(w string, h uint64, ids []uint32) *wordEntry {
-	buf := make([]uint32, len(ids)+(len(w)+3)/4)
-	copy(buf, ids)
-	kb := unsafe.Slice((*byte)(unsafe.Pointer(&buf[len(ids)])), len(w))
-	copy(kb, w)
-	return &wordEntry{hash: h, key: unsafe.String(&kb[0], len(w)), ids: buf[:len(ids):len(ids)]}
+// appendIDs appends e's ids to dst.
+func (e *wordEntry) appendIDs(dst []uint32) []uint32 {
+	if e.ids == nil {
+		return append(dst, e.id0)
+	}
+	return append(dst, e.ids...)
 }

@@ -73,21 +73,34 @@ func TestWordCacheCollisions(t *testing.T) {
 	var c wordCache
 	c.reset()
 	const h = 12345
-	for i := range 100 {
-		c.put(fmt.Sprintf("w%d", i), h, []uint32{uint32(i), uint32(i) + 1})
+	word := func(i int) string { // short words, and long ones that share their last 16 bytes
+		if i%2 == 0 {
+			return fmt.Sprintf("w%d", i)
+		}
+		return fmt.Sprintf("%d", i) + strings.Repeat("z", 20)
 	}
-	c.put("w7", h, []uint32{99}) // a second put of a word keeps the first
 	for i := range 100 {
-		ids, ok := c.get(fmt.Sprintf("w%d", i), h)
-		if !ok || !slices.Equal(ids, []uint32{uint32(i), uint32(i) + 1}) {
-			t.Fatalf("w%d: %v %v", i, ids, ok)
+		w := word(i)
+		k, _ := wordHash(w)
+		c.put(w, k, h, []uint32{uint32(i), uint32(i) + 1}[:1+i%2])
+	}
+	k7, _ := wordHash(word(7))
+	c.put(word(7), k7, h, []uint32{99}) // a second put of a word keeps the first
+	for i := range 100 {
+		w := word(i)
+		k, _ := wordHash(w)
+		e := c.get(w, k, h)
+		if e == nil || !slices.Equal(e.appendIDs(nil), []uint32{uint32(i), uint32(i) + 1}[:1+i%2]) {
+			t.Fatalf("%q: %v", w, e)
 		}
 	}
-	if _, ok := c.get("w100", h); ok {
-		t.Error("w100 was never stored but hits")
+	for _, w := range []string{"w100", "101" + strings.Repeat("z", 20)} {
+		if k, _ := wordHash(w); c.get(w, k, h) != nil {
+			t.Errorf("%q was never stored but hits", w)
+		}
 	}
-	if _, ok := c.get("w1", h+1); ok {
-		t.Error("w1 hits under another hash")
+	if k, _ := wordHash("w2"); c.get("w2", k, h+1) != nil {
+		t.Error("w2 hits under another hash")
 	}
 }
 
@@ -136,11 +149,11 @@ func tableEntries(tab *wordTable) int {
 
 // TestWordCacheBounded puts 4·maxCacheEntries distinct worst-case words (maxCachedWordLen
 // bytes, one id per byte) and measures the live heap after runtime.GC() every half table: it
-// stays under wordCacheBound (one table of slots and maxCacheEntries entries of 48 + 256 bytes,
-// their allocation size classes), i.e. replaced tables are freed and the cache does not grow
+// stays under wordCacheBound (one table of slots and maxCacheEntries entries of 80 + 192 + 48
+// bytes, their allocation size classes), i.e. replaced tables are freed and the cache does not grow
 // with the number of words seen.
 func TestWordCacheBounded(t *testing.T) {
-	const wordCacheBound = 8*wordSlots + maxCacheEntries*(48+256) + 512<<10 // + test slack
+	const wordCacheBound = 8*wordSlots + maxCacheEntries*(80+192+48) + 512<<10 // + test slack
 	var c wordCache
 	var before runtime.MemStats
 	runtime.GC()
@@ -152,7 +165,8 @@ func TestWordCacheBounded(t *testing.T) {
 	for i := range 4 * maxCacheEntries {
 		copy(key, fmt.Sprintf("%08d", i))
 		w := string(key)
-		c.put(w, wordHash(w), ids)
+		k, h := wordHash(w)
+		c.put(w, k, h, ids)
 		if (i+1)%(maxCacheEntries/2) == 0 {
 			var m runtime.MemStats
 			runtime.GC()
