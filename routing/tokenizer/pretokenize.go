@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"math/bits"
 	"sort"
 	"sync"
 	"unicode"
@@ -240,19 +241,40 @@ func whitespaceEnd(s string, i int) int {
 // starting at s[j].
 func scanLetters(s string, j int, mask uint8) int {
 	for j < len(s) {
-		c := asciiClass[s[j]]
-		if c&mask != 0 { // an ASCII letter (mask has no clsNonASCII)
-			j++
-			continue
-		}
-		if c != clsNonASCII {
-			break // any other ASCII byte
+		j = asciiLettersEnd(s, j) // the ASCII letters are in every letters mask
+		if j == len(s) || s[j] < utf8.RuneSelf {
+			break // the end, or an ASCII byte that is not a letter
 		}
 		r, n := utf8.DecodeRuneInString(s[j:])
 		if classOf(r)&mask == 0 {
 			break
 		}
 		j += n
+	}
+	return j
+}
+
+// asciiLettersEnd returns the end of the run of ASCII letters [A-Za-z] starting at s[j] (j when
+// s[j] is none), eight bytes at a time. Among ASCII bytes these are exactly the \p{L} ones (and
+// none is \p{M}), so for ASCII text the run is the one the loop "while asciiClass[b] & letters"
+// finds for either letters mask (TestASCIILettersEnd).
+func asciiLettersEnd(s string, j int) int {
+	for j+8 <= len(s) {
+		x := le64(s, j)
+		// Per byte: y = b|0x20 folds A–Z onto a–z and maps no other byte into a–z; h = y&0x7F.
+		// Adding 0x1F (0x80-'a') to h sets its top bit iff h >= 'a', adding 0x05 (0x80-'z'-1)
+		// iff h > 'z'; seven-bit values plus these never carry into the next byte. A letter is
+		// h in a..z with y's own top bit clear (an ASCII byte).
+		y := x | 0x2020202020202020
+		h := y & 0x7f7f7f7f7f7f7f7f
+		letter := (h + 0x1f1f1f1f1f1f1f1f) &^ (h + 0x0505050505050505) &^ y & 0x8080808080808080
+		if other := ^letter & 0x8080808080808080; other != 0 {
+			return j + bits.TrailingZeros64(other)/8
+		}
+		j += 8
+	}
+	for j < len(s) && isASCIILetter(s[j]) {
+		j++
 	}
 	return j
 }

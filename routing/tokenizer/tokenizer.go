@@ -205,10 +205,7 @@ func (t *Tokenizer) encodeRun(dst []uint32, seg string, i, to int) ([]uint32, in
 			j++
 		}
 		if asciiClass[seg[j]]&letters != 0 {
-			j++
-			for j < len(seg) && asciiClass[seg[j]]&letters != 0 {
-				j++
-			}
+			j = asciiLettersEnd(seg, j+1)
 			if lookup && j-i > 1 && j-i <= maxCachedWordLen && (j == len(seg) || asciiClass[seg[j]] != clsNonASCII) {
 				w := seg[i:j]
 				k, h := wordHash(w)

@@ -11,22 +11,26 @@ import (
 // pre-token depends on nothing but its bytes (models/bpe/model.rs in Hugging Face tokenizers
 // 0.23 keeps the same per-word cache), so a hit returns exactly what bpe would.
 //
-// It is an open-addressing hash table (linear probing) of wordSlots slots holding pointers to
-// immutable entries, written with compare-and-swap and read with plain atomic loads: a hit is a
-// hash, one or two slot loads and a string compare, with no lock and no write to memory shared
-// between cores (the RWMutex reader count of the map it replaces was a cache line that both
-// parallel chunks of a long segment wrote on every pre-token). A table takes at most
-// maxCacheEntries entries (half its slots, so probe sequences stay short and always reach an
-// empty slot); when it is full the next put starts an empty table, as the map was emptied before.
-// Entries are never evicted one by one, so a word stays cached for the table's lifetime
-// (a direct-mapped table that overwrote colliding words was tried and lost to the map).
+// It is an open-addressing hash table (linear probing) of slots holding pointers to immutable
+// entries, written with compare-and-swap and read with plain atomic loads: a hit is a hash, one
+// or two slot loads and a compare of the hashed words, with no lock and no write to memory
+// shared between cores (the RWMutex reader count of the map it replaces was a cache line that
+// both parallel chunks of a long segment wrote on every pre-token). A table takes entries up to
+// half its slots (so probe sequences stay short and always reach an empty slot); then the next
+// put publishes a table of twice the slots holding the same entries, from minWordSlots up to
+// wordSlots (maxCacheEntries entries), so the slots the garbage collector scans follow the words
+// seen. When the largest table is full the next put starts an empty one, as the map was emptied
+// before. Entries are never evicted one by one, so a word stays cached for its table's lifetime
+// (a direct-mapped table that overwrote colliding words was tried and lost to the map). A put
+// racing with a growth may land in the table being replaced and be lost: a later miss, never a
+// wrong id.
 //
 // Memory: at most one table in use plus, briefly, tables still read by encodes that loaded
-// them before a reset. A table is 8·wordSlots bytes of slots (512 KiB) plus at most
-// maxCacheEntries entries of at most 80 (the entry) + 4·maxCachedWordLen (its ids) +
-// maxCachedWordLen (its text, kept for words over 16 bytes) bytes; 80 bytes for a word of prose
-// that is one token: under 11 MiB in the worst case, TestWordCacheBounded measures it on the
-// live heap.
+// them before a growth or reset. The largest table is 8·wordSlots bytes of slots (512 KiB)
+// plus at most maxCacheEntries entries of at most 80 (the entry) + 4·maxCachedWordLen (its ids)
+// + maxCachedWordLen (its text, kept for words over 16 bytes) bytes; 80 bytes for a word of
+// prose that is one token: under 11 MiB in the worst case, TestWordCacheBounded measures it on
+// the live heap.
 type wordCache struct {
 	tab atomic.Pointer[wordTable]
 }
@@ -34,12 +38,39 @@ type wordCache struct {
 const (
 	maxCacheEntries  = 1 << 15
 	maxCachedWordLen = 48
-	wordSlots        = 2 * maxCacheEntries // power of two
+	wordSlots        = 2 * maxCacheEntries // slots of the largest table, a power of two
+	minWordSlots     = 1 << 10             // slots of a new table, a power of two
 )
 
 type wordTable struct {
-	n     atomic.Int32 // puts counted against maxCacheEntries (including lost races)
-	slots [wordSlots]atomic.Pointer[wordEntry]
+	n     atomic.Int32 // entries, plus puts counted that lost a race
+	mask  uint64       // len(slots) - 1
+	slots []atomic.Pointer[wordEntry]
+}
+
+func newWordTable(slots int) *wordTable {
+	return &wordTable{mask: uint64(slots - 1), slots: make([]atomic.Pointer[wordEntry], slots)}
+}
+
+// grown returns a table of twice tab's slots holding tab's entries (not yet published, so
+// plain stores; its readers see it through the cache's atomic pointer).
+func (tab *wordTable) grown() *wordTable {
+	g := newWordTable(2 * len(tab.slots))
+	n := int32(0)
+	for i := range tab.slots {
+		e := tab.slots[i].Load()
+		if e == nil {
+			continue
+		}
+		j := e.hash & g.mask
+		for g.slots[j].Load() != nil {
+			j = (j + 1) & g.mask
+		}
+		g.slots[j].Store(e)
+		n++
+	}
+	g.n.Store(n)
+	return g
 }
 
 // wordEntry is one cached word; immutable once published.
@@ -110,7 +141,7 @@ func le64(s string, i int) uint64 {
 }
 
 // reset empties the cache (Load, and benchmarks of the cold path).
-func (c *wordCache) reset() { c.tab.Store(new(wordTable)) }
+func (c *wordCache) reset() { c.tab.Store(newWordTable(minWordSlots)) }
 
 // is reports whether e is the entry of the word w with key k and hash h.
 func (e *wordEntry) is(w string, k wordKey, h uint64) bool {
@@ -120,7 +151,7 @@ func (e *wordEntry) is(w string, k wordKey, h uint64) bool {
 // get returns the entry of w (k, h = wordHash(w)), or nil.
 func (c *wordCache) get(w string, k wordKey, h uint64) *wordEntry {
 	tab := c.tab.Load()
-	for i := h & (wordSlots - 1); ; i = (i + 1) & (wordSlots - 1) {
+	for i := h & tab.mask; ; i = (i + 1) & tab.mask {
 		e := tab.slots[i].Load()
 		if e == nil || e.is(w, k, h) {
 			return e
@@ -139,15 +170,20 @@ func (c *wordCache) put(w string, k wordKey, h uint64, ids []uint32) {
 	}
 	for {
 		tab := c.tab.Load()
-		if tab.n.Add(1) > maxCacheEntries {
-			// Full: start an empty table (one of the racing goroutines wins; the others retry
-			// on the winner's table). Encodes holding the old one finish on it.
-			c.tab.CompareAndSwap(tab, new(wordTable))
+		if int(tab.n.Add(1)) > len(tab.slots)/2 {
+			// Half full: publish a larger table, or an empty one after the largest (one of
+			// the racing goroutines wins; the others retry on the winner's table). Encodes
+			// holding the old one finish on it.
+			next := newWordTable(minWordSlots)
+			if len(tab.slots) < wordSlots {
+				next = tab.grown()
+			}
+			c.tab.CompareAndSwap(tab, next)
 			continue
 		}
-		// At most maxCacheEntries puts reach this point per table, so at least half its
-		// slots are empty and the probe ends.
-		for i := h & (wordSlots - 1); ; i = (i + 1) & (wordSlots - 1) {
+		// At most len(slots)/2 puts reach this point per table, so at least half its slots
+		// are empty and the probe ends.
+		for i := h & tab.mask; ; i = (i + 1) & tab.mask {
 			cur := tab.slots[i].Load()
 			if cur == nil {
 				if tab.slots[i].CompareAndSwap(nil, e) {

@@ -184,3 +184,75 @@ func TestWordCacheBounded(t *testing.T) {
 	t.Logf("peak live heap %.1f MiB (bound %.1f MiB)", float64(peak)/(1<<20), float64(wordCacheBound)/(1<<20))
 	runtime.KeepAlive(&c)
 }
+
+// TestWordCacheGrows puts words one by one: every word put is found after the table grew from
+// minWordSlots to wordSlots, and after maxCacheEntries words the next put starts a small empty
+// table again.
+func TestWordCacheGrows(t *testing.T) {
+	var c wordCache
+	c.reset()
+	word := func(i int) string { return fmt.Sprintf("word%d", i) }
+	sizes := []int{len(c.tab.Load().slots)}
+	for i := range maxCacheEntries {
+		w := word(i)
+		k, h := wordHash(w)
+		c.put(w, k, h, []uint32{uint32(i)})
+		if n := len(c.tab.Load().slots); n != sizes[len(sizes)-1] {
+			sizes = append(sizes, n)
+		}
+	}
+	want := []int{}
+	for n := minWordSlots; n <= wordSlots; n *= 2 {
+		want = append(want, n)
+	}
+	if !slices.Equal(sizes, want) {
+		t.Errorf("table sizes %v, want %v", sizes, want)
+	}
+	for i := range maxCacheEntries {
+		w := word(i)
+		k, h := wordHash(w)
+		if e := c.get(w, k, h); e == nil || e.id0 != uint32(i) {
+			t.Fatalf("%q lost after growing: %v", w, e)
+		}
+	}
+	w := word(maxCacheEntries)
+	k, h := wordHash(w)
+	c.put(w, k, h, []uint32{1})
+	if tab := c.tab.Load(); len(tab.slots) != minWordSlots || tableEntries(tab) != 1 {
+		t.Errorf("after %d words: %d slots, %d entries; want a new table of %d slots with the last word", maxCacheEntries+1, len(tab.slots), tableEntries(tab), minWordSlots)
+	}
+}
+
+// TestASCIILettersEnd compares the eight-bytes-at-a-time letter run with the byte loop over
+// asciiClass, for every byte value at every position of a run (both cases of letters around it,
+// several starts and string lengths), and checks that the ASCII letters are the same bytes for
+// both letters masks of the scanner.
+func TestASCIILettersEnd(t *testing.T) {
+	for b := range 128 {
+		for _, mask := range []uint8{clsLetter, clsLetter | clsMark} {
+			if (asciiClass[b]&mask != 0) != isASCIILetter(byte(b)) {
+				t.Errorf("byte %#x: letters mask %#x disagrees with [A-Za-z]", b, mask)
+			}
+		}
+	}
+	ref := func(s string, j int) int {
+		for j < len(s) && asciiClass[s[j]]&clsLetter != 0 {
+			j++
+		}
+		return j
+	}
+	base := []byte("aZbYcXdWeVfUgTsS")
+	for b := range 256 {
+		for pos := range len(base) {
+			s := slices.Clone(base)
+			s[pos] = byte(b)
+			for n := pos + 1; n <= len(s); n += 3 {
+				for j := range min(4, n) {
+					if got, want := asciiLettersEnd(string(s[:n]), j), ref(string(s[:n]), j); got != want {
+						t.Fatalf("%q from %d: %d, want %d", s[:n], j, got, want)
+					}
+				}
+			}
+		}
+	}
+}
