@@ -11,26 +11,30 @@ import (
 // pre-token depends on nothing but its bytes (models/bpe/model.rs in Hugging Face tokenizers
 // 0.23 keeps the same per-word cache), so a hit returns exactly what bpe would.
 //
-// It is an open-addressing hash table (linear probing) of slots holding pointers to immutable
-// entries, written with compare-and-swap and read with plain atomic loads: a hit is a hash, one
-// or two slot loads and a compare of the hashed words, with no lock and no write to memory
-// shared between cores (the RWMutex reader count of the map it replaces was a cache line that
-// both parallel chunks of a long segment wrote on every pre-token). A table takes entries up to
-// half its slots (so probe sequences stay short and always reach an empty slot); then the next
-// put publishes a table of twice the slots holding the same entries, from minWordSlots up to
-// wordSlots (maxCacheEntries entries), so the slots the garbage collector scans follow the words
-// seen. When the largest table is full the next put starts an empty one, as the map was emptied
-// before. Entries are never evicted one by one, so a word stays cached for its table's lifetime
-// (a direct-mapped table that overwrote colliding words was tried and lost to the map). A put
-// racing with a growth may land in the table being replaced and be lost: a later miss, never a
-// wrong id.
+// It is an open-addressing hash table (linear probing) of slots written once each and read
+// without locks: a put claims an empty slot by compare-and-swap on its state, fills it and
+// publishes it with an atomic store; a reader loads the state and reads the fields only of a
+// published slot (the store/load pair orders the writes before the reads), and a slot is never
+// written again. A slot holds the hashed words of its word (wordKey) and its id when it is one
+// token, so a hit is a hash, one or two slot loads and a compare of a few words, with no lock,
+// no pointer to follow and no write to memory shared between cores (the RWMutex reader count of
+// the map it replaces was a cache line that both parallel chunks of a long segment wrote on
+// every pre-token). A table takes entries up to half its slots (so probe sequences stay short
+// and always reach an empty slot); then the next put publishes a table of twice the slots
+// holding the same entries, from minWordSlots up to wordSlots (maxCacheEntries entries), so the
+// memory and what the garbage collector scans follow the words seen. When the largest table is
+// full the next put starts an empty one, as the map was emptied before. Entries are never
+// evicted one by one, so a word stays cached for its table's lifetime (a direct-mapped table
+// that overwrote colliding words was tried and lost to the map). A put racing with a growth may
+// land in the table being replaced and be lost, and a word read while its slot is being written
+// is a miss (put again, in another slot): a later miss or a duplicate, never a wrong id.
 //
 // Memory: at most one table in use plus, briefly, tables still read by encodes that loaded
-// them before a growth or reset. The largest table is 8·wordSlots bytes of slots (512 KiB)
-// plus at most maxCacheEntries entries of at most 80 (the entry) + 4·maxCachedWordLen (its ids)
-// + maxCachedWordLen (its text, kept for words over 16 bytes) bytes; 80 bytes for a word of
-// prose that is one token: under 11 MiB in the worst case, TestWordCacheBounded measures it on
-// the live heap.
+// them before a growth or reset. The largest table is 48·wordSlots bytes of slots (3 MiB) plus,
+// for at most maxCacheEntries words of several ids or more than 16 bytes, a wordExt of at most
+// 48 + 4·maxCachedWordLen (its ids) + maxCachedWordLen (its text) bytes; a word of prose that
+// is one token needs only its slot: under 13 MiB in the worst case, TestWordCacheBounded
+// measures it on the live heap.
 type wordCache struct {
 	tab atomic.Pointer[wordTable]
 }
@@ -43,43 +47,59 @@ const (
 )
 
 type wordTable struct {
-	n     atomic.Int32 // entries, plus puts counted that lost a race
+	n     atomic.Int32 // claimed slots, plus puts counted that lost a race
 	mask  uint64       // len(slots) - 1
-	slots []atomic.Pointer[wordEntry]
+	slots []wordSlot
+}
+
+// Slot states.
+const (
+	slotEmpty   = 0
+	slotWriting = 1 // claimed by a put, fields not yet valid
+	slotReady   = 2 // fields valid and immutable
+)
+
+// wordSlot is one cached word.
+type wordSlot struct {
+	state atomic.Uint32
+	n     uint32 // the word's length (wordKey.n)
+	hash  uint64
+	a, b  uint64   // wordKey.a, wordKey.b
+	id0   uint32   // the word's first id
+	ext   *wordExt // nil for a word of one id and at most 16 bytes
+}
+
+// wordExt holds what a slot has no room for.
+type wordExt struct {
+	ids  []uint32 // the word's ids when more than one
+	long string   // the word, when longer than 16 bytes (its key does not determine it)
 }
 
 func newWordTable(slots int) *wordTable {
-	return &wordTable{mask: uint64(slots - 1), slots: make([]atomic.Pointer[wordEntry], slots)}
+	return &wordTable{mask: uint64(slots - 1), slots: make([]wordSlot, slots)}
 }
 
-// grown returns a table of twice tab's slots holding tab's entries (not yet published, so
-// plain stores; its readers see it through the cache's atomic pointer).
+// grown returns a table of twice tab's slots holding tab's published entries (not yet
+// published itself, so plain writes; its readers see it through the cache's atomic pointer).
 func (tab *wordTable) grown() *wordTable {
 	g := newWordTable(2 * len(tab.slots))
 	n := int32(0)
 	for i := range tab.slots {
-		e := tab.slots[i].Load()
-		if e == nil {
+		s := &tab.slots[i]
+		if s.state.Load() != slotReady {
 			continue
 		}
-		j := e.hash & g.mask
-		for g.slots[j].Load() != nil {
+		j := s.hash & g.mask
+		for g.slots[j].state.Load() != slotEmpty {
 			j = (j + 1) & g.mask
 		}
-		g.slots[j].Store(e)
+		d := &g.slots[j]
+		d.n, d.hash, d.a, d.b, d.id0, d.ext = s.n, s.hash, s.a, s.b, s.id0, s.ext
+		d.state.Store(slotReady)
 		n++
 	}
 	g.n.Store(n)
 	return g
-}
-
-// wordEntry is one cached word; immutable once published.
-type wordEntry struct {
-	key  wordKey
-	hash uint64
-	id0  uint32   // the word's id when it is one token (ids nil)
-	ids  []uint32 // the word's ids when more than one
-	long string   // the word, when longer than 16 bytes (key does not determine it)
 }
 
 // wordKey is what wordHash reads of a word: its length and two words of its bytes. For a word
@@ -143,30 +163,39 @@ func le64(s string, i int) uint64 {
 // reset empties the cache (Load, and benchmarks of the cold path).
 func (c *wordCache) reset() { c.tab.Store(newWordTable(minWordSlots)) }
 
-// is reports whether e is the entry of the word w with key k and hash h.
-func (e *wordEntry) is(w string, k wordKey, h uint64) bool {
-	return e.hash == h && e.key == k && (k.n <= 16 || e.long == w)
+// is reports whether s, a published slot, holds the word w with key k and hash h.
+func (s *wordSlot) is(w string, k wordKey, h uint64) bool {
+	return s.hash == h && s.a == k.a && s.b == k.b && s.n == uint32(k.n) && (k.n <= 16 || s.ext.long == w)
 }
 
-// get returns the entry of w (k, h = wordHash(w)), or nil.
-func (c *wordCache) get(w string, k wordKey, h uint64) *wordEntry {
+// get returns the slot of w (k, h = wordHash(w)), or nil.
+func (c *wordCache) get(w string, k wordKey, h uint64) *wordSlot {
 	tab := c.tab.Load()
 	for i := h & tab.mask; ; i = (i + 1) & tab.mask {
-		e := tab.slots[i].Load()
-		if e == nil || e.is(w, k, h) {
-			return e
+		s := &tab.slots[i]
+		switch s.state.Load() {
+		case slotEmpty:
+			return nil
+		case slotReady:
+			if s.is(w, k, h) {
+				return s
+			}
 		}
+		// slotWriting: a put in progress, of this word or another: go on.
 	}
 }
 
 // put stores w's ids (at least one; k, h = wordHash(w)), copied.
 func (c *wordCache) put(w string, k wordKey, h uint64, ids []uint32) {
-	e := &wordEntry{key: k, hash: h, id0: ids[0]}
-	if len(ids) > 1 {
-		e.ids = append([]uint32(nil), ids...)
-	}
-	if k.n > 16 {
-		e.long = strings.Clone(w) // do not retain the caller's (possibly large) text
+	var ext *wordExt
+	if len(ids) > 1 || k.n > 16 {
+		ext = new(wordExt)
+		if len(ids) > 1 {
+			ext.ids = append([]uint32(nil), ids...)
+		}
+		if k.n > 16 {
+			ext.long = strings.Clone(w) // do not retain the caller's (possibly large) text
+		}
 	}
 	for {
 		tab := c.tab.Load()
@@ -184,24 +213,27 @@ func (c *wordCache) put(w string, k wordKey, h uint64, ids []uint32) {
 		// At most len(slots)/2 puts reach this point per table, so at least half its slots
 		// are empty and the probe ends.
 		for i := h & tab.mask; ; i = (i + 1) & tab.mask {
-			cur := tab.slots[i].Load()
-			if cur == nil {
-				if tab.slots[i].CompareAndSwap(nil, e) {
+			s := &tab.slots[i]
+			st := s.state.Load()
+			if st == slotEmpty {
+				if s.state.CompareAndSwap(slotEmpty, slotWriting) {
+					s.n, s.hash, s.a, s.b, s.id0, s.ext = uint32(k.n), h, k.a, k.b, ids[0], ext
+					s.state.Store(slotReady)
 					return
 				}
-				cur = tab.slots[i].Load() // another put took the slot
+				st = s.state.Load() // another put claimed the slot
 			}
-			if cur.is(w, k, h) {
+			if st == slotReady && s.is(w, k, h) {
 				return // the same word, put concurrently
 			}
 		}
 	}
 }
 
-// appendIDs appends e's ids to dst.
-func (e *wordEntry) appendIDs(dst []uint32) []uint32 {
-	if e.ids == nil {
-		return append(dst, e.id0)
+// appendIDs appends the ids of s's word to dst.
+func (s *wordSlot) appendIDs(dst []uint32) []uint32 {
+	if s.ext == nil || s.ext.ids == nil {
+		return append(dst, s.id0)
 	}
-	return append(dst, e.ids...)
+	return append(dst, s.ext.ids...)
 }

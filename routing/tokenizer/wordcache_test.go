@@ -140,7 +140,7 @@ func TestWordCacheConcurrent(t *testing.T) {
 func tableEntries(tab *wordTable) int {
 	n := 0
 	for i := range tab.slots {
-		if tab.slots[i].Load() != nil {
+		if tab.slots[i].state.Load() == slotReady {
 			n++
 		}
 	}
@@ -149,11 +149,11 @@ func tableEntries(tab *wordTable) int {
 
 // TestWordCacheBounded puts 4·maxCacheEntries distinct worst-case words (maxCachedWordLen
 // bytes, one id per byte) and measures the live heap after runtime.GC() every half table: it
-// stays under wordCacheBound (one table of slots and maxCacheEntries entries of 80 + 192 + 48
-// bytes, their allocation size classes), i.e. replaced tables are freed and the cache does not grow
+// stays under wordCacheBound (the largest table's slots and maxCacheEntries wordExt of 48 + 192
+// + 48 bytes, their allocation size classes), i.e. replaced tables are freed and the cache does not grow
 // with the number of words seen.
 func TestWordCacheBounded(t *testing.T) {
-	const wordCacheBound = 8*wordSlots + maxCacheEntries*(80+192+48) + 512<<10 // + test slack
+	const wordCacheBound = 48*wordSlots + maxCacheEntries*(48+192+48) + 512<<10 // + test slack
 	var c wordCache
 	var before runtime.MemStats
 	runtime.GC()
