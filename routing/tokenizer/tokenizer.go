@@ -195,10 +195,9 @@ func (t *Tokenizer) preTokenizeStages(dst []uint32, seg string, first bool) []ui
 // letter, or from a space followed by one, is \p{L}+ or [^\r\n\p{L}\p{N}]?\p{L}+) taken only
 // when the run ends on an ASCII byte or the end of seg (else the run may go on into non-ASCII
 // letters, which nextPreToken decodes); the inlined lookup is encodeWord's (a word of at least
-// two and at most maxCachedWordLen bytes, without ignore_merges, whose ids are then those of
-// the cache). Every other case goes through nextPreToken and encodeWord.
+// two and at most maxCachedWordLen bytes, whose ids are then those of the cache). Every other case goes through nextPreToken and encodeWord.
 func (t *Tokenizer) encodeRun(dst []uint32, seg string, i, to int) ([]uint32, int) {
-	letters, lookup := t.fast, !t.ignoreMerges
+	letters := t.fast
 	for i < to {
 		j := i
 		if seg[j] == ' ' && j+1 < len(seg) {
@@ -206,7 +205,7 @@ func (t *Tokenizer) encodeRun(dst []uint32, seg string, i, to int) ([]uint32, in
 		}
 		if asciiClass[seg[j]]&letters != 0 {
 			j = asciiLettersEnd(seg, j+1)
-			if lookup && j-i > 1 && j-i <= maxCachedWordLen && (j == len(seg) || asciiClass[seg[j]] != clsNonASCII) {
+			if j-i > 1 && j-i <= maxCachedWordLen && (j == len(seg) || asciiClass[seg[j]] != clsNonASCII) {
 				w := seg[i:j]
 				k, h := wordHash(w)
 				if e := t.cache.get(w, k, h); e != nil {
@@ -223,27 +222,35 @@ func (t *Tokenizer) encodeRun(dst []uint32, seg string, i, to int) ([]uint32, in
 	return dst, i
 }
 
-// encodeWord appends the ids of one pre-token.
+// encodeWord appends the ids of one pre-token: its byte's id for one byte, else the word
+// cache's ids, else wordIDs (stored in the cache for a word of at most maxCachedWordLen bytes).
 func (t *Tokenizer) encodeWord(dst []uint32, w string) []uint32 {
 	if len(w) == 1 {
 		return append(dst, t.byteIDs[w[0]])
 	}
+	if len(w) > maxCachedWordLen {
+		return t.wordIDs(dst, w)
+	}
+	k, h := wordHash(w)
+	if s := t.cache.get(w, k, h); s != nil {
+		return s.appendIDs(dst)
+	}
+	n := len(dst)
+	dst = t.wordIDs(dst, w)
+	t.cache.put(w, k, h, dst[n:])
+	return dst
+}
+
+// wordIDs appends the ids of a pre-token of at least two bytes: with ignore_merges (Hugging Face
+// BPE::tokenize_with_cache, models/bpe/model.rs) the vocabulary id of a pre-token that is a
+// vocabulary token, else BPE. It depends on w alone, so the word cache may hold its result.
+func (t *Tokenizer) wordIDs(dst []uint32, w string) []uint32 {
 	if t.ignoreMerges {
 		if id, ok := t.wordID(w); ok {
 			return append(dst, id)
 		}
 	}
-	if len(w) > maxCachedWordLen {
-		return t.bpe(dst, w)
-	}
-	k, h := wordHash(w)
-	if e := t.cache.get(w, k, h); e != nil {
-		return e.appendIDs(dst)
-	}
-	n := len(dst)
-	dst = t.bpe(dst, w)
-	t.cache.put(w, k, h, dst[n:])
-	return dst
+	return t.bpe(dst, w)
 }
 
 // Decode returns the text of ids: the byte-level inverse for vocabulary
