@@ -30,10 +30,10 @@ import (
 // is a miss (put again, in another slot): a later miss or a duplicate, never a wrong id.
 //
 // Memory: at most one table in use plus, briefly, tables still read by encodes that loaded
-// them before a growth or reset. The largest table is 48·wordSlots bytes of slots (3 MiB) plus,
+// them before a growth or reset. The largest table is 32·wordSlots bytes of slots (2 MiB) plus,
 // for at most maxCacheEntries words of several ids or more than 16 bytes, a wordExt of at most
 // 48 + 4·maxCachedWordLen (its ids) + maxCachedWordLen (its text) bytes; a word of prose that
-// is one token needs only its slot: under 13 MiB in the worst case, TestWordCacheBounded
+// is one token needs only its slot: under 12 MiB in the worst case, TestWordCacheBounded
 // measures it on the live heap.
 type wordCache struct {
 	tab atomic.Pointer[wordTable]
@@ -52,21 +52,18 @@ type wordTable struct {
 	slots []wordSlot
 }
 
-// Slot states.
+// Slot states, the low two bits of wordSlot.meta.
 const (
 	slotEmpty   = 0
 	slotWriting = 1 // claimed by a put, fields not yet valid
 	slotReady   = 2 // fields valid and immutable
 )
 
-// wordSlot is one cached word.
+// wordSlot is one cached word, 32 bytes (two to a cache line).
 type wordSlot struct {
-	state atomic.Uint32
-	n     uint32 // the word's length (wordKey.n)
-	hash  uint64
-	a, b  uint64   // wordKey.a, wordKey.b
-	id0   uint32   // the word's first id
-	ext   *wordExt // nil for a word of one id and at most 16 bytes
+	meta atomic.Uint64 // id0<<32 | n<<8 | state: the word's first id, its length (wordKey.n), the slot state
+	a, b uint64        // wordKey.a, wordKey.b
+	ext  *wordExt      // nil for a word of one id and at most 16 bytes
 }
 
 // wordExt holds what a slot has no room for.
@@ -80,22 +77,29 @@ func newWordTable(slots int) *wordTable {
 }
 
 // grown returns a table of twice tab's slots holding tab's published entries (not yet
-// published itself, so plain writes; its readers see it through the cache's atomic pointer).
+// published itself; its readers see it through the cache's atomic pointer).
 func (tab *wordTable) grown() *wordTable {
 	g := newWordTable(2 * len(tab.slots))
 	n := int32(0)
 	for i := range tab.slots {
 		s := &tab.slots[i]
-		if s.state.Load() != slotReady {
+		m := s.meta.Load()
+		if m&3 != slotReady {
 			continue
 		}
-		j := s.hash & g.mask
-		for g.slots[j].state.Load() != slotEmpty {
+		var h uint64
+		if k := (wordKey{s.a, s.b, int(uint8(m >> 8))}); k.n <= 16 {
+			h = keyHash(k, wordKeys[0])
+		} else {
+			_, h = wordHash(s.ext.long)
+		}
+		j := h & g.mask
+		for g.slots[j].meta.Load() != slotEmpty {
 			j = (j + 1) & g.mask
 		}
 		d := &g.slots[j]
-		d.n, d.hash, d.a, d.b, d.id0, d.ext = s.n, s.hash, s.a, s.b, s.id0, s.ext
-		d.state.Store(slotReady)
+		d.a, d.b, d.ext = s.a, s.b, s.ext
+		d.meta.Store(m)
 		n++
 	}
 	g.n.Store(n)
@@ -139,7 +143,13 @@ func wordHash(w string) (wordKey, uint64) {
 		}
 		a, b = le64(w, n-16), le64(w, n-8)
 	}
-	return wordKey{a, b, n}, wyMix(0x1d8e4e27c47d124f^uint64(n), wyMix(a^wordKeys[1], b^seed))
+	k := wordKey{a, b, n}
+	return k, keyHash(k, seed)
+}
+
+// keyHash is wordHash's last step; seed is wordKeys[0] for a word of at most 16 bytes.
+func keyHash(k wordKey, seed uint64) uint64 {
+	return wyMix(0x1d8e4e27c47d124f^uint64(k.n), wyMix(k.a^wordKeys[1], k.b^seed))
 }
 
 func wyMix(a, b uint64) uint64 {
@@ -163,9 +173,9 @@ func le64(s string, i int) uint64 {
 // reset empties the cache (Load, and benchmarks of the cold path).
 func (c *wordCache) reset() { c.tab.Store(newWordTable(minWordSlots)) }
 
-// is reports whether s, a published slot, holds the word w with key k and hash h.
-func (s *wordSlot) is(w string, k wordKey, h uint64) bool {
-	return s.hash == h && s.a == k.a && s.b == k.b && s.n == uint32(k.n) && (k.n <= 16 || s.ext.long == w)
+// is reports whether s, a published slot whose meta is m, holds the word w with key k.
+func (s *wordSlot) is(m uint64, w string, k wordKey) bool {
+	return uint8(m>>8) == uint8(k.n) && s.a == k.a && s.b == k.b && (k.n <= 16 || s.ext.long == w)
 }
 
 // get returns the slot of w (k, h = wordHash(w)), or nil.
@@ -173,13 +183,12 @@ func (c *wordCache) get(w string, k wordKey, h uint64) *wordSlot {
 	tab := c.tab.Load()
 	for i := h & tab.mask; ; i = (i + 1) & tab.mask {
 		s := &tab.slots[i]
-		switch s.state.Load() {
-		case slotEmpty:
+		m := s.meta.Load()
+		if m == slotEmpty {
 			return nil
-		case slotReady:
-			if s.is(w, k, h) {
-				return s
-			}
+		}
+		if m&3 == slotReady && s.is(m, w, k) {
+			return s
 		}
 		// slotWriting: a put in progress, of this word or another: go on.
 	}
@@ -214,16 +223,16 @@ func (c *wordCache) put(w string, k wordKey, h uint64, ids []uint32) {
 		// are empty and the probe ends.
 		for i := h & tab.mask; ; i = (i + 1) & tab.mask {
 			s := &tab.slots[i]
-			st := s.state.Load()
-			if st == slotEmpty {
-				if s.state.CompareAndSwap(slotEmpty, slotWriting) {
-					s.n, s.hash, s.a, s.b, s.id0, s.ext = uint32(k.n), h, k.a, k.b, ids[0], ext
-					s.state.Store(slotReady)
+			m := s.meta.Load()
+			if m == slotEmpty {
+				if s.meta.CompareAndSwap(slotEmpty, slotWriting) {
+					s.a, s.b, s.ext = k.a, k.b, ext
+					s.meta.Store(uint64(ids[0])<<32 | uint64(k.n)<<8 | slotReady)
 					return
 				}
-				st = s.state.Load() // another put claimed the slot
+				m = s.meta.Load() // another put claimed the slot
 			}
-			if st == slotReady && s.is(w, k, h) {
+			if m&3 == slotReady && s.is(m, w, k) {
 				return // the same word, put concurrently
 			}
 		}
@@ -233,7 +242,7 @@ func (c *wordCache) put(w string, k wordKey, h uint64, ids []uint32) {
 // appendIDs appends the ids of s's word to dst.
 func (s *wordSlot) appendIDs(dst []uint32) []uint32 {
 	if s.ext == nil || s.ext.ids == nil {
-		return append(dst, s.id0)
+		return append(dst, uint32(s.meta.Load()>>32))
 	}
 	return append(dst, s.ext.ids...)
 }
