@@ -118,11 +118,11 @@ type wordKey struct {
 // collide (a long probe sequence would slow every lookup of the words in it).
 var wordKeys = [4]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64()}
 
-// wordHash returns w's key and the hash a lookup and a put of w use: the wyhash construction of
-// the Go runtime's memhashFallback (runtime/hash64.go, Go 1.27; the map hash of machines
-// without AES), keyed by wordKeys. It is inlined arithmetic on one or two eight-byte loads for a
-// word of up to 16 bytes, where hash/maphash (AES) costs a call and a fixed setup that dominated
-// a cache hit.
+// wordHash returns w's key and the hash a lookup and a put of w use: the wyhash construction
+// of the Go runtime's memHashFallback (internal/runtime/maps/runtime_hash64.go, Go 1.27; the
+// map hash of machines without AES), keyed by wordKeys. It is inlined arithmetic on one or two
+// eight-byte loads for a word of up to 16 bytes, where hash/maphash (AES) costs a call and a
+// fixed setup that dominated a cache hit.
 func wordHash(w string) (wordKey, uint64) {
 	var a, b uint64
 	seed := wordKeys[0]
