@@ -1,9 +1,6 @@
 package tokenizer
 
-import (
-	"strings"
-	"sync"
-)
+import "sync"
 
 // merge is one BPE merge rule: the pair it applies to has rank rank (its
 // index in tokenizer.json's merges) and becomes token id.
@@ -179,44 +176,4 @@ func siftDown(h []candidate, i int) {
 		i = m
 	}
 	h[i] = c
-}
-
-// wordCache memoizes the ids of short pre-tokens. It holds at most
-// maxCacheEntries words of at most maxCachedWordLen bytes and is emptied
-// when full, so its memory stays bounded (a few MB).
-type wordCache struct {
-	mu sync.RWMutex // guards m
-	m  map[string][]uint32
-}
-
-const (
-	maxCacheEntries  = 1 << 15
-	maxCachedWordLen = 48
-)
-
-// reset empties the cache (benchmarks of the cold path).
-func (c *wordCache) reset() {
-	c.mu.Lock()
-	c.m = make(map[string][]uint32, 1024)
-	c.mu.Unlock()
-}
-
-func (c *wordCache) get(w string) ([]uint32, bool) {
-	c.mu.RLock()
-	ids, ok := c.m[w]
-	c.mu.RUnlock()
-	return ids, ok
-}
-
-// put stores a copy of word and ids.
-func (c *wordCache) put(w string, ids []uint32) {
-	v := make([]uint32, len(ids))
-	copy(v, ids)
-	k := strings.Clone(w) // do not retain the caller's (possibly large) text
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCacheEntries {
-		c.m = make(map[string][]uint32, maxCacheEntries/4)
-	}
-	c.m[k] = v
-	c.mu.Unlock()
 }

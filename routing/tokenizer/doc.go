@@ -46,6 +46,10 @@
 //     its characters, a character missing from the vocabulary becoming its
 //     bytes' <0xXX> tokens (byte_fallback, Gemma). ignore_merges (Llama 3,
 //     gpt-oss) maps a pre-token that is itself a vocabulary token to it.
+//     The ids of a pre-token of at most 48 bytes are memoized in a bounded,
+//     lock-free per-tokenizer word cache (wordcache.go; they depend on the
+//     pre-token alone, as in Hugging Face's BPE cache), and the scanner loop
+//     handles an ASCII word found there without a call (encodeRun).
 //
 // encode(text, add_special_tokens=True) is Encode followed by PostProcessor().Apply (postprocess.go:
 // tokenizer.json's post_processor as tokenizers 0.23 applies it); ForTransformers gives the

@@ -161,7 +161,7 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := t.setAdded(f.AddedTokens); err != nil {
 		return nil, err
 	}
-	t.cache.m = make(map[string][]uint32, 1024)
+	t.cache.reset()
 	return t, nil
 }
 

@@ -128,10 +128,10 @@ func TestNFCUnicode9(t *testing.T) {
 }
 
 // TestNFCASCIIFastPath: isASCII finds a non-ASCII byte at every position of
-// every length up to 40 (the eight-byte loop and the tail), and nfc's ASCII
+// every length up to 80 (the 32-byte loop, the eight-byte loop and the tail), and nfc's ASCII
 // shortcut gives what x/text and fullNFC give for all 128 ASCII bytes.
 func TestNFCASCIIFastPath(t *testing.T) {
-	for n := 0; n <= 40; n++ {
+	for n := 0; n <= 80; n++ {
 		b := []byte(strings.Repeat("a", n))
 		if !isASCII(string(b)) {
 			t.Fatalf("isASCII(%d x 'a') = false", n)

@@ -3,40 +3,52 @@ package tokenizer
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
-// Segments of at least parallelMinBytes (after NFC) are encoded by several goroutines, one
-// chunk of at least parallelChunkBytes each, at most GOMAXPROCS chunks.
+// Segments of at least parallelMinBytes (after NFC) are encoded by GOMAXPROCS goroutines in
+// chunks of at least parallelChunkBytes, at most chunksPerProc per goroutine: more chunks than
+// goroutines, taken in turn, so that a goroutine whose thread the OS runs less (a shared
+// machine) is left fewer of them, instead of the whole encode waiting for its one large chunk.
 const (
 	parallelMinBytes   = 64 << 10
 	parallelChunkBytes = 32 << 10
+	chunksPerProc      = 4
 )
 
 // encodeSegmentAuto appends the ids of a segment without added tokens: encodeSegment, or for a
 // large segment of a tokenizer on the Qwen scanner fast path (no normalized added tokens) on a
-// multi-core machine encodeParallel with one chunk per core.
+// multi-core machine encodeParallel.
 func (t *Tokenizer) encodeSegmentAuto(dst []uint32, seg string, first bool) []uint32 {
 	if len(seg) < parallelMinBytes || t.fast == 0 || len(t.addedNorm.first) > 0 {
 		return t.encodeSegment(dst, seg, first)
 	}
-	parts := min(runtime.GOMAXPROCS(0), len(seg)/parallelChunkBytes)
-	if parts < 2 {
+	procs := runtime.GOMAXPROCS(0)
+	parts := min(chunksPerProc*procs, len(seg)/parallelChunkBytes)
+	if procs < 2 || parts < 2 {
 		return t.encodeSegment(dst, seg, first)
 	}
-	dst, _ = t.encodeParallel(dst, seg, parts, preTokenStartNear)
+	dst, _ = t.encodeParallelOn(dst, seg, parts, procs, preTokenStartNear)
 	return dst
 }
 
-// encodeParallel appends the ids of seg (no added tokens) encoded in parts chunks at once. The
-// ids are those of encodeSegment by construction: BPE runs per pre-token, so the ids of a text
-// are the concatenation of the ids of consecutive runs of its pre-tokens. After the normalizer
-// (whole segment, once), near(seg, i) proposes a chunk start at or after i that is probably a pre-token
-// boundary; each chunk is pre-tokenized from its start and encoded on its own goroutine. A
-// proposed start is accepted only when the previous chunk's pre-tokenization ends exactly on it
-// (pre-tokenization from a position reads only the text after it, so both sequences then agree
-// from there on); otherwise the chunk is encoded again, sequentially, from where the previous
-// one ended. repaired counts those chunks.
+// encodeParallel is encodeParallelOn with one goroutine per chunk (tests).
 func (t *Tokenizer) encodeParallel(dst []uint32, seg string, parts int, near func(string, int) int) (_ []uint32, repaired int) {
+	return t.encodeParallelOn(dst, seg, parts, parts, near)
+}
+
+// encodeParallelOn appends the ids of seg (no added tokens) encoded in parts chunks by at most
+// workers goroutines at once (the caller's included). The ids are those of encodeSegment by
+// construction: BPE runs per pre-token, so the ids of a text are the concatenation of the ids
+// of consecutive runs of its pre-tokens. After the normalizer (whole segment, once), near(seg,
+// i) proposes a chunk start at or after i that is probably a pre-token boundary; each chunk is
+// pre-tokenized from its start and encoded on its own. A proposed start is accepted only when
+// the previous chunk's pre-tokenization ends exactly on it (pre-tokenization from a position
+// reads only the text after it, so both sequences then agree from there on); otherwise the
+// chunk is encoded again, sequentially, from where the previous one ended. repaired counts
+// those chunks. The first chunk is encoded by the caller straight into dst (no copy); the
+// others into their own slices, appended after.
+func (t *Tokenizer) encodeParallelOn(dst []uint32, seg string, parts, workers int, near func(string, int) int) (_ []uint32, repaired int) {
 	if seg == "" {
 		return dst, 0
 	}
@@ -58,35 +70,40 @@ func (t *Tokenizer) encodeParallel(dst []uint32, seg string, parts int, near fun
 	n := len(starts) - 1
 	ids := make([][]uint32, n)
 	ends := make([]int, n)
-	run := func(k, from int) {
-		out := make([]uint32, 0, (starts[k+1]-from)/3+4)
-		i := from
-		for i < starts[k+1] {
-			j := nextPreToken(seg, i, t.fast, t.fastDigits)
-			out = t.encodeWord(out, seg[i:j])
-			i = j
+	// run encodes chunk k from position from into out.
+	run := func(k, from int, out []uint32) {
+		ids[k], ends[k] = t.encodeRun(out, seg, from, starts[k+1])
+	}
+	var next atomic.Int32 // the next chunk to take, from 1
+	next.Store(1)
+	work := func() {
+		for k := int(next.Add(1)) - 1; k < n; k = int(next.Add(1)) - 1 {
+			run(k, starts[k], make([]uint32, 0, (starts[k+1]-starts[k])/3+4))
 		}
-		ids[k], ends[k] = out, i
 	}
 	var wg sync.WaitGroup
-	for k := 1; k < n; k++ {
+	for range min(workers, n) - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run(k, starts[k])
+			work()
 		}()
 	}
-	run(0, 0)
+	run(0, 0, dst)
+	work()
 	wg.Wait()
-	for k := 0; k < n; k++ {
-		if k > 0 && ends[k-1] != starts[k] {
+	dst = ids[0]
+	for k := 1; k < n; k++ {
+		if ends[k-1] != starts[k] {
 			// the previous chunk ran past this start: it was not a boundary
 			repaired++
 			if ends[k-1] >= starts[k+1] {
-				ids[k], ends[k] = nil, ends[k-1]
-			} else {
-				run(k, ends[k-1])
+				ends[k] = ends[k-1]
+				continue // already covered by the previous chunk
 			}
+			run(k, ends[k-1], dst)
+			dst = ids[k]
+			continue
 		}
 		dst = append(dst, ids[k]...)
 	}

@@ -17,6 +17,8 @@ func runeStartNear(s string, i int) int {
 
 // TestEncodeParallelExact encodes every golden text in 2, 3, 5 and 8 chunks, with the boundary
 // proposal used in production and with arbitrary rune starts, and compares with the golden ids.
+// The chunks run on one goroutine each, and (5 and 8 chunks) on two goroutines taking them in
+// turn, as encodeSegmentAuto does.
 func TestEncodeParallelExact(t *testing.T) {
 	tok := loadTest(t)
 	cases := allGoldenCases(t)
@@ -36,7 +38,11 @@ func TestEncodeParallelExact(t *testing.T) {
 						start, end = len(rest), len(rest)
 					}
 					var r int
-					ids, r = tok.encodeParallel(ids, rest[:start], parts, near.f)
+					workers := parts
+					if parts >= 5 {
+						workers = 2
+					}
+					ids, r = tok.encodeParallelOn(ids, rest[:start], parts, workers, near.f)
 					repairs += r
 					if end > start {
 						ids = append(ids, id)

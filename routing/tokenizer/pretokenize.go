@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"math/bits"
 	"sort"
 	"sync"
 	"unicode"
@@ -17,7 +18,27 @@ const (
 	clsMark   uint8 = 1 << 4 // \p{M} (Unicode 16.0.0)
 	clsPunct  uint8 = 1 << 5 // \p{P} (Unicode 16.0.0)
 	clsSymbol uint8 = 1 << 6 // \p{S} (Unicode 16.0.0)
+
+	// clsNonASCII marks the bytes 0x80–0xFF in asciiClass: the start or continuation of a
+	// multi-byte character (or an invalid byte), whose class needs decodeAt and classOf. No
+	// pattern mask contains it.
+	clsNonASCII uint8 = 1 << 7
 )
+
+// asciiClass is classOf of every ASCII byte, and clsNonASCII for the other byte values: the
+// scanners' loops over ASCII text classify a byte with one table load instead of decodeAt and
+// classOf (the same classes, built from slowClass at init; ASCII's categories are the same in
+// every Unicode version, TestASCIIClass checks the table against classOf).
+var asciiClass = func() (t [256]uint8) {
+	for b := range 256 {
+		if b < utf8.RuneSelf {
+			t[b] = slowClass(rune(b))
+		} else {
+			t[b] = clsNonASCII
+		}
+	}
+	return t
+}()
 
 // classRange assigns the Unicode 16.0.0 class cls to the runes lo..hi.
 type classRange struct {
@@ -129,6 +150,16 @@ func contractionLen(s string, i int) int {
 // alternative, so pre-tokens tile the segment. Cost is linear in the
 // pre-token length plus, for whitespace, the length of the whitespace run.
 func nextPreToken(s string, i int, letters uint8, digits int) int {
+	// The two commonest starts in prose, decided from asciiClass alone; each is the case of
+	// the general code below that it would reach (an ASCII letter or a space is not '\'', so
+	// the contraction alternative fails first):
+	//   "word": \p{L}+ from the first letter on;
+	//   " word": [^\r\n\p{L}\p{N}]?\p{L}+ with the space as its optional character.
+	if c := asciiClass[s[i]]; c&letters != 0 {
+		return scanLetters(s, i+1, letters)
+	} else if s[i] == ' ' && i+1 < len(s) && asciiClass[s[i+1]]&letters != 0 {
+		return scanLetters(s, i+2, letters)
+	}
 	r, n := decodeAt(s, i)
 	c := classOf(r)
 	j := i + n
@@ -210,7 +241,11 @@ func whitespaceEnd(s string, i int) int {
 // starting at s[j].
 func scanLetters(s string, j int, mask uint8) int {
 	for j < len(s) {
-		r, n := decodeAt(s, j)
+		j = asciiLettersEnd(s, j) // the ASCII letters are in every letters mask
+		if j == len(s) || s[j] < utf8.RuneSelf {
+			break // the end, or an ASCII byte that is not a letter
+		}
+		r, n := utf8.DecodeRuneInString(s[j:])
 		if classOf(r)&mask == 0 {
 			break
 		}
@@ -219,11 +254,44 @@ func scanLetters(s string, j int, mask uint8) int {
 	return j
 }
 
+// asciiLettersEnd returns the end of the run of ASCII letters [A-Za-z] starting at s[j] (j when
+// s[j] is none), eight bytes at a time. Among ASCII bytes these are exactly the \p{L} ones (and
+// none is \p{M}), so for ASCII text the run is the one the loop "while asciiClass[b] & letters"
+// finds for either letters mask (TestASCIILettersEnd).
+func asciiLettersEnd(s string, j int) int {
+	for j+8 <= len(s) {
+		x := le64(s, j)
+		// Per byte: y = b|0x20 folds A–Z onto a–z and maps no other byte into a–z; h = y&0x7F.
+		// Adding 0x1F (0x80-'a') to h sets its top bit iff h >= 'a', adding 0x05 (0x80-'z'-1)
+		// iff h > 'z'; seven-bit values plus these never carry into the next byte. A letter is
+		// h in a..z with y's own top bit clear (an ASCII byte).
+		y := x | 0x2020202020202020
+		h := y & 0x7f7f7f7f7f7f7f7f
+		letter := (h + 0x1f1f1f1f1f1f1f1f) &^ (h + 0x0505050505050505) &^ y & 0x8080808080808080
+		if other := ^letter & 0x8080808080808080; other != 0 {
+			return j + bits.TrailingZeros64(other)/8
+		}
+		j += 8
+	}
+	for j < len(s) && isASCIILetter(s[j]) {
+		j++
+	}
+	return j
+}
+
 // scanOthers returns the end of [^\s\p{L}\p{N}]*[\r\n]* starting at s[j]
 // (notOther: the classes that end the run).
 func scanOthers(s string, j int, notOther uint8) int {
 	for j < len(s) {
-		r, n := decodeAt(s, j)
+		c := asciiClass[s[j]]
+		if c != clsNonASCII {
+			if c&notOther != 0 {
+				break
+			}
+			j++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[j:])
 		if classOf(r)&notOther != 0 {
 			break
 		}

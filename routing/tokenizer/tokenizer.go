@@ -147,11 +147,7 @@ func (t *Tokenizer) preTokenize(dst []uint32, seg string, first bool) []uint32 {
 		return dst
 	}
 	if t.fast != 0 {
-		for i := 0; i < len(seg); {
-			j := nextPreToken(seg, i, t.fast, t.fastDigits)
-			dst = t.encodeWord(dst, seg[i:j])
-			i = j
-		}
+		dst, _ = t.encodeRun(dst, seg, 0, len(seg))
 		return dst
 	}
 	if t.fastO200k {
@@ -192,26 +188,70 @@ func (t *Tokenizer) preTokenizeStages(dst []uint32, seg string, first bool) []ui
 	return dst
 }
 
-// encodeWord appends the ids of one pre-token.
+// encodeRun appends the ids of the pre-tokens of seg (Qwen scanner fast path) from position i
+// on, until a pre-token ends at or after to, and returns where it ended. It is the loop
+// "nextPreToken, encodeWord" with their commonest case inlined: an ASCII word, alone or after
+// one space, found in the word cache (the loop of a long document in prose runs no call per
+// pre-token). The inlined scan is nextPreToken's first shortcut (a run of letters from an ASCII
+// letter, or from a space followed by one, is \p{L}+ or [^\r\n\p{L}\p{N}]?\p{L}+) taken only
+// when the run ends on an ASCII byte or the end of seg (else the run may go on into non-ASCII
+// letters, which nextPreToken decodes); the inlined lookup is encodeWord's (a word of at least
+// two and at most maxCachedWordLen bytes, whose ids are then those of the cache). Every other case goes through nextPreToken and encodeWord.
+func (t *Tokenizer) encodeRun(dst []uint32, seg string, i, to int) ([]uint32, int) {
+	letters := t.fast
+	for i < to {
+		j := i
+		if seg[j] == ' ' && j+1 < len(seg) {
+			j++
+		}
+		if asciiClass[seg[j]]&letters != 0 {
+			j = asciiLettersEnd(seg, j+1)
+			if j-i > 1 && j-i <= maxCachedWordLen && (j == len(seg) || asciiClass[seg[j]] != clsNonASCII) {
+				w := seg[i:j]
+				k, h := wordHash(w)
+				if e := t.cache.get(w, k, h); e != nil {
+					dst = e.appendIDs(dst)
+					i = j
+					continue
+				}
+			}
+		}
+		j = nextPreToken(seg, i, letters, t.fastDigits)
+		dst = t.encodeWord(dst, seg[i:j])
+		i = j
+	}
+	return dst, i
+}
+
+// encodeWord appends the ids of one pre-token: its byte's id for one byte, else the word
+// cache's ids, else wordIDs (stored in the cache for a word of at most maxCachedWordLen bytes).
 func (t *Tokenizer) encodeWord(dst []uint32, w string) []uint32 {
 	if len(w) == 1 {
 		return append(dst, t.byteIDs[w[0]])
 	}
+	if len(w) > maxCachedWordLen {
+		return t.wordIDs(dst, w)
+	}
+	k, h := wordHash(w)
+	if s := t.cache.get(w, k, h); s != nil {
+		return s.appendIDs(dst)
+	}
+	n := len(dst)
+	dst = t.wordIDs(dst, w)
+	t.cache.put(w, k, h, dst[n:])
+	return dst
+}
+
+// wordIDs appends the ids of a pre-token of at least two bytes: with ignore_merges (Hugging Face
+// BPE::tokenize_with_cache, models/bpe/model.rs) the vocabulary id of a pre-token that is a
+// vocabulary token, else BPE. It depends on w alone, so the word cache may hold its result.
+func (t *Tokenizer) wordIDs(dst []uint32, w string) []uint32 {
 	if t.ignoreMerges {
 		if id, ok := t.wordID(w); ok {
 			return append(dst, id)
 		}
 	}
-	if len(w) > maxCachedWordLen {
-		return t.bpe(dst, w)
-	}
-	if ids, ok := t.cache.get(w); ok {
-		return append(dst, ids...)
-	}
-	n := len(dst)
-	dst = t.bpe(dst, w)
-	t.cache.put(w, dst[n:])
-	return dst
+	return t.bpe(dst, w)
 }
 
 // Decode returns the text of ids: the byte-level inverse for vocabulary

@@ -22,9 +22,7 @@ func BenchmarkEncode1MB(b *testing.B) {
 			c0 := processCPU()
 			for i := 0; i < b.N; i++ {
 				if mode == "cold" {
-					tok.cache.mu.Lock()
-					tok.cache.m = make(map[string][]uint32, 1024)
-					tok.cache.mu.Unlock()
+					tok.cache.reset()
 				}
 				if got := tok.Encode(text); len(got) != len(want) {
 					b.Fatalf("got %d ids, want %d", len(got), len(want))
