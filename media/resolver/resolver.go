@@ -10,9 +10,6 @@ import (
 	"encoding/binary"
 	"image"
 	"image/draw"
-	_ "image/gif" // image decoders for image_url parts
-	_ "image/jpeg"
-	_ "image/png"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -113,7 +110,7 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 // CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
 func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
-// Image fetches url and decodes it (PNG, JPEG, GIF), the bytes reserved in the fetcher's budget
+// Image fetches url and decodes it (DecodeImage), the bytes reserved in the fetcher's budget
 // until then.
 func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
 	data, release, err := r.fetchHeld(ctx, url)
@@ -127,24 +124,53 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 
 // DecodeImage decodes an image and computes its identity: XXH3-64 (seed 0) over Dynamo's
 // canonical_content_hash layout of the RGB pixels (u64le rank 3, u64le H, W, 3, u8 dtype 0, the
-// rows packed). The size is checked on the header before any pixel buffer is allocated.
+// rows packed). The size is checked on the header (DecodeConfig) before any pixel buffer is
+// allocated.
+//
+// Decoded: PNG, JPEG, GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
+// Errors, as reason codes:
+//   - unsupported_codec (a fallback: forwarded unchanged, routed on the text before it): a
+//     recognised image format kvroute does not decode (AVIF, HEIC, JPEG 2000, JPEG XL, ICO,
+//     animated WebP, …; sniffImage) or a valid file using a feature its Go decoder lacks
+//     (12-bit JPEG, RLE BMP, JPEG-compressed TIFF, …).
+//   - media_undecodable (400): no known image signature ("not an image: …"), or a recognised
+//     format whose body does not decode ("decoding the PNG image: …").
+//   - frame_too_large (400): the header's width or height above MaxImageSide, or more than
+//     MaxImagePixels pixels.
 func DecodeImage(data []byte) (*mediaport.ImageInfo, error) {
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	f := sniffImage(data)
+	if f == nil {
+		return nil, reason.New(reason.MediaUndecodable, "not an image: no known image signature (%s)", describeContent(data))
+	}
+	if !f.decodable() {
+		return nil, reason.New(reason.UnsupportedCodec, "the image is %s, which kvroute does not decode (it decodes PNG, JPEG, GIF, WebP, BMP and TIFF)", f.name)
+	}
+	undecodable := func(err error) error {
+		if unsupportedVariant(err) {
+			return reason.Wrap(reason.UnsupportedCodec, err, "decoding the %s image: a variant kvroute does not decode", f.name)
+		}
+		return reason.Wrap(reason.MediaUndecodable, err, "decoding the %s image", f.name)
+	}
+	cfg, err := f.decodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, reason.Wrap(reason.MediaUndecodable, err, "the image is not a PNG, JPEG or GIF file")
+		return nil, undecodable(err)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
-		return nil, reason.New(reason.FrameTooLarge, "the image is %dx%d pixels, larger than allowed", cfg.Width, cfg.Height)
+		return nil, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
 	}
-	img, _, err := image.Decode(bytes.NewReader(data))
+	img, err := f.decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, reason.Wrap(reason.MediaUndecodable, err, "decoding the image")
+		return nil, undecodable(err)
 	}
-	b := img.Bounds()
+	// The picture is the header's canvas (the size the worker's PIL reports and the token count
+	// comes from); a GIF's first frame may cover only part of its logical screen and is drawn at
+	// its offset, the rest left black. For every other format the bounds are the canvas.
+	canvas := image.Rect(0, 0, cfg.Width, cfg.Height)
 	rgba, ok := img.(*image.RGBA)
-	if !ok || rgba.Rect.Min != (image.Point{}) {
-		rgba = image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
-		draw.Draw(rgba, rgba.Rect, img, b.Min, draw.Src)
+	if !ok || rgba.Rect != canvas {
+		rgba = image.NewRGBA(canvas)
+		r := img.Bounds().Intersect(canvas)
+		draw.Draw(rgba, r, img, r.Min, draw.Src)
 	}
 	w, h := rgba.Rect.Dx(), rgba.Rect.Dy()
 	hs := xxh3.New()
