@@ -38,8 +38,9 @@ func (f *imageFormat) decodable() bool { return f.decode != nil }
 //     (VP8X animation flag) is not decoded by x/image: sniffed here and forwarded.
 //   - BMP: Paletted (1, 2, 4, 8 bits), RGBA (24 bits), NRGBA (32 bits); RLE, 16-bit and
 //     bit-field layouts are bmp.ErrUnsupported.
-//   - TIFF: Gray, Gray16, Paletted, RGBA, RGBA64, NRGBA or NRGBA64 (the first IFD); CMYK, YCbCr
-//     photometric and JPEG/CCITT compression are tiff.UnsupportedError.
+//   - TIFF: Gray, Gray16, Paletted, RGBA, RGBA64, NRGBA or NRGBA64 (the first IFD; none, LZW,
+//     PackBits, Deflate, CCITT G3/G4); CMYK or YCbCr photometric and JPEG compression are
+//     tiff.UnsupportedError.
 var (
 	formatPNG  = &imageFormat{"PNG", png.Decode, png.DecodeConfig}
 	formatJPEG = &imageFormat{"JPEG", jpeg.Decode, jpeg.DecodeConfig}
