@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/draw"
 	"image/gif"
+	"image/png"
 	"os"
 	"runtime"
 	"strings"
@@ -35,9 +36,12 @@ func readImage(t *testing.T, name string) []byte {
 
 // canonicalHash is Dynamo's canonical_content_hash of an H×W×3 u8 array, written here from the
 // layout (u64le rank 3, u64le H, W, 3, u8 dtype 0, the packed rows), independent of the resolver.
-func canonicalHash(w, h int, rgb []byte) wire.Identity {
+func canonicalHash(w, h int, rgb []byte) wire.Identity { return canonicalHashC(w, h, 3, rgb) }
+
+// canonicalHashC is canonicalHash of an H×W×c array.
+func canonicalHashC(w, h, c int, rgb []byte) wire.Identity {
 	var b bytes.Buffer
-	for _, v := range []uint64{3, uint64(h), uint64(w), 3} {
+	for _, v := range []uint64{3, uint64(h), uint64(w), uint64(c)} {
 		_ = binary.Write(&b, binary.LittleEndian, v)
 	}
 	b.WriteByte(0)
@@ -115,7 +119,7 @@ func rgbOf(m *image.RGBA) []byte {
 
 // TestImageGIFFrameOffset: a GIF whose first frame covers part of its logical screen has the
 // screen's size (what PIL reports, and what the token count must come from), the frame drawn at
-// its offset on black.
+// its offset, the rest transparent (so the picture hashes as straight RGBA).
 func TestImageGIFFrameOffset(t *testing.T) {
 	const sw, sh = 10, 8
 	frame := image.NewPaletted(image.Rect(5, 4, 9, 7), color.Palette{color.RGBA{0, 0, 0, 255}, color.RGBA{200, 30, 90, 255}})
@@ -127,17 +131,17 @@ func TestImageGIFFrameOffset(t *testing.T) {
 		Config: image.Config{ColorModel: frame.Palette, Width: sw, Height: sh}}); err != nil {
 		t.Fatal(err)
 	}
-	rgb := make([]byte, sw*sh*3)
+	rgba := make([]byte, sw*sh*4)
 	for y := 4; y < 7; y++ {
 		for x := 5; x < 9; x++ {
-			copy(rgb[(y*sw+x)*3:], []byte{200, 30, 90})
+			copy(rgba[(y*sw+x)*4:], []byte{200, 30, 90, 255})
 		}
 	}
 	got, err := resolver.DecodeImage(buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := canonicalHash(sw, sh, rgb); got.Width != sw || got.Height != sh || got.Identity != want {
+	if want := canonicalHashC(sw, sh, 4, rgba); got.Width != sw || got.Height != sh || got.Identity != want {
 		t.Fatalf("got %+v, want %dx%d identity %s", got, sw, sh, want.Hex())
 	}
 }
@@ -295,4 +299,84 @@ func tiffWithSize(t *testing.T, w, h uint32) []byte {
 		t.Fatalf("tiff: %d size tags", found)
 	}
 	return b
+}
+
+// TestImageAlpha: a picture with alpha hashes as its straight RGBA (H×W×4): the PNG and the
+// lossless WebP equal FFmpeg's rgba decode of the PNG (picture_alpha.rgba), the lossy WebP with
+// an ALPH chunk equals FFmpeg's yuva420p decode converted here (Go's YCbCr→RGB, alpha as is).
+func TestImageAlpha(t *testing.T) {
+	const w, h = 67, 45
+	raw := readImage(t, "picture_alpha.rgba")
+	if len(raw) != w*h*4 {
+		t.Fatalf("picture_alpha.rgba has %d bytes", len(raw))
+	}
+	want := canonicalHashC(w, h, 4, raw)
+	for _, name := range []string{"picture_alpha.png", "picture_alpha.webp"} {
+		got, err := resolver.DecodeImage(readImage(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.Width != w || got.Height != h || got.Identity != want {
+			t.Errorf("%s: %dx%d identity %s, want %dx%d identity %s", name, got.Width, got.Height, got.Identity.Hex(), w, h, want.Hex())
+		}
+	}
+	yuva := readImage(t, "picture_alpha_lossy.yuva")
+	const cw, ch = (w + 1) / 2, (h + 1) / 2
+	if len(yuva) != 2*w*h+2*cw*ch {
+		t.Fatalf("picture_alpha_lossy.yuva has %d bytes", len(yuva))
+	}
+	yp, cb, cr, ap := yuva[:w*h], yuva[w*h:w*h+cw*ch], yuva[w*h+cw*ch:w*h+2*cw*ch], yuva[w*h+2*cw*ch:]
+	var rgba []byte
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			c := (y/2)*cw + x/2
+			r, g, b := color.YCbCrToRGB(yp[y*w+x], cb[c], cr[c])
+			rgba = append(rgba, r, g, b, ap[y*w+x])
+		}
+	}
+	got, err := resolver.DecodeImage(readImage(t, "picture_alpha_lossy.webp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := canonicalHashC(w, h, 4, rgba); got.Width != w || got.Height != h || got.Identity != want {
+		t.Errorf("lossy WebP with alpha: %dx%d identity %s, want %dx%d identity %s", got.Width, got.Height, got.Identity.Hex(), w, h, want.Hex())
+	}
+}
+
+// TestImageAlphaDistinct: images the worker tells apart have distinct identities. Premultiplied
+// RGB (the identity before alpha was hashed) gave one identity to an opaque black image, a fully
+// transparent one and a transparent one hiding white, though vLLM composites the last two on
+// white and PIL's convert("RGB") shows the hidden white.
+func TestImageAlphaDistinct(t *testing.T) {
+	const w, h = 6, 5
+	encode := func(c color.NRGBA) []byte {
+		m := image.NewNRGBA(image.Rect(0, 0, w, h))
+		for i := 0; i < len(m.Pix); i += 4 {
+			m.Pix[i], m.Pix[i+1], m.Pix[i+2], m.Pix[i+3] = c.R, c.G, c.B, c.A
+		}
+		var buf bytes.Buffer
+		if err := png.Encode(&buf, m); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	fill := func(n int, px ...byte) []byte { return bytes.Repeat(px, n) }
+	for _, c := range []struct {
+		name  string
+		color color.NRGBA
+		want  wire.Identity
+	}{
+		{"opaque black", color.NRGBA{0, 0, 0, 255}, canonicalHash(w, h, fill(w*h, 0, 0, 0))},
+		{"transparent black", color.NRGBA{0, 0, 0, 0}, canonicalHashC(w, h, 4, fill(w*h, 0, 0, 0, 0))},
+		{"transparent white", color.NRGBA{255, 255, 255, 0}, canonicalHashC(w, h, 4, fill(w*h, 255, 255, 255, 0))},
+		{"half-transparent red", color.NRGBA{255, 0, 0, 128}, canonicalHashC(w, h, 4, fill(w*h, 255, 0, 0, 128))},
+	} {
+		got, err := resolver.DecodeImage(encode(c.color))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got.Identity != c.want {
+			t.Errorf("%s: identity %s, want %s", c.name, got.Identity.Hex(), c.want.Hex())
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/binary"
 	"image"
-	"image/draw"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -123,8 +122,9 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 }
 
 // DecodeImage decodes an image and computes its identity: XXH3-64 (seed 0) over Dynamo's
-// canonical_content_hash layout of the RGB pixels (u64le rank 3, u64le H, W, 3, u8 dtype 0, the
-// rows packed). The size is checked on the header (DecodeConfig) before any pixel buffer is
+// canonical_content_hash layout of the pixels (u64le rank 3, u64le H, W, C, u8 dtype 0, the rows
+// packed): C = 3, the RGB bytes, when every pixel is opaque; C = 4, the straight RGBA bytes,
+// otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any pixel buffer is
 // allocated.
 //
 // Decoded: PNG, JPEG, GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
@@ -162,35 +162,22 @@ func DecodeImage(data []byte) (*mediaport.ImageInfo, error) {
 	if err != nil {
 		return nil, undecodable(err)
 	}
-	// The picture is the header's canvas (the size the worker's PIL reports and the token count
-	// comes from); a GIF's first frame may cover only part of its logical screen and is drawn at
-	// its offset, the rest left black. For every other format the bounds are the canvas.
-	canvas := image.Rect(0, 0, cfg.Width, cfg.Height)
-	rgba, ok := img.(*image.RGBA)
-	if !ok || rgba.Rect != canvas {
-		rgba = image.NewRGBA(canvas)
-		r := img.Bounds().Intersect(canvas)
-		draw.Draw(rgba, r, img, r.Min, draw.Src)
-	}
-	w, h := rgba.Rect.Dx(), rgba.Rect.Dy()
+	// The picture is the header's canvas: the size the worker's PIL reports and the token count
+	// comes from (a GIF's first frame may cover only part of its logical screen).
+	px := canvasPixels(img, image.Rect(0, 0, cfg.Width, cfg.Height))
 	hs := xxh3.New()
 	var hdr [8]byte
-	for _, v := range []uint64{3, uint64(h), uint64(w), 3} {
+	for _, v := range []uint64{3, uint64(px.h), uint64(px.w), uint64(px.channels)} {
 		binary.LittleEndian.PutUint64(hdr[:], v)
 		_, _ = hs.Write(hdr[:])
 	}
 	_, _ = hs.Write([]byte{0})
-	row := make([]byte, w*3)
-	for y := 0; y < h; y++ {
-		src := rgba.Pix[y*rgba.Stride : y*rgba.Stride+w*4]
-		for x := 0; x < w; x++ {
-			copy(row[x*3:x*3+3], src[x*4:x*4+3])
-		}
-		_, _ = hs.Write(row)
+	for y := 0; y < px.h; y++ {
+		_, _ = hs.Write(px.row(y))
 	}
 	id := wire.Identity(hs.Sum64())
 	if id == 0 {
 		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
 	}
-	return &mediaport.ImageInfo{Identity: id, Width: w, Height: h}, nil
+	return &mediaport.ImageInfo{Identity: id, Width: px.w, Height: px.h}, nil
 }

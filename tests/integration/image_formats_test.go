@@ -46,7 +46,7 @@ func (w *recordingWorker) lastBody() []byte {
 // does not through the operator's chain (Caddyfile.example over TLS, edge_test.go) to a static
 // worker with the hub contract: PNG, WebP (lossy and lossless, by URL and as a data URL), BMP and
 // TIFF are routed exactly (no fallback, the identity forwarded as the part's uuid; the same
-// picture in lossless formats has one identity), AVIF, JPEG 2000 and ICO fall back with
+// picture in lossless formats has one identity, with alpha too), AVIF, JPEG 2000 and ICO fall back with
 // unsupported_codec and are forwarded byte for byte, HTML is answered 400 media_undecodable.
 func TestImageFormatsThroughCaddy(t *testing.T) {
 	worker := &recordingWorker{}
@@ -100,7 +100,7 @@ func TestImageFormatsThroughCaddy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pngID := identity(t, "picture.png")
+		pngID, alphaID := identity(t, "picture.png"), identity(t, "picture_alpha.png")
 		var total string
 		for _, c := range []struct{ name, url, uuid string }{
 			{"png", imgs.URL + "/picture.png", pngID},
@@ -109,6 +109,8 @@ func TestImageFormatsThroughCaddy(t *testing.T) {
 			{"tiff", imgs.URL + "/picture.tiff", pngID},
 			{"lossy webp", imgs.URL + "/picture_lossy.webp", identity(t, "picture_lossy.webp")},
 			{"lossy webp data URL", "data:image/webp;base64," + base64.StdEncoding.EncodeToString(lossy), identity(t, "picture_lossy.webp")},
+			{"png with alpha", imgs.URL + "/picture_alpha.png", alphaID},
+			{"lossless webp with alpha", imgs.URL + "/picture_alpha.webp", alphaID},
 		} {
 			a := send(t, c.url)
 			if a.status != 200 || a.worker != "img0" || a.fallback != "" || a.total == "" || a.total == "0" {
@@ -123,8 +125,8 @@ func TestImageFormatsThroughCaddy(t *testing.T) {
 				t.Errorf("%s: forwarded uuids %q, want %s", c.name, got, c.uuid)
 			}
 		}
-		if pngID == identity(t, "picture_lossy.webp") {
-			t.Fatal("the lossy WebP has the PNG's identity")
+		if pngID == identity(t, "picture_lossy.webp") || pngID == alphaID {
+			t.Fatal("the lossy WebP or the picture with alpha has the PNG's identity")
 		}
 	})
 
