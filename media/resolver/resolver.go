@@ -137,8 +137,15 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 //     format whose body does not decode ("decoding the PNG image: …").
 //   - frame_too_large (400): the header's width or height above MaxImageSide, or more than
 //     MaxImagePixels pixels.
-func DecodeImage(data []byte) (*mediaport.ImageInfo, error) {
+//   - identity_error (a fallback): a decoder panicked on the input (recovered, as the video
+//     decoder's panics are).
+func DecodeImage(data []byte) (info *mediaport.ImageInfo, err error) {
 	f := sniffImage(data)
+	defer func() {
+		if p := recover(); p != nil {
+			info, err = nil, reason.New(reason.IdentityError, "decoding the %s image: panic: %v", f.name, p)
+		}
+	}()
 	if f == nil {
 		return nil, reason.New(reason.MediaUndecodable, "not an image: no known image signature (%s)", describeContent(data))
 	}
