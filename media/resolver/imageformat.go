@@ -27,8 +27,9 @@ type imageFormat struct {
 
 func (f *imageFormat) decodable() bool { return f.decode != nil }
 
-// The formats kvroute decodes (Go's image/png, image/jpeg, image/gif and golang.org/x/image
-// v0.48.0's webp, bmp, tiff). What each decoder returns, all converted by image/draw's and
+// The formats kvroute decodes: Go's image/png, image/jpeg, image/gif and golang.org/x/image
+// v0.48.0's webp, bmp, tiff (v0.48.0 fixes a TIFF LZW decoder panic; DecodeImage recovers any
+// other decoder panic). What each decoder returns, all converted by image/draw's and
 // image/color's integer arithmetic (pixels.go), so the conversion is deterministic:
 //   - PNG: Gray, Gray16, RGBA, RGBA64, NRGBA, NRGBA64 or Paletted (tRNS alpha in the palette).
 //   - JPEG: Gray, YCbCr or CMYK (Adobe inverted CMYK included); arithmetic coding and 12-bit

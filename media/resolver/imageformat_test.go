@@ -185,9 +185,9 @@ func TestImageNotAnImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	png := readImage(t, "picture.png")
-	webp := readImage(t, "picture_lossless.webp")
-	corruptPNG := append(append([]byte(nil), png[:40]...), bytes.Repeat([]byte{0x5a}, 64)...)
+	pngData := readImage(t, "picture.png")
+	webpData := readImage(t, "picture_lossless.webp")
+	corruptPNG := append(append([]byte(nil), pngData[:40]...), bytes.Repeat([]byte{0x5a}, 64)...)
 	for _, c := range []struct {
 		name string
 		data []byte
@@ -200,8 +200,8 @@ func TestImageNotAnImage(t *testing.T) {
 		{"empty", nil, "media_undecodable: not an image: no known image signature (the body is empty)"},
 		{"mp4 video", mp4, "media_undecodable: not an image: no known image signature (the bytes sniff as video/mp4)"},
 		{"png, corrupt body", corruptPNG, "media_undecodable: decoding the PNG image: png: invalid format"},
-		{"png, truncated", png[:len(png)/2], "media_undecodable: decoding the PNG image: png: invalid format: not enough pixel data"},
-		{"webp, truncated", webp[:len(webp)/2], "media_undecodable: decoding the WebP image: unexpected EOF"},
+		{"png, truncated", pngData[:len(pngData)/2], "media_undecodable: decoding the PNG image: png: invalid format: not enough pixel data"},
+		{"webp, truncated", webpData[:len(webpData)/2], "media_undecodable: decoding the WebP image: unexpected EOF"},
 	} {
 		_, err := resolver.DecodeImage(c.data)
 		if reason.CodeOf(err) != reason.MediaUndecodable || err == nil || !strings.HasPrefix(err.Error(), c.want) {

@@ -124,8 +124,8 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 // DecodeImage decodes an image and computes its identity: XXH3-64 (seed 0) over Dynamo's
 // canonical_content_hash layout of the pixels (u64le rank 3, u64le H, W, C, u8 dtype 0, the rows
 // packed): C = 3, the RGB bytes, when every pixel is opaque; C = 4, the straight RGBA bytes,
-// otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any pixel buffer is
-// allocated.
+// otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any
+// pixel buffer is allocated.
 //
 // Decoded: PNG, JPEG, GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
 // Errors, as reason codes:
