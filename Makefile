@@ -39,12 +39,13 @@ SOAK ?= 10m
 soak: deps
 	KVROUTE_SOAK=$(SOAK) nice go test -count=1 -run '^TestSoak$$' -timeout 40m -v ./tests/integration/
 
-## fuzz: each fuzz target of issue 12 for FUZZTIME (default 3m): request parser, event codec, video decoder.
+## fuzz: each fuzz target of issue 12 for FUZZTIME (default 3m): request parser, event codec, video decoder; image decoder.
 FUZZTIME ?= 3m
 fuzz: deps
 	go test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./routing/chat/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kvevents/codec/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./media/
+	go test -run '^$$' -fuzz '^FuzzDecodeImage$$' -fuzztime $(FUZZTIME) ./media/resolver/
 
 ## bins: build the kvroute, kvroute-sim and kvroute-bridge binaries into ./bin.
 bins: deps

@@ -9,10 +9,6 @@ import (
 	"context"
 	"encoding/binary"
 	"image"
-	"image/draw"
-	_ "image/gif" // image decoders for image_url parts
-	_ "image/jpeg"
-	_ "image/png"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -113,7 +109,7 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 // CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
 func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
-// Image fetches url and decodes it (PNG, JPEG, GIF), the bytes reserved in the fetcher's budget
+// Image fetches url and decodes it (DecodeImage), the bytes reserved in the fetcher's budget
 // until then.
 func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
 	data, release, err := r.fetchHeld(ctx, url)
@@ -126,45 +122,69 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 }
 
 // DecodeImage decodes an image and computes its identity: XXH3-64 (seed 0) over Dynamo's
-// canonical_content_hash layout of the RGB pixels (u64le rank 3, u64le H, W, 3, u8 dtype 0, the
-// rows packed). The size is checked on the header before any pixel buffer is allocated.
-func DecodeImage(data []byte) (*mediaport.ImageInfo, error) {
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+// canonical_content_hash layout of the pixels (u64le rank 3, u64le H, W, C, u8 dtype 0, the rows
+// packed): C = 3, the RGB bytes, when every pixel is opaque; C = 4, the straight RGBA bytes,
+// otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any
+// pixel buffer is allocated.
+//
+// Decoded: PNG, JPEG, GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
+// Errors, as reason codes:
+//   - unsupported_codec (a fallback: forwarded unchanged, routed on the text before it): a
+//     recognised image format kvroute does not decode (AVIF, HEIC, JPEG 2000, JPEG XL, ICO,
+//     animated WebP, …; sniffImage) or a valid file using a feature its Go decoder lacks
+//     (12-bit JPEG, RLE BMP, JPEG-compressed TIFF, …).
+//   - media_undecodable (400): no known image signature ("not an image: …"), or a recognised
+//     format whose body does not decode ("decoding the PNG image: …").
+//   - frame_too_large (400): the header's width or height above MaxImageSide, or more than
+//     MaxImagePixels pixels.
+//   - identity_error (a fallback): a decoder panicked on the input (recovered, as the video
+//     decoder's panics are).
+func DecodeImage(data []byte) (info *mediaport.ImageInfo, err error) {
+	f := sniffImage(data)
+	defer func() {
+		if p := recover(); p != nil {
+			info, err = nil, reason.New(reason.IdentityError, "decoding the %s image: panic: %v", f.name, p)
+		}
+	}()
+	if f == nil {
+		return nil, reason.New(reason.MediaUndecodable, "not an image: no known image signature (%s)", describeContent(data))
+	}
+	if !f.decodable() {
+		return nil, reason.New(reason.UnsupportedCodec, "the image is %s, which kvroute does not decode (it decodes PNG, JPEG, GIF, WebP, BMP and TIFF)", f.name)
+	}
+	undecodable := func(err error) error {
+		if unsupportedVariant(err) {
+			return reason.Wrap(reason.UnsupportedCodec, err, "decoding the %s image: a variant kvroute does not decode", f.name)
+		}
+		return reason.Wrap(reason.MediaUndecodable, err, "decoding the %s image", f.name)
+	}
+	cfg, err := f.decodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, reason.Wrap(reason.MediaUndecodable, err, "the image is not a PNG, JPEG or GIF file")
+		return nil, undecodable(err)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
-		return nil, reason.New(reason.FrameTooLarge, "the image is %dx%d pixels, larger than allowed", cfg.Width, cfg.Height)
+		return nil, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
 	}
-	img, _, err := image.Decode(bytes.NewReader(data))
+	img, err := f.decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, reason.Wrap(reason.MediaUndecodable, err, "decoding the image")
+		return nil, undecodable(err)
 	}
-	b := img.Bounds()
-	rgba, ok := img.(*image.RGBA)
-	if !ok || rgba.Rect.Min != (image.Point{}) {
-		rgba = image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
-		draw.Draw(rgba, rgba.Rect, img, b.Min, draw.Src)
-	}
-	w, h := rgba.Rect.Dx(), rgba.Rect.Dy()
+	// The picture is the header's canvas: the size the worker's PIL reports and the token count
+	// comes from (a GIF's first frame may cover only part of its logical screen).
+	px := canvasPixels(img, image.Rect(0, 0, cfg.Width, cfg.Height))
 	hs := xxh3.New()
 	var hdr [8]byte
-	for _, v := range []uint64{3, uint64(h), uint64(w), 3} {
+	for _, v := range []uint64{3, uint64(px.h), uint64(px.w), uint64(px.channels)} {
 		binary.LittleEndian.PutUint64(hdr[:], v)
 		_, _ = hs.Write(hdr[:])
 	}
 	_, _ = hs.Write([]byte{0})
-	row := make([]byte, w*3)
-	for y := 0; y < h; y++ {
-		src := rgba.Pix[y*rgba.Stride : y*rgba.Stride+w*4]
-		for x := 0; x < w; x++ {
-			copy(row[x*3:x*3+3], src[x*4:x*4+3])
-		}
-		_, _ = hs.Write(row)
+	for y := 0; y < px.h; y++ {
+		_, _ = hs.Write(px.row(y))
 	}
 	id := wire.Identity(hs.Sum64())
 	if id == 0 {
 		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
 	}
-	return &mediaport.ImageInfo{Identity: id, Width: w, Height: h}, nil
+	return &mediaport.ImageInfo{Identity: id, Width: px.w, Height: px.h}, nil
 }
