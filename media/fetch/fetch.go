@@ -87,6 +87,19 @@ func (f *Fetcher) FetchHeld(ctx context.Context, rawURL string) (data []byte, re
 	return data, h.release, nil
 }
 
+// Reserve takes n more bytes of Config.Budget for what a caller builds from fetched media (an
+// image's decoded pixels), waiting as a fetch does; release gives them back (once; never nil).
+// Without room within the wait the error is reason.MediaBusy, at once when n exceeds the whole
+// budget. Without a budget it reserves nothing.
+func (f *Fetcher) Reserve(ctx context.Context, n int64) (release func(), err error) {
+	h := &hold{b: f.p.budget}
+	if err := h.reserve(ctx, n); err != nil {
+		h.release()
+		return func() {}, err
+	}
+	return h.release, nil
+}
+
 func (f *Fetcher) fetch(ctx context.Context, rawURL string, h *hold) ([]byte, error) {
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok || !validScheme(scheme) {

@@ -118,8 +118,15 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 		return nil, err
 	}
 	defer r.stage(ctx, "decode", time.Now())
-	return DecodeImage(data)
+	// The decoded pixels are reserved in the media budget too: a header is a few bytes, and a
+	// 118-byte BMP claiming 8192×8192 made the decoder allocate 256 MiB before it failed.
+	return decodeImage(data, func(n int64) (func(), error) { return r.fetcher.Reserve(ctx, n) })
 }
+
+// decodedBytesPerPixel bounds what decoding allocates per pixel of the header's size: the
+// decoder's own image (at most 8 bytes, a 16-bit RGBA PNG or TIFF) and the canvas conversion
+// (at most 4 bytes, RGBA).
+const decodedBytesPerPixel = 12
 
 // DecodeImage decodes an image and computes its identity: XXH3-64 (seed 0) over Dynamo's
 // canonical_content_hash layout of the pixels (u64le rank 3, u64le H, W, C, u8 dtype 0, the rows
@@ -140,6 +147,13 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 //   - identity_error (a fallback): a decoder panicked on the input (recovered, as the video
 //     decoder's panics are).
 func DecodeImage(data []byte) (info *mediaport.ImageInfo, err error) {
+	return decodeImage(data, nil)
+}
+
+// decodeImage is DecodeImage with the decoded bytes reserved (reserve, when not nil, is called
+// with the bound on them once the header's size is known and within the limits, and released
+// when the decode ends; its error, reason.MediaBusy, is returned as it is: a fallback).
+func decodeImage(data []byte, reserve func(n int64) (release func(), err error)) (info *mediaport.ImageInfo, err error) {
 	f := sniffImage(data)
 	defer func() {
 		if p := recover(); p != nil {
@@ -164,6 +178,13 @@ func DecodeImage(data []byte) (info *mediaport.ImageInfo, err error) {
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
 		return nil, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
+	}
+	if reserve != nil {
+		release, err := reserve(int64(cfg.Width) * int64(cfg.Height) * decodedBytesPerPixel)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	img, err := f.decode(bytes.NewReader(data))
 	if err != nil {
