@@ -1,8 +1,6 @@
 package model_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,43 +8,15 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
-// specialVectors returns the oracle ids of testdata/special_tokens/vectors.jsonl for one folder
-// and reading, by text and add_special_tokens.
+// specialVectors is the oracle's ids for folder and reading (testkit.SpecialTokenVectors).
 func specialVectors(t *testing.T, folder, reading string) map[string]map[bool][]uint32 {
-	t.Helper()
-	f, err := os.Open("../../testdata/special_tokens/vectors.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]map[bool][]uint32{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var v struct {
-			Model, Reading, Text string
-			AddST                bool `json:"add_special_tokens"`
-			IDs                  []uint32
-		}
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatal(err)
-		}
-		if v.Model == folder && v.Reading == reading {
-			if out[v.Text] == nil {
-				out[v.Text] = map[bool][]uint32{}
-			}
-			out[v.Text][v.AddST] = v.IDs
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("no vectors for %s %s", folder, reading)
-	}
-	return out
+	return testkit.SpecialTokenVectors(t, "../../testdata/special_tokens/vectors.jsonl", folder, reading)
 }
 
 // TestPromptTokensSpecialTokens: a completions prompt gets the special tokens the worker's

@@ -407,7 +407,13 @@ func atoiOr(s string, def int) int {
 // chat posts body to /v1/chat/completions through Caddy.
 func (h *harness) chat(t *testing.T, body []byte) answer {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.base+"/v1/chat/completions", bytes.NewReader(body))
+	return h.post(t, "/v1/chat/completions", body)
+}
+
+// post posts body to path through Caddy and reads the routing headers and the usage.
+func (h *harness) post(t *testing.T, path string, body []byte) answer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.base+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	res, err := h.client.Do(req)
 	if err != nil {

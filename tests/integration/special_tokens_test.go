@@ -1,18 +1,15 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
-	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/internal/testkit"
 )
 
 // bosModelDir is a text-only model folder whose worker adds a BOS to a completions prompt:
@@ -24,49 +21,25 @@ const bosModelDir = "../../testdata/tokenizers/deepseek_v3"
 // text starting with prefix (Hugging Face tokenizers 0.23.2 with transformers' post-processor).
 func specialOracleIDs(t *testing.T, folder, reading, prefix string, add bool) (string, []uint32) {
 	t.Helper()
-	f, err := os.Open("../../testdata/special_tokens/vectors.jsonl")
-	if err != nil {
-		t.Fatal(err)
+	vectors := testkit.SpecialTokenVectors(t, "../../testdata/special_tokens/vectors.jsonl", folder, reading)
+	texts := make([]string, 0, len(vectors))
+	for text := range vectors {
+		texts = append(texts, text)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var v struct {
-			Model, Reading, Text string
-			AddST                bool `json:"add_special_tokens"`
-			IDs                  []uint32
-		}
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatal(err)
-		}
-		if v.Model == folder && v.Reading == reading && v.AddST == add && strings.HasPrefix(v.Text, prefix) {
-			return v.Text, v.IDs
+	slices.Sort(texts) // the first text with the prefix, whatever the map's order
+	for _, text := range texts {
+		if ids, ok := vectors[text][add]; ok && strings.HasPrefix(text, prefix) {
+			return text, ids
 		}
 	}
 	t.Fatalf("no vector %s %s %q %t", folder, reading, prefix, add)
 	return "", nil
 }
 
-// completions posts body to /v1/completions through Caddy, asking for a compressed answer (the
-// site's encode directive).
+// completions posts body to /v1/completions through Caddy.
 func (h *harness) completions(t *testing.T, body []byte) answer {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.base+"/v1/completions", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	res, err := h.client.Do(req)
-	if err != nil {
-		t.Fatalf("POST: %v", err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return answer{status: res.StatusCode, body: b, header: res.Header,
-		worker:    res.Header.Get("X-Kvroute-Worker"),
-		fallback:  res.Header.Get("X-Kvroute-Fallback"),
-		overlap:   atoiOr(res.Header.Get("X-Kvroute-Overlap-Blocks"), -1),
-		total:     atoiOr(res.Header.Get("X-Kvroute-Total-Blocks"), -1),
-		hitBlocks: atoiOr(res.Header.Get(sim.HitBlocksHeader), -1),
-		sim:       h.sims[res.Header.Get("X-Kvroute-Worker")]}
+	return h.post(t, "/v1/completions", body)
 }
 
 // explainAt is explain for a request path (the admin endpoint's path parameter).
