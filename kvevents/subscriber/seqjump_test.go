@@ -339,22 +339,10 @@ func TestDeferredCatchUpBufferFull(t *testing.T) {
 // is lost, the later ones arrive during the snapshot. They are not a jump (they came after the
 // request): the gap they leave at S gets its one replay, which fills it.
 func TestLostAfterSnapshotReplayed(t *testing.T) {
-	cfg := subscriber.DefaultConfig()
-	cfg.SnapshotTimeout = time.Minute // the publisher holds the chunks back until the test releases them
-	e := newEnv(t, cfg)
-	p := newSnapPublisher(t, e.pub, "w", 10)
-	release := make(chan struct{})
-	p.release = release
+	e, p, release := heldSnapshotEnv(t)
 	h := kvhistory.New(33)
 	p.publishN(t, h, 300, false)
-	wait.For(t, "300 batches dropped before registration", func() bool {
-		return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == 300
-	})
-	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
-	if seq := <-p.taken; seq != 300 {
-		t.Fatalf("snapshot taken at seq %d, want 300", seq)
-	}
-	e.waitState("w", subscriber.StateSnapshot)
+	registerIntoSnapshot(t, e, p, 300)
 	p.publishN(t, h, 1, true) // seq 300, lost
 	p.publishN(t, h, 5, false)
 	wait.For(t, "5 buffered", func() bool { return e.events("w")[subscriber.ResultBuffered] == 5 })

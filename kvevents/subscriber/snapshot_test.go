@@ -3,6 +3,7 @@ package subscriber_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -55,6 +56,35 @@ func newSnapPublisher(t testing.TB, nc *nats.Conn, id string, ringMax int) *snap
 		t.Fatal(err)
 	}
 	return p
+}
+
+// heldSnapshotEnv is an env whose worker w publishes through a snapshot publisher (a 10-batch
+// ring) that holds its snapshot chunks back until release is closed (the subscriber waits up to a
+// minute for them).
+func heldSnapshotEnv(t *testing.T) (e *env, p *snapPublisher, release chan struct{}) {
+	t.Helper()
+	cfg := subscriber.DefaultConfig()
+	cfg.SnapshotTimeout = time.Minute // the publisher holds the chunks back until the test releases them
+	e = newEnv(t, cfg)
+	p = newSnapPublisher(t, e.pub, "w", 10)
+	release = make(chan struct{})
+	p.release = release
+	return e, p, release
+}
+
+// registerIntoSnapshot registers worker w after its first n batches were dropped as unregistered:
+// the registration replay cannot serve them (the ring holds 10), so the stream asks for the
+// snapshot; it returns once the publisher took it (at seq n) and the stream waits for its chunks.
+func registerIntoSnapshot(t *testing.T, e *env, p *snapPublisher, n uint64) {
+	t.Helper()
+	wait.For(t, fmt.Sprintf("%d batches dropped before registration", n), func() bool {
+		return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == n
+	})
+	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
+	if seq := <-p.taken; seq != n {
+		t.Fatalf("snapshot taken at seq %d, want %d", seq, n)
+	}
+	e.waitState("w", subscriber.StateSnapshot)
 }
 
 // stop ends the publisher (it answers no more requests), as a publisher process that exits.
@@ -188,12 +218,7 @@ func TestSnapshotLoadsLateReplica(t *testing.T) {
 // S, sent later) are buffered and applied after it from S on; an older batch sent again meanwhile
 // (seq < S, already in the snapshot) is dropped.
 func TestSnapshotBuffersLiveBatches(t *testing.T) {
-	cfg := subscriber.DefaultConfig()
-	cfg.SnapshotTimeout = time.Minute // the publisher holds the chunks back until the test releases them
-	e := newEnv(t, cfg)
-	p := newSnapPublisher(t, e.pub, "w", 10)
-	release := make(chan struct{})
-	p.release = release
+	e, p, release := heldSnapshotEnv(t)
 	h := kvhistory.New(12)
 	var batches [][]byte
 	for range 300 {
@@ -201,15 +226,7 @@ func TestSnapshotBuffersLiveBatches(t *testing.T) {
 		batches = append(batches, b)
 		p.publish(b, false)
 	}
-	wait.For(t, "300 batches dropped before registration", func() bool {
-		return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == 300
-	})
-	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
-	seq := <-p.taken
-	if seq != 300 {
-		t.Fatalf("snapshot taken at seq %d, want 300", seq)
-	}
-	e.waitState("w", subscriber.StateSnapshot)
+	registerIntoSnapshot(t, e, p, 300)
 	p.publishN(t, h, 30, false)
 	publishOn(t, e.pub, "w", 299, 0, "vllm", batches[299]) // in the snapshot already
 	wait.For(t, "31 buffered", func() bool { return e.events("w")[subscriber.ResultBuffered] == 31 })
@@ -274,20 +291,10 @@ func TestSnapshotRefusedClears(t *testing.T) {
 // stops; chunks sent later change nothing): the stream restarts at next_seq and holds only what
 // follows.
 func TestResetDuringSnapshot(t *testing.T) {
-	cfg := subscriber.DefaultConfig()
-	cfg.SnapshotTimeout = time.Minute
-	e := newEnv(t, cfg)
-	p := newSnapPublisher(t, e.pub, "w", 10)
-	release := make(chan struct{})
-	p.release = release
+	e, p, release := heldSnapshotEnv(t)
 	h := kvhistory.New(15)
 	p.publishN(t, h, 100, false)
-	wait.For(t, "100 batches dropped before registration", func() bool {
-		return e.sub.Stats().Events[subscriber.ResultDroppedUnregistered] == 100
-	})
-	e.sub.SetWorkers([]registry.Worker{worker("w", 1)})
-	<-p.taken
-	e.waitState("w", subscriber.StateSnapshot)
+	registerIntoSnapshot(t, e, p, 100)
 	if err := e.pub.Publish("kvroute.ctl.w.reset", []byte(`{"dp_rank":0,"next_seq":0,"reason":"engine restarted"}`)); err != nil {
 		t.Fatal(err)
 	}
