@@ -22,13 +22,7 @@ import (
 func TestWatcherTwoProcessesOneWorkerID(t *testing.T) {
 	kv := startBucket(t)
 	ctx := context.Background()
-	core, logs := observer.New(zapcore.InfoLevel)
-	w := registry.NewWatcher(kv, &registry.WatcherConfig{Logger: zap.New(core)})
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	<-w.Ready()
+	w, logs := startWatcher(t, kv, registry.WatcherConfig{})
 	put := func(endpoint, instance string, blockSize int) {
 		t.Helper()
 		rec := registry.Worker{WorkerID: "w1", Endpoint: endpoint, Model: "m", Engine: "vllm", BlockSize: blockSize, Instance: instance}

@@ -51,16 +51,25 @@ func startBucket(t *testing.T) jetstream.KeyValue {
 	return kv
 }
 
+// startWatcher starts a watcher of kv with cfg (its Logger replaced by an observer at info) and
+// waits for its first listing; it stops at the test's end.
+func startWatcher(t *testing.T, kv jetstream.KeyValue, cfg registry.WatcherConfig) (*registry.Watcher, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg.Logger = zap.New(core)
+	w := registry.NewWatcher(kv, &cfg)
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	<-w.Ready()
+	return w, logs
+}
+
 func TestPublisherWatcher(t *testing.T) {
 	kv := startBucket(t)
 	ctx := context.Background()
-	core, logs := observer.New(zapcore.InfoLevel)
-	w := registry.NewWatcher(kv, &registry.WatcherConfig{Logger: zap.New(core)})
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	<-w.Ready()
+	w, logs := startWatcher(t, kv, registry.WatcherConfig{})
 	changes, unsub := w.Subscribe()
 	defer unsub()
 
@@ -146,14 +155,8 @@ func TestWatcherExpiresSilentRecords(t *testing.T) {
 func TestWatcherLogsAcceptedRecordsOnly(t *testing.T) {
 	kv := startBucket(t)
 	ctx := context.Background()
-	core, logs := observer.New(zapcore.InfoLevel)
 	accept := func(w registry.Worker) bool { return w.WorkerID != "refused" }
-	w := registry.NewWatcher(kv, &registry.WatcherConfig{Logger: zap.New(core), Accepted: accept})
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	<-w.Ready()
+	w, logs := startWatcher(t, kv, registry.WatcherConfig{Accepted: accept})
 	for _, id := range []string{"refused", "used"} {
 		rec := registry.Worker{WorkerID: id, Endpoint: "127.0.0.1:9001", Model: "m", Engine: "vllm", BlockSize: 16}
 		b, _ := rec.Encode()
