@@ -171,7 +171,7 @@ func TestTypedErrors(t *testing.T) {
 	// body carries; it was "opening container").
 	_, err := d.Decode(context.Background(), []byte("<html><body>not a video</body></html>"), dynamoMaxFrames, media.DecodeOptions{})
 	var re *reason.Error
-	if !errors.As(err, &re) || re.Message != "the video is not a media container FFmpeg can read (Invalid data found when processing input)" {
+	if !errors.As(err, &re) || re.Message != "the video is not a media container FFmpeg can read (Invalid data found when processing input; the bytes sniff as text/html; charset=utf-8)" {
 		t.Errorf("html page: %v", err)
 	}
 }

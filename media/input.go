@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"unsafe"
 
 	"github.com/asticode/go-astiav"
@@ -111,7 +112,8 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 			return nil, ctxError(ctx.Err())
 		}
 		// The message reaches the client (400): it says what was found, FFmpeg's own words included.
-		return nil, reason.Wrap(reason.MediaUndecodable, err, "the video is not a media container FFmpeg can read (%v)", err)
+		return nil, reason.Wrap(reason.MediaUndecodable, err, "the video is not a media container FFmpeg can read (%v; the bytes sniff as %s)",
+			err, http.DetectContentType(data))
 	}
 	in.opened = true
 	// Another codec is rejected before probing: avformat_find_stream_info would decode it.

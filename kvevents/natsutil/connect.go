@@ -2,6 +2,7 @@ package natsutil
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"time"
 
@@ -75,8 +76,25 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 	opts = append(opts, c.Options...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) {
+			return nil, fmt.Errorf("connecting to NATS: %w (%s)", err, tokenHint(c.TokenFile))
+		}
 		return nil, fmt.Errorf("connecting to NATS: %w", err)
 	}
 	log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
 	return nc, nil
+}
+
+// tokenHint says which token a refused client sent, for the error an operator reads: kvroute's
+// embedded server requires the token it writes to a file (DefaultTokenFile by port, or its
+// token_file), and a client started with another $XDG_CONFIG_HOME or user finds none.
+func tokenHint(file string) string {
+	switch {
+	case file == "":
+		return "no token file found for this URL: pass --nats-token-file or set " + TokenFileEnv + " to the router's token file"
+	case readToken(file) == "":
+		return "the token file " + file + " is missing or empty: pass --nats-token-file or set " + TokenFileEnv + " to the router's token file"
+	default:
+		return "the token in " + file + " was refused: is it the running router's (it writes a new one at each start)?"
+	}
 }

@@ -1,8 +1,10 @@
 package natsutil_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -27,9 +29,24 @@ func TestTokenFile(t *testing.T) {
 	defer srv.Shutdown()
 	url := srv.ClientURL()
 
-	if nc, err := natsutil.Connect(url, &natsutil.ConnectConfig{Options: []nats.Option{nats.RetryOnFailedConnect(false)}}); err == nil {
+	nc, err := natsutil.Connect(url, &natsutil.ConnectConfig{Options: []nats.Option{nats.RetryOnFailedConnect(false)}})
+	if err == nil {
 		nc.Close()
 		t.Fatal("connected without a token")
+	}
+	// the refusal says where the token comes from (an operator test got only "Authorization Violation")
+	if !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "no token file found for this URL: pass --nats-token-file or set "+natsutil.TokenFileEnv) {
+		t.Errorf("without a token: %v", err)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if err := natsutil.WriteTokenFile(wrong, "not-the-token"); err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := natsutil.Connect(url, &natsutil.ConnectConfig{TokenFile: wrong}); err == nil {
+		nc.Close()
+		t.Fatal("connected with a wrong token")
+	} else if !strings.Contains(err.Error(), "the token in "+wrong+" was refused") {
+		t.Errorf("wrong token: %v", err)
 	}
 	explicit := filepath.Join(t.TempDir(), "tok")
 	if err := natsutil.WriteTokenFile(explicit, tok); err != nil {
@@ -38,7 +55,7 @@ func TestTokenFile(t *testing.T) {
 	if st, _ := os.Stat(explicit); st.Mode().Perm() != 0o600 {
 		t.Errorf("token file mode %v", st.Mode().Perm())
 	}
-	nc, err := natsutil.Connect(url, &natsutil.ConnectConfig{TokenFile: explicit})
+	nc, err = natsutil.Connect(url, &natsutil.ConnectConfig{TokenFile: explicit})
 	if err != nil {
 		t.Fatalf("explicit token file: %v", err)
 	}

@@ -3,6 +3,7 @@ package resolver_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"image"
 	"image/color"
 	"image/draw"
@@ -203,8 +204,10 @@ func TestImageNotAnImage(t *testing.T) {
 		{"png, truncated", pngData[:len(pngData)/2], "media_undecodable: decoding the PNG image: png: invalid format: not enough pixel data"},
 		{"webp, truncated", webpData[:len(webpData)/2], "media_undecodable: decoding the WebP image: unexpected EOF"},
 	} {
+		// the client's JSON error carries the code and the message (not the wrapped cause)
 		_, err := resolver.DecodeImage(c.data)
-		if reason.CodeOf(err) != reason.MediaUndecodable || err == nil || !strings.HasPrefix(err.Error(), c.want) {
+		var re *reason.Error
+		if !errors.As(err, &re) || re.Code != reason.MediaUndecodable || !strings.HasPrefix(string(re.Code)+": "+re.Message, c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}

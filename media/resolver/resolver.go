@@ -170,7 +170,8 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		if unsupportedVariant(err) {
 			return reason.Wrap(reason.UnsupportedCodec, err, "decoding the %s image: a variant kvroute does not decode", f.name)
 		}
-		return reason.Wrap(reason.MediaUndecodable, err, "decoding the %s image", f.name)
+		// the decoder's own words reach the client (400): what in the file is wrong
+		return reason.New(reason.MediaUndecodable, "decoding the %s image: %v", f.name, err)
 	}
 	cfg, err := f.decodeConfig(bytes.NewReader(data))
 	if err != nil {
