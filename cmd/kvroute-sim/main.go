@@ -138,6 +138,11 @@ func run(args []string) error {
 			return err
 		}
 		defer nc.Close()
+		// Before the event publisher announces the worker's reset (which empties its blocks on
+		// every router): a second simulator with a running one's -worker-id must not start.
+		if err := claimWorkerID(ctx, nc, f.workerID, logger); err != nil {
+			return err
+		}
 	}
 	cfg, pub, err := worker(f, nc, logger)
 	if err != nil {

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"go.uber.org/zap"
 
@@ -174,5 +179,57 @@ func TestBusyPortAnnouncesNothing(t *testing.T) {
 	}
 	if m, err := resets.NextMsg(300 * time.Millisecond); err == nil {
 		t.Fatalf("a simulator that did not start sent %s on %s", m.Data, m.Subject)
+	}
+}
+
+// TestDuplicateWorkerIDRefused: a simulator started with the -worker-id of a running one (its
+// record heartbeats) refuses to start, and announces nothing: before, it overwrote the running
+// worker's record (the endpoint flipped at every heartbeat) and its start-up reset emptied the
+// running worker's blocks on every router (operator test).
+func TestDuplicateWorkerIDRefused(t *testing.T) {
+	ns := natstest.Start(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := registry.OpenBucket(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := registry.NewPublisher(kv, registry.Worker{WorkerID: "sim-dup", Endpoint: "127.0.0.1:9", Model: "qwen", Engine: "vllm", BlockSize: 16},
+		&registry.PublisherConfig{Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := running.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = running.Stop(context.Background()) }()
+	resets, err := nc.SubscribeSync(wire.ResetSubject("sim-dup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	err = run([]string{"-listen", "127.0.0.1:0", "-worker-id", "sim-dup", "-nats", ns.ClientURL(),
+		"-model", "../../testdata/golden/qwen3vl-test-model", "-served-model-name", "qwen"})
+	if !errors.Is(err, registry.ErrWorkerIDInUse) || !strings.Contains(err.Error(), "127.0.0.1:9") {
+		t.Fatalf("run with a running worker's id: %v, want ErrWorkerIDInUse naming its endpoint", err)
+	}
+	if m, err := resets.NextMsg(300 * time.Millisecond); err == nil {
+		t.Fatalf("the refused simulator sent %s on %s", m.Data, m.Subject)
+	}
+	e, err := kv.Get(context.Background(), "sim-dup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := registry.Decode("sim-dup", e.Value()); err != nil || rec.Endpoint != "127.0.0.1:9" {
+		t.Fatalf("the running worker's record: %+v, %v", rec, err)
 	}
 }
