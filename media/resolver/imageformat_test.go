@@ -200,7 +200,7 @@ func TestImageNotAnImage(t *testing.T) {
 			"media_undecodable: not an image: no known image signature (the bytes sniff as application/octet-stream)"},
 		{"empty", nil, "media_undecodable: not an image: no known image signature (the body is empty)"},
 		{"mp4 video", mp4, "media_undecodable: not an image: no known image signature (the bytes sniff as video/mp4)"},
-		{"png, corrupt body", corruptPNG, "media_undecodable: decoding the PNG image: png: invalid format"},
+		{"png, corrupt body", corruptPNG, "media_undecodable: the PNG image cannot hold the pixels its header announces: its 0 bytes of image data cannot inflate to the 9090 bytes of its 67x45 pixels"},
 		{"png, truncated", pngData[:len(pngData)/2], "media_undecodable: decoding the PNG image: png: invalid format: not enough pixel data"},
 		{"webp, truncated", webpData[:len(webpData)/2], "media_undecodable: decoding the WebP image: unexpected EOF"},
 	} {

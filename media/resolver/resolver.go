@@ -180,6 +180,9 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
 		return nil, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
 	}
+	if err := checkPlausible(f, data, cfg); err != nil {
+		return nil, reason.New(reason.MediaUndecodable, "the %s image cannot hold the pixels its header announces: %v", f.name, err)
+	}
 	if reserve != nil {
 		release, err := reserve(int64(cfg.Width) * int64(cfg.Height) * decodedBytesPerPixel)
 		if err != nil {
