@@ -10,7 +10,7 @@ import (
 // ErrSchema is wrapped by Request.SchemaErr: the body is valid JSON but not a chat request the
 // router can render (DESIGN.md §1 step 1; the handler routes such a request on load alone with
 // reason template_error).
-var ErrSchema = errors.New("request does not fit the chat schema")
+var ErrSchema = errors.New("request does not fit the chat or completions schema")
 
 // Request is a parsed OpenAI chat (or completions) request body. Raw is the body exactly as
 // received; every byte offset below indexes Raw.
