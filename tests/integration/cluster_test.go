@@ -416,10 +416,26 @@ func waitBoth(t *testing.T, h *harness, core *coreReplica, sims []*simWorker) {
 	for _, w := range sims {
 		last := w.pub.Next() - 1
 		core.waitSeq(t, w.spec.ID, last)
-		wait.For(t, fmt.Sprintf("caddy replica: %s at seq %d", w.spec.ID, last), func() bool {
-			ws := h.workers(t)[w.spec.ID]
-			return ws.LastSeq != nil && *ws.LastSeq == last
-		})
+		var ws workerStatus
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if ws = h.workers(t)[w.spec.ID]; ws.LastSeq != nil && *ws.LastSeq == last {
+				break
+			}
+			if time.Now().After(deadline) {
+				// what the Caddy replica did with the worker's events, for the failure's reader
+				var results []string
+				for _, line := range strings.Split(h.scrape(t), "\n") {
+					if strings.HasPrefix(line, "caddy_kvroute_events_total{") && strings.Contains(line, `worker="`+w.spec.ID+`"`) {
+						results = append(results, line[strings.Index(line, "result="):])
+					}
+				}
+				seq := "null"
+				if ws.LastSeq != nil {
+					seq = fmt.Sprint(*ws.LastSeq)
+				}
+				t.Fatalf("timed out waiting for caddy replica: %s at seq %d: last_seq %s, blocks %d, events %v", w.spec.ID, last, seq, ws.Blocks, results)
+			}
+		}
 	}
 }
 
