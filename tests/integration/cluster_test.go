@@ -214,9 +214,10 @@ func clusterSim(t *testing.T, c *natsCluster, srv int, id string, prefill time.D
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, cc := c.list(srv), &natsutil.ConnectConfig{Name: "kvroute-sim " + id, ReconnectWait: 50 * time.Millisecond}
+	// Server srv's URL alone (nats.go shuffles a list): its replay and snapshot subscriptions are
+	// then where the test expects them (see startCore on interest after a failover).
+	url, cc := c.urls[srv], &natsutil.ConnectConfig{Name: "kvroute-sim " + id, ReconnectWait: 50 * time.Millisecond}
 	if pinned {
-		url = c.urls[srv]
 		cc.Options = []nats.Option{nats.IgnoreDiscoveredServers(), nats.ReconnectBufSize(-1)}
 	}
 	nc, err := natsutil.Connect(url, cc)
