@@ -140,7 +140,7 @@ func run(args []string) error {
 		defer nc.Close()
 		// Before the event publisher announces the worker's reset (which empties its blocks on
 		// every router): a second simulator with a running one's -worker-id must not start.
-		if err := claimWorkerID(ctx, nc, f.workerID, logger); err != nil {
+		if err := sim.ClaimWorkerID(ctx, nc, f.workerID); err != nil {
 			return err
 		}
 	}

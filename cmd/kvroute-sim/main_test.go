@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents/registry"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"go.uber.org/zap"
 
@@ -193,14 +192,7 @@ func TestDuplicateWorkerIDRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := registry.OpenBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := natstest.Bucket(t, nc)
 	running, err := registry.NewPublisher(kv, registry.Worker{WorkerID: "sim-dup", Endpoint: "127.0.0.1:9", Model: "qwen", Engine: "vllm", BlockSize: 16},
 		&registry.PublisherConfig{Interval: 50 * time.Millisecond})
 	if err != nil {

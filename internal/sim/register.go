@@ -49,11 +49,7 @@ func (s *Server) Record(endpoint string) registry.Worker {
 // RegisterConn is Register over an open connection, which Close leaves open. ctx bounds the setup
 // only: the heartbeat keeps the record alive until Close, even after ctx ends.
 func RegisterConn(ctx context.Context, nc *nats.Conn, endpoint string, s *Server, logger *zap.Logger) (*Registration, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("opening JetStream: %w", err)
-	}
-	kv, err := registry.OpenBucket(ctx, js)
+	kv, err := openRegistry(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -75,4 +71,28 @@ func (r *Registration) Close(ctx context.Context) error {
 		r.nc.Close()
 	}
 	return err
+}
+
+// ClaimWorkerID refuses a worker id that a live process publishes already (registry.CheckClaim,
+// waiting up to registry.ClaimWindow when the registry holds a record of the id from another
+// process). Call it before anything is announced for the worker: a simulator's event publisher
+// resets the worker's blocks on every router as it starts.
+func ClaimWorkerID(ctx context.Context, nc *nats.Conn, id string) error {
+	kv, err := openRegistry(ctx, nc)
+	if err != nil {
+		return err
+	}
+	if err := registry.CheckClaim(ctx, kv, id, 0); err != nil {
+		return fmt.Errorf("starting worker %s: %w", id, err)
+	}
+	return nil
+}
+
+// openRegistry opens the worker registry bucket over nc.
+func openRegistry(ctx context.Context, nc *nats.Conn) (jetstream.KeyValue, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	return registry.OpenBucket(ctx, js)
 }
