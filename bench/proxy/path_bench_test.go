@@ -26,6 +26,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	m.Tokenizer.SetSegmentCache(tokenizer.NewSegmentCache(tokenizer.DefaultSegmentCacheBytes)) // as caddymodule does
+	m.Template.SetMessageCache(chat.NewMessageCache(chat.DefaultMessageCacheBytes))
 	g := &docGen{tokensPerWord: 1}
 	probe := g.doc(99, 20000)
 	g.tokensPerWord = float64(len(m.Tokenizer.Encode(probe))) / float64(len(strings.Fields(probe)))
