@@ -288,3 +288,61 @@ func TestMessageCacheBound(t *testing.T) {
 	}
 	t.Logf("cache %+v; live heap growth %d bytes", st, peak)
 }
+
+// TestMessageCacheConcurrentRenders renders one growing conversation from several goroutines at
+// once through one cached template (run under -race): shared values are only read, recorded
+// iterations are published whole, and every render equals the uncached one.
+func TestMessageCacheConcurrentRenders(t *testing.T) {
+	cached, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached.SetMessageCache(chat.NewMessageCache(chat.DefaultMessageCacheBytes))
+	g := &conversationGen{r: rand.New(rand.NewPCG(5, 5)), parts: true}
+	var bodies [][]byte
+	var msgs []map[string]any
+	prev := ""
+	for range 10 {
+		m := g.message(prev)
+		msgs, prev = append(msgs, m), roleOf(m)
+		b, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+		bodies = append(bodies, b)
+	}
+	want := make([]string, len(bodies))
+	for i, b := range bodies {
+		req, _ := chat.ParseRequest(b)
+		want[i], _ = plain.Render(req)
+	}
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			for round := range 5 {
+				for i := range bodies {
+					k := (i + w + round) % len(bodies)
+					req, err := chat.ParseRequest(bodies[k])
+					if err == nil {
+						var got string
+						got, err = cached.Render(req)
+						if err == nil && got != want[k] {
+							err = fmt.Errorf("body %d: got %q, want %q", k, got, want[k])
+						}
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
