@@ -44,7 +44,8 @@ func BenchmarkRequestPath(b *testing.B) {
 			var stage [4]time.Duration // process CPU of parse, template, tokenize, hash
 			run := func(body []byte) {
 				c0 := processCPU()
-				req, err := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts})
+				req, err := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts,
+					Messages: m.Template.MessageCache()})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -59,9 +59,10 @@ type node struct {
 	start, end int
 	str        string // decoded string value, or the literal text of a number
 	b          bool
-	items      []*node  // array elements
-	keys       []string // object member names in source order (duplicates kept)
-	vals       []*node  // object member values, parallel to keys
+	items      []*node   // array elements
+	keys       []string  // object member names in source order (duplicates kept)
+	vals       []*node   // object member values, parallel to keys
+	entry      *msgEntry // a message's MessageCache entry (msgparse.go), else nil
 }
 
 // get returns the value of the last member named key (JSON duplicates: last wins, as in
@@ -94,6 +95,8 @@ type decoder struct {
 	// count, when set, counts a request's messages, parts and values as they are decoded and
 	// skips the top-level members the router never reads (ParseRequestLimited).
 	count *counter
+	// msgs, when set, is looked up for each element of messages (msgparse.go).
+	msgs *MessageCache
 }
 
 // parseJSON decodes src, which must hold exactly one JSON value (surrounding whitespace allowed).
@@ -319,7 +322,13 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		if err := d.count.item(r, d.pos); err != nil {
 			return nil, err
 		}
-		v, err := d.value(depth+1, r.item())
+		var v *node
+		var err error
+		if r == roleMessages && d.msgs != nil {
+			v, err = d.message(depth + 1) // msgparse.go
+		} else {
+			v, err = d.value(depth+1, r.item())
+		}
 		if err != nil {
 			return nil, err
 		}

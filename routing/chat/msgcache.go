@@ -20,18 +20,21 @@ const messageEntryOverhead = 512
 // be memoized (role headers, special tokens, a template's own words around the content).
 const memoSlack = 1024
 
-// MessageCache keeps chat messages converted to template values across requests, so that a
-// conversation's earlier turns are converted once, and the template engine replays their
-// rendered text instead of evaluating them again (internal/jinja memo.go says when that is
-// exact). An entry is keyed by the 128-bit XXH3 (zeebo/xxh3) of the message's JSON text as the
-// client sent it, seeded by the content format the template takes, and checked against the
-// text's length; equal text converts to an equal value, so a hit is the value the conversion
-// would give. Cached values are read-only (jinja.ShareKeyed).
+// MessageCache keeps chat messages across requests, so that a conversation's earlier turns are
+// parsed and converted to template values once, and the template engine replays their rendered
+// text instead of evaluating them again (internal/jinja memo.go says when that is exact). An
+// entry is keyed by the 128-bit XXH3 (zeebo/xxh3) of the message's JSON text as the client sent
+// it and checked against the text's length: equal text decodes and converts to equal values,
+// so a hit gives what parsing and converting would. With Limits.Messages the decoder finds a
+// message's end with a scan for its closing brace that does not decode it (msgparse.go), looks
+// the text up, and reuses the decoded message; Render then reuses its converted value. Cached
+// values are read-only (jinja.ShareKeyed).
 //
 // An entry is charged 3× its JSON length plus a fixed overhead: the decoded strings (at most
-// the JSON length) and up to two recorded renders of at most JSON length + 1 KiB each. Entries
-// are evicted least recently used once the charges exceed the budget; one over a quarter of the
-// budget is not stored. Safe for concurrent use; build it with NewMessageCache.
+// the JSON length; the converted values share them) and up to two recorded renders of at most
+// JSON length + 1 KiB each. Entries are evicted least recently used once the charges exceed
+// the budget; one over a quarter of the budget is not stored. Safe for concurrent use; build it
+// with NewMessageCache.
 type MessageCache struct {
 	max int64
 
@@ -46,9 +49,23 @@ type MessageCache struct {
 type msgEntry struct {
 	key        xxh3.Uint128
 	n          int // JSON length in bytes, checked on lookup
-	val        jinja.Value
-	stats      converter // what converting the message counted (strings, big integers)
 	prev, next *msgEntry
+
+	// node is the message as the decoder built it (nil when the message has a content list,
+	// whose media parts carry byte offsets into the body they came in, or when the entry was
+	// made by Render for a body parsed without the cache); parts and values are what it
+	// counted against the request limits. Set before the entry is published, then read-only.
+	node          *node
+	parts, values int
+	// conv holds the message converted for a template taking part lists ([0]) or string
+	// content ([1]), set by the first Render that needs it.
+	conv [2]atomic.Pointer[converted]
+}
+
+// converted is a message converted to template values, with what converting it counted.
+type converted struct {
+	val   jinja.Value
+	stats converter // strings, big integers
 }
 
 // NewMessageCache returns a cache holding at most maxBytes bytes of charges; maxBytes ≤ 0 gives
@@ -138,32 +155,46 @@ func (t *Template) SetMessageCache(c *MessageCache) { t.msgs = c }
 // MessageCache returns the cache set with SetMessageCache, or nil.
 func (t *Template) MessageCache() *MessageCache { return t.msgs }
 
-// cachedMessage is message through the template's MessageCache: m's JSON text in req.Raw is
-// hashed and a hit returns the value converted before, adding its counts to c.
+// messageKey is the cache key of a message's JSON text.
+func messageKey(raw []byte) xxh3.Uint128 { return xxh3.Hash128(raw) }
+
+// cachedMessage is message through the template's MessageCache: the message's entry (found by
+// the decoder, or by hashing m's JSON text in req.Raw) holds its value converted for this
+// template's content format, made by the first request that needed it; its counts are added
+// to c.
 func (t *Template) cachedMessage(req *Request, m *node, c *converter) (jinja.Value, error) {
-	mc := t.msgs
-	if mc == nil || m.kind != kindObject || m.start < 0 || m.end > len(req.Raw) || m.start >= m.end {
-		return t.message(m, c)
+	e := m.entry
+	if e == nil {
+		mc := t.msgs
+		if mc == nil || m.kind != kindObject || m.start < 0 || m.end > len(req.Raw) || m.start >= m.end {
+			return t.message(m, c)
+		}
+		raw := req.Raw[m.start:m.end]
+		key := messageKey(raw)
+		var ok bool
+		if e, ok = mc.get(key, len(raw)); !ok {
+			e = mc.put(&msgEntry{key: key, n: len(raw)})
+		}
 	}
-	raw := req.Raw[m.start:m.end]
-	var seed uint64
+	slot := &e.conv[0]
 	if t.stringContent {
-		seed = 1
+		slot = &e.conv[1]
 	}
-	key := xxh3.Hash128Seed(raw, seed)
-	e, ok := mc.get(key, len(raw))
-	if !ok {
-		e = &msgEntry{key: key, n: len(raw)}
-		v, err := t.message(m, &e.stats)
+	cv := slot.Load()
+	if cv == nil {
+		cv = &converted{}
+		v, err := t.message(m, &cv.stats)
 		if err != nil {
 			return v, err
 		}
-		e.val = jinja.ShareKeyed(v, len(raw)+memoSlack)
-		e = mc.put(e)
+		cv.val = jinja.ShareKeyed(v, e.n+memoSlack)
+		if !slot.CompareAndSwap(nil, cv) {
+			cv = slot.Load() // a concurrent request converted it first: the same value
+		}
 	}
-	c.big = c.big || e.stats.big
-	c.sawMark = c.sawMark || e.stats.sawMark
-	c.strBytes += e.stats.strBytes
-	c.strs += e.stats.strs
-	return e.val, nil
+	c.big = c.big || cv.stats.big
+	c.sawMark = c.sawMark || cv.stats.sawMark
+	c.strBytes += cv.stats.strBytes
+	c.strs += cv.stats.strs
+	return cv.val, nil
 }

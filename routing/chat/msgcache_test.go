@@ -214,8 +214,13 @@ func TestMessageCacheMatchesUncached(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					creq, err := chat.ParseRequestLimited(raw, chat.Limits{MaxMessages: chat.DefaultMaxMessages,
+						MaxParts: chat.DefaultMaxParts, Messages: mc}) // earlier messages: decoded nodes from the cache
+					if err != nil {
+						t.Fatal(err)
+					}
 					want, wantErr := plain.Render(req)
-					got, gotErr := cached.Render(req)
+					got, gotErr := cached.Render(creq)
 					renders++
 					if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 						t.Fatalf("conversation %d step %d (%d messages): cached %q (err %v)\nuncached %q (err %v)\nbody %s",
@@ -262,7 +267,7 @@ func TestMessageCacheBound(t *testing.T) {
 			map[string]any{"role": "assistant", "content": g.words(200)},
 			map[string]any{"role": "user", "content": "again " + g.words(300)},
 		}})
-		req, err := chat.ParseRequest(body)
+		req, err := chat.ParseRequestLimited(body, chat.Limits{Messages: mc}) // decoded nodes are kept too
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +328,7 @@ func TestMessageCacheConcurrentRenders(t *testing.T) {
 			for round := range 5 {
 				for i := range bodies {
 					k := (i + w + round) % len(bodies)
-					req, err := chat.ParseRequest(bodies[k])
+					req, err := chat.ParseRequestLimited(bodies[k], chat.Limits{Messages: cached.MessageCache()})
 					if err == nil {
 						var got string
 						got, err = cached.Render(req)
