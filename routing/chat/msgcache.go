@@ -155,8 +155,35 @@ func (t *Template) SetMessageCache(c *MessageCache) { t.msgs = c }
 // MessageCache returns the cache set with SetMessageCache, or nil.
 func (t *Template) MessageCache() *MessageCache { return t.msgs }
 
-// messageKey is the cache key of a message's JSON text.
+// messageKey is the cache key of a message's JSON text; toolKey of a tool's (another key
+// space: one JSON text converts differently as a message and as a tool).
 func messageKey(raw []byte) xxh3.Uint128 { return xxh3.Hash128(raw) }
+func toolKey(raw []byte) xxh3.Uint128    { return xxh3.Hash128Seed(raw, 1) }
+
+// cachedTool is toolValue through the template's MessageCache: agents send the same tools with
+// every request, and the template's loop over them (tool | tojson) is then replayed too.
+func (t *Template) cachedTool(req *Request, tn *node, c *converter) jinja.Value {
+	mc := t.msgs
+	if mc == nil || tn.start < 0 || tn.end > len(req.Raw) || tn.start >= tn.end {
+		return toolValue(tn, c)
+	}
+	raw := req.Raw[tn.start:tn.end]
+	key := toolKey(raw)
+	e, ok := mc.get(key, len(raw))
+	if !ok {
+		e = mc.put(&msgEntry{key: key, n: len(raw)})
+	}
+	cv := e.conv[0].Load()
+	if cv == nil {
+		cv = &converted{}
+		cv.val = jinja.ShareKeyed(toolValue(tn, &cv.stats), e.n+memoSlack)
+		if !e.conv[0].CompareAndSwap(nil, cv) {
+			cv = e.conv[0].Load()
+		}
+	}
+	c.add(&cv.stats)
+	return cv.val
+}
 
 // cachedMessage is message through the template's MessageCache: the message's entry (found by
 // the decoder, or by hashing m's JSON text in req.Raw) holds its value converted for this
@@ -192,9 +219,6 @@ func (t *Template) cachedMessage(req *Request, m *node, c *converter) (jinja.Val
 			cv = slot.Load() // a concurrent request converted it first: the same value
 		}
 	}
-	c.big = c.big || cv.stats.big
-	c.sawMark = c.sawMark || cv.stats.sawMark
-	c.strBytes += cv.stats.strBytes
-	c.strs += cv.stats.strs
+	c.add(&cv.stats)
 	return cv.val, nil
 }

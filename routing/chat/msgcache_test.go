@@ -351,3 +351,48 @@ func TestMessageCacheConcurrentRenders(t *testing.T) {
 		}
 	}
 }
+
+// TestToolCacheReplays: an agent's tools, sent again with every request, are converted once and
+// the template's loop over them (tool | tojson) is replayed; a changed tool is converted and
+// rendered again. Every render equals the uncached one.
+func TestToolCacheReplays(t *testing.T) {
+	for _, tut := range templatesUnderTest(t) {
+		t.Run(tut.name, func(t *testing.T) {
+			cached, err := tut.load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, _ := tut.load()
+			cached.SetMessageCache(chat.NewMessageCache(chat.DefaultMessageCacheBytes))
+			tool := func(name, desc string) any {
+				return map[string]any{"type": "function", "function": map[string]any{"name": name, "description": desc,
+					"parameters": map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string", "description": strings.Repeat("x ", 50)}}}}}
+			}
+			var replays []uint64
+			for i, tools := range [][]any{
+				{tool("a", "one"), tool("b", "two"), tool("c", "three")},
+				{tool("a", "one"), tool("b", "two"), tool("c", "three")},
+				{tool("a", "one"), tool("b", "CHANGED"), tool("c", "three")},
+			} {
+				body, _ := json.Marshal(map[string]any{"model": "m", "tools": tools,
+					"messages": []any{map[string]any{"role": "user", "content": fmt.Sprintf("question %d", i)}}})
+				req, err := chat.ParseRequest(body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r0, _ := jinja.MemoCounts()
+				got, gotErr := cached.Render(req)
+				r1, _ := jinja.MemoCounts()
+				want, wantErr := plain.Render(req)
+				if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+					t.Fatalf("request %d: cached %q (%v)\nuncached %q (%v)", i, got, gotErr, want, wantErr)
+				}
+				replays = append(replays, r1-r0)
+			}
+			t.Logf("replays per request: %v", replays)
+			if tut.name == "qwen3vl" && (replays[0] != 0 || replays[1] != 3 || replays[2] != 2) {
+				t.Fatalf("qwen3vl: replayed %v iterations, want [0 3 2] (the tools loop)", replays)
+			}
+		})
+	}
+}
