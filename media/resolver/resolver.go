@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/binary"
 	"image"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -41,7 +42,8 @@ type Resolver struct {
 	// a conditional request, so its earlier result was reused (revalidate.go).
 	Revalidated func()
 
-	reval revalidated
+	reval      revalidated
+	lastDigest atomic.Pointer[digested] // digest.go
 }
 
 // New returns a resolver over a fetcher and a decoder.
@@ -70,7 +72,7 @@ func (r *Resolver) Video(ctx context.Context, url string, c *layout.Contract) (*
 
 // DecodeVideo is Video for bytes already in memory.
 func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contract) (*mediaport.VideoInfo, error) {
-	digest, err := c.Digest()
+	digest, err := r.contractDigest(c)
 	if err != nil {
 		return nil, reason.Wrap(reason.ContractUnsupported, err, "hashing the contract")
 	}

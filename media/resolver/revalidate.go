@@ -82,7 +82,7 @@ func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.C
 		// data: and file: have no validators: no key (a data: URL is the whole clip) to build
 		return r.videoFetch(ctx, url, c)
 	}
-	digest, err := c.Digest()
+	digest, err := r.contractDigest(c)
 	if err != nil {
 		return r.videoFetch(ctx, url, c) // DecodeVideo reports the contract error
 	}
