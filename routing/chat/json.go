@@ -1,12 +1,8 @@
 package chat
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
-	"unicode/utf8"
 )
 
 // maxDepth bounds the nesting of JSON values (arrays and objects) the decoder accepts, so a
@@ -94,6 +90,9 @@ type decoder struct {
 	// count, when set, counts a request's messages, parts and values as they are decoded and
 	// skips the top-level members the router never reads (ParseRequestLimited).
 	count *counter
+	// buf is string's scratch: the decoded value of an escaped string is built here, then
+	// copied to its own string (reused from string to string).
+	buf []byte
 }
 
 // parseJSON decodes src, which must hold exactly one JSON value (surrounding whitespace allowed).
@@ -227,83 +226,6 @@ func (d *decoder) number() error {
 	}
 	return nil
 }
-
-// string decodes a JSON string starting at the opening quote. Strings without escapes that are
-// valid UTF-8 are sliced directly; others go through unquote, which decodes escapes (surrogate
-// pairs included) and replaces invalid UTF-8 with U+FFFD as encoding/json does, and an invalid
-// escape through encoding/json for its error.
-func (d *decoder) string() (string, error) {
-	start := d.pos
-	d.pos++
-	simple, valid := true, true // valid: no invalid UTF-8 seen
-	for {
-		if d.pos >= len(d.src) {
-			return "", d.errorf("unterminated string")
-		}
-		c := d.src[d.pos]
-		switch {
-		case c == '"':
-			d.pos++
-			if simple {
-				return string(d.src[start+1 : d.pos-1]), nil
-			}
-			if s, ok := unquote(d.src[start+1:d.pos-1], valid); ok {
-				return s, nil
-			}
-			var s string // an invalid escape: encoding/json names the error
-			if err := json.Unmarshal(d.src[start:d.pos], &s); err != nil {
-				return "", fmt.Errorf("%w at byte %d: %w", errSyntax, start, err)
-			}
-			return s, nil
-		case c == '\\':
-			simple = false
-			d.pos += 2
-		case c < 0x20:
-			return "", d.errorf("control character in string")
-		case c >= utf8.RuneSelf:
-			r, size := utf8.DecodeRune(d.src[d.pos:])
-			if r == utf8.RuneError && size == 1 {
-				simple, valid = false, false
-			}
-			d.pos += size
-		default:
-			d.pos = skipPlain(d.src, d.pos+1)
-		}
-	}
-}
-
-// skipPlain returns the index of the first byte at or after i that is not plainStringByte (or
-// len(src)), testing eight bytes at a time: a word is passed when none of its bytes is the
-// quote, the backslash, a control character (< 0x20) or non-ASCII (>= 0x80). The byte tests are
-// the exact SWAR forms (a nonzero result iff some byte matches: Anderson's bit hacks, "determine
-// if a word has a byte less than n"); in the first word with a match the lowest flagged byte is
-// the answer, and the last few bytes of src are tested one by one.
-func skipPlain(src []byte, i int) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for ; i+8 <= len(src); i += 8 {
-		v := binary.LittleEndian.Uint64(src[i:]) // one load and one bounds check (the byte-wise form had eight)
-		q, bs := v^(ones*'"'), v^(ones*'\\')
-		special := ((q-ones)&^q | (bs-ones)&^bs | (v-ones*0x20)&^v | v) & highs
-		if special != 0 {
-			// The lowest flagged byte is exact (a borrow only flags bytes above a true
-			// match), so it is the first byte that is not plain.
-			return i + bits.TrailingZeros64(special)/8
-		}
-	}
-	for i < len(src) && plainStringByte[src[i]] {
-		i++
-	}
-	return i
-}
-
-// plainStringByte marks the bytes a string scan passes without a look: ASCII other than the
-// quote, the backslash and control characters.
-var plainStringByte = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
 
 func (d *decoder) array(depth int, r role) (*node, error) {
 	n := &node{kind: kindArray, start: d.pos}
