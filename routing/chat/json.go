@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // maxDepth bounds the nesting of JSON values (arrays and objects) the decoder accepts, so a
@@ -52,9 +53,9 @@ func (k kind) withArticle() string {
 // the value in the source.
 type node struct {
 	kind       kind
+	b          bool // (next to kind: one padded word for both)
 	start, end int
-	str        string // decoded string value, or the literal text of a number
-	b          bool
+	str        string   // decoded string value, or the literal text of a number
 	items      []*node  // array elements
 	keys       []string // object member names in source order (duplicates kept)
 	vals       []*node  // object member values, parallel to keys
@@ -90,6 +91,14 @@ type decoder struct {
 	// count, when set, counts a request's messages, parts and values as they are decoded and
 	// skips the top-level members the router never reads (ParseRequestLimited).
 	count *counter
+	// items, keys and vals hold the elements and members of the arrays and objects being
+	// decoded (a stack: each container's are above its base), so that each container gets its
+	// slices at their exact length in one allocation instead of growing them.
+	items []*node
+	keys  []string
+	vals  []*node
+	// slab is where newNode takes nodes from (see there).
+	slab []node
 	// buf is string's scratch: the decoded value of an escaped string is built here, then
 	// copied to its own string (reused from string to string).
 	buf []byte
@@ -158,37 +167,52 @@ func (d *decoder) value(depth int, r role) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &node{kind: kindString, start: start, end: d.pos, str: s}, nil
+		return d.newNode(node{kind: kindString, start: start, end: d.pos, str: s}), nil
 	case c == 't':
 		if d.literal("true") {
-			return &node{kind: kindBool, start: start, end: d.pos, b: true}, nil
+			return d.newNode(node{kind: kindBool, start: start, end: d.pos, b: true}), nil
 		}
 	case c == 'f':
 		if d.literal("false") {
-			return &node{kind: kindBool, start: start, end: d.pos}, nil
+			return d.newNode(node{kind: kindBool, start: start, end: d.pos}), nil
 		}
 	case c == 'n':
 		if d.literal("null") {
-			return &node{kind: kindNull, start: start, end: d.pos}, nil
+			return d.newNode(node{kind: kindNull, start: start, end: d.pos}), nil
 		}
 	case c == 'N' && d.allowNaN:
 		if d.literal("NaN") {
-			return &node{kind: kindNumber, start: start, end: d.pos, str: "NaN"}, nil
+			return d.newNode(node{kind: kindNumber, start: start, end: d.pos, str: "NaN"}), nil
 		}
 	case c == 'I' && d.allowNaN:
 		if d.literal("Infinity") {
-			return &node{kind: kindNumber, start: start, end: d.pos, str: "Infinity"}, nil
+			return d.newNode(node{kind: kindNumber, start: start, end: d.pos, str: "Infinity"}), nil
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
 		if c == '-' && d.allowNaN && d.literal("-Infinity") {
-			return &node{kind: kindNumber, start: start, end: d.pos, str: "-Infinity"}, nil
+			return d.newNode(node{kind: kindNumber, start: start, end: d.pos, str: "-Infinity"}), nil
 		}
 		if err := d.number(); err != nil {
 			return nil, err
 		}
-		return &node{kind: kindNumber, start: start, end: d.pos, str: string(d.src[start:d.pos])}, nil
+		return d.newNode(node{kind: kindNumber, start: start, end: d.pos, str: string(d.src[start:d.pos])}), nil
 	}
 	return nil, d.errorf("unexpected character %q", d.src[d.pos])
+}
+
+// slabMax is the most nodes newNode allocates at once.
+const slabMax = 128
+
+// newNode returns a pointer to a copy of n. The nodes of one body are allocated in slabs of up
+// to slabMax (16, 32, 64, then 128 at a time), not one by one: a body has hundreds of small
+// values, and one allocation per node was a good part of the parse. A node kept after the
+// parse keeps its slab alive, that is at most slabMax nodes of the same body.
+func (d *decoder) newNode(n node) *node {
+	if len(d.slab) == cap(d.slab) {
+		d.slab = make([]node, 0, min(slabMax, max(16, 2*cap(d.slab))))
+	}
+	d.slab = append(d.slab, n)
+	return &d.slab[len(d.slab)-1]
 }
 
 func (d *decoder) digits() int {
@@ -228,7 +252,7 @@ func (d *decoder) number() error {
 }
 
 func (d *decoder) array(depth int, r role) (*node, error) {
-	n := &node{kind: kindArray, start: d.pos}
+	n := d.newNode(node{kind: kindArray, start: d.pos})
 	d.pos++
 	d.skipSpace()
 	if d.pos < len(d.src) && d.src[d.pos] == ']' {
@@ -236,6 +260,7 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		n.end = d.pos
 		return n, nil
 	}
+	base := len(d.items) // this array's elements are d.items[base:] until its end
 	for {
 		d.skipSpace()
 		if err := d.count.item(r, d.pos); err != nil {
@@ -245,7 +270,7 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		n.items = append(n.items, v)
+		d.items = append(d.items, v)
 		d.skipSpace()
 		if d.pos >= len(d.src) {
 			return nil, d.errorf("unterminated array")
@@ -256,6 +281,8 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		case ']':
 			d.pos++
 			n.end = d.pos
+			n.items = slices.Clone(d.items[base:]) // one allocation of the exact length
+			d.items = d.items[:base]
 			return n, nil
 		default:
 			return nil, d.errorf("expected ',' or ']' in array")
@@ -264,7 +291,7 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 }
 
 func (d *decoder) object(depth int, r role) (*node, error) {
-	n := &node{kind: kindObject, start: d.pos}
+	n := d.newNode(node{kind: kindObject, start: d.pos})
 	d.pos++
 	d.skipSpace()
 	if d.pos < len(d.src) && d.src[d.pos] == '}' {
@@ -272,6 +299,7 @@ func (d *decoder) object(depth int, r role) (*node, error) {
 		n.end = d.pos
 		return n, nil
 	}
+	base := len(d.keys) // this object's members are d.keys[base:] and d.vals[base:] until its end
 	for {
 		d.skipSpace()
 		if d.pos >= len(d.src) || d.src[d.pos] != '"' {
@@ -296,8 +324,8 @@ func (d *decoder) object(depth int, r role) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			n.keys = append(n.keys, k)
-			n.vals = append(n.vals, v)
+			d.keys = append(d.keys, k)
+			d.vals = append(d.vals, v)
 		}
 		d.skipSpace()
 		if d.pos >= len(d.src) {
@@ -309,6 +337,10 @@ func (d *decoder) object(depth int, r role) (*node, error) {
 		case '}':
 			d.pos++
 			n.end = d.pos
+			if len(d.keys) > base { // (an object whose members were all skipped keeps nil, as before)
+				n.keys, n.vals = slices.Clone(d.keys[base:]), slices.Clone(d.vals[base:])
+			}
+			d.keys, d.vals = d.keys[:base], d.vals[:base]
 			return n, nil
 		default:
 			return nil, d.errorf("expected ',' or '}' in object")

@@ -64,11 +64,54 @@ var plainStringByte = func() (t [256]bool) {
 	return t
 }()
 
-// copyPlain appends to dst the run of plainStringByte bytes of src that starts at i, and returns
-// dst and the index of the first byte after the run (as skipPlain). It scans and copies in one
-// pass: each word is stored to dst as it is tested, and dst's length then moves past the plain
-// bytes only, so the bytes stored after the run's end are overwritten by what is appended next.
-func copyPlain(dst, src []byte, i int) ([]byte, int) {
+// copyRun appends to dst the decoded text of src from i up to the first byte that is neither
+// plainStringByte nor the start of a two-byte escape (\n, \", ...), and returns dst and the
+// index of that byte (the closing quote, a \u escape, non-ASCII, or an error for the caller).
+// It scans and copies in one pass: each word is stored to dst as it is tested, and dst's length
+// then moves past the plain bytes only, so what is stored beyond them is overwritten by what
+// is appended next. The two-byte escapes are decoded here, not by the caller, because long chat
+// texts have one (a \n) every hundred bytes or so.
+func copyRun(dst, src []byte, i int) ([]byte, int) {
+run:
+	for {
+		if dst, i = copyBlocks(dst, src, i); i+32 <= len(src) {
+			return dst, i // a byte copyRun stops at
+		}
+		for i+8 <= len(src) {
+			if cap(dst)-len(dst) < 8 {
+				dst = slices.Grow(dst, max(8, len(dst)))
+			}
+			v := binary.LittleEndian.Uint64(src[i:])
+			binary.LittleEndian.PutUint64(dst[len(dst):len(dst)+8], v)
+			f := ^plainBytes(v) & highs
+			if f == 0 {
+				dst, i = dst[:len(dst)+8], i+8
+				continue
+			}
+			k := bits.TrailingZeros64(f) / 8
+			dst, i = dst[:len(dst)+k], i+k
+			if e := shortEscapeAt(src, i); e != 0 {
+				dst, i = append(dst, e), i+2
+				continue run
+			}
+			return dst, i
+		}
+		for i < len(src) {
+			if plainStringByte[src[i]] {
+				dst, i = append(dst, src[i]), i+1
+			} else if e := shortEscapeAt(src, i); e != 0 {
+				dst, i = append(dst, e), i+2
+			} else {
+				break
+			}
+		}
+		return dst, i
+	}
+}
+
+// copyBlocks is copyRun 32 bytes at a time: it returns where fewer than 32 bytes are left or
+// where a byte is neither plain nor a two-byte escape.
+func copyBlocks(dst, src []byte, i int) ([]byte, int) {
 	for i+32 <= len(src) {
 		if cap(dst)-len(dst) < 32 {
 			dst = slices.Grow(dst, max(32, len(dst))) // doubling: the scratch grows a few times per body
@@ -81,37 +124,40 @@ func copyPlain(dst, src []byte, i int) ([]byte, int) {
 		binary.LittleEndian.PutUint64(o[16:], v2)
 		binary.LittleEndian.PutUint64(o[24:], v3)
 		p0, p1, p2, p3 := plainBytes(v0)&highs, plainBytes(v1)&highs, plainBytes(v2)&highs, plainBytes(v3)&highs
-		if p0&p1&p2&p3 != highs {
-			k := 0 // the first byte that is not plain: in the first word with a cleared bit
-			switch {
-			case p0 != highs:
-				k = bits.TrailingZeros64(^p0 & highs)
-			case p1 != highs:
-				k = 64 + bits.TrailingZeros64(^p1&highs)
-			case p2 != highs:
-				k = 128 + bits.TrailingZeros64(^p2&highs)
-			default:
-				k = 192 + bits.TrailingZeros64(^p3&highs)
-			}
-			return dst[:len(dst)+k/8], i + k/8
+		if p0&p1&p2&p3 == highs {
+			dst, i = dst[:len(dst)+32], i+32
+			continue
 		}
-		dst, i = dst[:len(dst)+32], i+32
-	}
-	for i+8 <= len(src) {
-		if cap(dst)-len(dst) < 8 {
-			dst = slices.Grow(dst, max(8, len(dst)))
+		k := 0 // the first byte that is not plain: in the first word with a cleared bit
+		switch {
+		case p0 != highs:
+			k = bits.TrailingZeros64(^p0 & highs)
+		case p1 != highs:
+			k = 64 + bits.TrailingZeros64(^p1&highs)
+		case p2 != highs:
+			k = 128 + bits.TrailingZeros64(^p2&highs)
+		default:
+			k = 192 + bits.TrailingZeros64(^p3&highs)
 		}
-		v := binary.LittleEndian.Uint64(src[i:])
-		binary.LittleEndian.PutUint64(dst[len(dst):len(dst)+8], v)
-		if f := ^plainBytes(v) & highs; f != 0 {
-			k := bits.TrailingZeros64(f) / 8
-			return dst[:len(dst)+k], i + k
+		dst, i = dst[:len(dst)+k/8], i+k/8
+		if e := shortEscapeAt(src, i); e != 0 {
+			dst, i = append(dst, e), i+2
+			continue
 		}
-		dst, i = dst[:len(dst)+8], i+8
-	}
-	for i < len(src) && plainStringByte[src[i]] {
-		dst = append(dst, src[i])
-		i++
+		return dst, i
 	}
 	return dst, i
 }
+
+// shortEscapeAt returns the byte that the two-byte escape at src[i] stands for, or 0 when
+// src[i] does not start one.
+func shortEscapeAt(src []byte, i int) byte {
+	if src[i] == '\\' && i+1 < len(src) {
+		return shortEscape[src[i+1]]
+	}
+	return 0
+}
+
+// shortEscape maps the letter of each two-byte JSON escape to the byte it stands for (0: not
+// one).
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}

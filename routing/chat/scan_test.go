@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,9 +16,28 @@ func slowSkipPlain(src []byte, i int) int {
 	return i
 }
 
-// checkScanners compares skipPlain and copyPlain (onto an empty scratch, and onto a scratch
-// whose capacity is nearly used up, so that it grows mid-run) with the table, from every start
-// offset of src.
+// slowCopyRun is copyRun byte by byte: plain bytes are copied, two-byte escapes decoded.
+func slowCopyRun(dst, src []byte, i int) ([]byte, int) {
+	for i < len(src) {
+		switch {
+		case plainStringByte[src[i]]:
+			dst, i = append(dst, src[i]), i+1
+		case src[i] == '\\' && i+1 < len(src) && strings.IndexByte(`"\\/bfnrt`, src[i+1]) >= 0:
+			var s string
+			if err := json.Unmarshal([]byte(`"`+string(src[i:i+2])+`"`), &s); err != nil {
+				panic(err)
+			}
+			dst, i = append(dst, s...), i+2
+		default:
+			return dst, i
+		}
+	}
+	return dst, i
+}
+
+// checkScanners compares skipPlain with the table, and copyRun (onto an empty scratch, and onto
+// a scratch whose capacity is nearly used up, so that it grows mid-run) with slowCopyRun, from
+// every start offset of src.
 func checkScanners(t *testing.T, src []byte) {
 	t.Helper()
 	for start := 0; start <= len(src); start++ {
@@ -26,11 +46,11 @@ func checkScanners(t *testing.T, src []byte) {
 			t.Fatalf("%q, start %d: skipPlain %d, want %d", src, start, got, want)
 		}
 		for _, dst := range [][]byte{nil, make([]byte, 5, 7)} {
-			prefix := string(dst)
-			out, end := copyPlain(dst, src, start)
-			if end != want || string(out) != prefix+string(src[start:want]) {
-				t.Fatalf("%q, start %d, scratch cap %d: copyPlain gave %q ending at %d, want %q ending at %d",
-					src, start, cap(dst), out, end, prefix+string(src[start:want]), want)
+			wantOut, wantEnd := slowCopyRun(slices.Clone(dst), src, start)
+			out, end := copyRun(dst, src, start)
+			if end != wantEnd || string(out) != string(wantOut) {
+				t.Fatalf("%q, start %d, scratch cap %d: copyRun gave %q ending at %d, want %q ending at %d",
+					src, start, cap(dst), out, end, wantOut, wantEnd)
 			}
 		}
 	}
@@ -38,7 +58,7 @@ func checkScanners(t *testing.T, src []byte) {
 
 // TestScannersEveryByteEveryPosition puts each of the 256 byte values at each position of a
 // 72-byte run (two 32-byte blocks and a tail of one word and no bytes, or of bytes only,
-// depending on the start) and checks skipPlain and copyPlain from every start offset.
+// depending on the start) and checks skipPlain and copyRun from every start offset.
 func TestScannersEveryByteEveryPosition(t *testing.T) {
 	src := []byte(strings.Repeat("abcdefgh", 9))
 	for c := 0; c < 256; c++ {
@@ -50,10 +70,24 @@ func TestScannersEveryByteEveryPosition(t *testing.T) {
 	}
 }
 
+// TestScannersEscapeEveryPosition puts a backslash followed by each of the 256 byte values at
+// each position of a 72-byte run: a two-byte escape is decoded and the run goes on, anything
+// else ends it.
+func TestScannersEscapeEveryPosition(t *testing.T) {
+	src := []byte(strings.Repeat("ABCDEFGH", 9))
+	for c := 0; c < 256; c++ {
+		for p := 0; p+1 < len(src); p++ {
+			src[p], src[p+1] = '\\', byte(c)
+			checkScanners(t, src)
+			copy(src[p:p+2], strings.Repeat("ABCDEFGH", 9)[p:p+2])
+		}
+	}
+}
+
 // TestScannersTwoBytesInABlock puts two boundary byte values in one 32-byte block, in any two
 // words (or the same word) of it: the block test sees both, and the run must end at the first.
 func TestScannersTwoBytesInABlock(t *testing.T) {
-	vals := []byte{0x00, 0x1f, 0x20, 0x21, '"', '"' + 1, '\\' - 1, '\\', 0x7f, 0x80, 0xa2, 0xdc, 0xff}
+	vals := []byte{0x00, 0x1f, 0x20, 0x21, '"', '"' + 1, '\\' - 1, '\\', 'n', 'u', 0x7f, 0x80, 0xa2, 0xdc, 0xff}
 	src := []byte(strings.Repeat("abcdefgh", 5))
 	for _, c1 := range vals {
 		for _, c2 := range vals {

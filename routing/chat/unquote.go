@@ -15,10 +15,9 @@ import (
 //
 // A string of plain bytes only (no escape, ASCII) is found by one skipPlain scan and copied
 // once. Any other string is decoded in one pass into the decoder's scratch buffer, then copied
-// to a string of its exact length: copyPlain scans and copies the runs of plain bytes together,
-// and each escape or non-ASCII run is decoded where the scan stops. Long chat texts have a \n
-// every hundred bytes or so, so the work per escape matters as much as the scan: the two-byte
-// escapes are decoded inline. (Until issue 14 the scan stopped at each escape and a second
+// to a string of its exact length: copyRun scans and copies the runs of plain bytes and the
+// two-byte escapes between them, and string decodes what copyRun stops at (a \u escape, a
+// non-ASCII run). (Until issue 14 the scan stopped at each escape and a second
 // pass, unquote, searched the text again and copied it piece by piece.)
 func (d *decoder) string() (string, error) {
 	src := d.src
@@ -29,11 +28,9 @@ func (d *decoder) string() (string, error) {
 		return string(src[start:i]), nil
 	}
 	buf := append(d.buf[:0], src[start:i]...)
-	for i < len(src) {
-		if src[i] == '\\' && i+1 < len(src) && shortEscape[src[i+1]] != 0 {
-			buf = append(buf, shortEscape[src[i+1]]) // the common case (\n, \"), without a call
-			buf, i = copyPlain(buf, src, i+2)
-			continue
+	for {
+		if buf, i = copyRun(buf, src, i); i >= len(src) {
+			break
 		}
 		switch c := src[i]; {
 		case c == '"':
@@ -57,7 +54,6 @@ func (d *decoder) string() (string, error) {
 				i++
 			}
 		}
-		buf, i = copyPlain(buf, src, i)
 	}
 	return d.stringError(start - 1)
 }
@@ -74,10 +70,6 @@ func validRunes(src []byte, i int) int {
 	}
 	return i
 }
-
-// shortEscape maps the letter of each two-byte JSON escape to the byte it stands for (0: not
-// one).
-var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // escape decodes the escape at the start of s (s[0] is the backslash): the rune it stands for
 // and its length in s, or size 0 when it is not a valid JSON escape. A \u high surrogate
