@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // maxDepth bounds the nesting of JSON values (arrays and objects) the decoder accepts, so a
@@ -109,8 +110,45 @@ func parseJSON(src []byte, allowNaN bool) (*node, error) {
 	return decode(&decoder{src: src, allowNaN: allowNaN})
 }
 
+// scratch is a decoder's working memory (its stacks and string buffer), reused across bodies.
+type scratch struct {
+	items []*node
+	keys  []string
+	vals  []*node
+	buf   []byte
+}
+
+// scratchPool keeps scratch between parses, so that a parse does not grow its stacks and string
+// buffer from nothing (they reach the size of the body's longest string and largest container).
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledScratch is the largest string buffer or stack (in elements) put back in the pool:
+// one huge body does not keep its scratch alive after it.
+const maxPooledScratch = 1 << 20
+
 // decode decodes d.src, which must hold exactly one JSON value.
 func decode(d *decoder) (*node, error) {
+	s := scratchPool.Get().(*scratch)
+	d.items, d.keys, d.vals, d.buf = s.items, s.keys, s.vals, s.buf
+	n, err := decodeValue(d)
+	if cap(d.buf) <= maxPooledScratch && cap(d.items) <= maxPooledScratch && cap(d.keys) <= maxPooledScratch {
+		// The stacks are cleared so that the pool keeps no node or key of this body alive.
+		s.items, s.keys, s.vals = clearAll(d.items), clearAll(d.keys), clearAll(d.vals)
+		s.buf = d.buf[:0]
+		scratchPool.Put(s)
+	}
+	d.items, d.keys, d.vals, d.buf = nil, nil, nil, nil
+	return n, err
+}
+
+// clearAll zeroes s up to its capacity and returns it empty.
+func clearAll[E any](s []E) []E {
+	clear(s[:cap(s)])
+	return s[:0]
+}
+
+// decodeValue decodes d.src, which must hold exactly one JSON value.
+func decodeValue(d *decoder) (*node, error) {
 	d.skipSpace()
 	n, err := d.value(0, roleRoot)
 	if err != nil {
@@ -201,10 +239,10 @@ func (d *decoder) value(depth int, r role) (*node, error) {
 }
 
 // slabMax is the most nodes newNode allocates at once.
-const slabMax = 128
+const slabMax = 64
 
 // newNode returns a pointer to a copy of n. The nodes of one body are allocated in slabs of up
-// to slabMax (16, 32, 64, then 128 at a time), not one by one: a body has hundreds of small
+// to slabMax (16, 32, then 64 at a time), not one by one: a body has hundreds of small
 // values, and one allocation per node was a good part of the parse. A node kept after the
 // parse keeps its slab alive, that is at most slabMax nodes of the same body.
 func (d *decoder) newNode(n node) *node {
