@@ -242,12 +242,12 @@ func (d *decoder) value(depth int, r role) (*node, error) {
 const slabMax = 64
 
 // newNode returns a pointer to a copy of n. The nodes of one body are allocated in slabs of up
-// to slabMax (16, 32, then 64 at a time), not one by one: a body has hundreds of small
+// to slabMax (4, 8, ..., then 64 at a time), not one by one: a body has hundreds of small
 // values, and one allocation per node was a good part of the parse. A node kept after the
 // parse keeps its slab alive, that is at most slabMax nodes of the same body.
 func (d *decoder) newNode(n node) *node {
 	if len(d.slab) == cap(d.slab) {
-		d.slab = make([]node, 0, min(slabMax, max(16, 2*cap(d.slab))))
+		d.slab = make([]node, 0, min(slabMax, max(4, 2*cap(d.slab))))
 	}
 	d.slab = append(d.slab, n)
 	return &d.slab[len(d.slab)-1]

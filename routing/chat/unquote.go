@@ -13,46 +13,51 @@ import (
 // joined, a lone surrogate and each invalid UTF-8 byte replaced by U+FFFD. The string is its own
 // allocation: it never aliases d.src, and it keeps no other value of the body alive.
 //
-// A string of plain bytes only (no escape, ASCII) is found by one skipPlain scan and copied
-// once. Any other string is decoded in one pass into the decoder's scratch buffer, then copied
-// to a string of its exact length: copyRun scans and copies the runs of plain bytes and the
-// two-byte escapes between them, and string decodes what copyRun stops at (a \u escape, a
-// non-ASCII run). (Until issue 14 the scan stopped at each escape and a second
+// A string without escapes or invalid UTF-8 is found by a skipPlain scan (and a rune decode at
+// each non-ASCII byte) and copied once. Any other string is decoded in one pass into the
+// decoder's scratch buffer, then copied to a string of its exact length: copyRun scans and
+// copies the runs of plain bytes and the two-byte escapes between them, and string decodes
+// what copyRun stops at (a \u escape, non-ASCII, an invalid byte). (Until issue 14 the scan stopped at each escape and a second
 // pass, unquote, searched the text again and copied it piece by piece.)
 func (d *decoder) string() (string, error) {
 	src := d.src
 	start := d.pos + 1
 	i := skipPlain(src, start)
+	for i < len(src) && src[i] >= utf8.RuneSelf { // valid non-ASCII needs no decoding either
+		r, size := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		if i += size; i < len(src) && plainStringByte[src[i]] {
+			i = skipPlain(src, i)
+		}
+	}
 	if i < len(src) && src[i] == '"' {
 		d.pos = i + 1
 		return string(src[start:i]), nil
 	}
 	buf := append(d.buf[:0], src[start:i]...)
-	for {
-		if buf, i = copyRun(buf, src, i); i >= len(src) {
-			break
-		}
+	for i < len(src) {
 		switch c := src[i]; {
+		case c >= utf8.RuneSelf:
+			if j := validRunes(src, i); j > i {
+				buf, i = append(buf, src[i:j]...), j
+			} else { // an invalid UTF-8 byte
+				buf, i = utf8.AppendRune(buf, utf8.RuneError), i+1
+			}
 		case c == '"':
 			d.pos, d.buf = i+1, buf
 			return string(buf), nil
-		case c == '\\':
+		case c == '\\' && shortEscapeAt(src, i) == 0: // \u, or not an escape
 			r, size := escape(src[i:])
 			if size == 0 {
 				return d.stringError(start - 1)
 			}
-			buf = utf8.AppendRune(buf, r)
-			i += size
+			buf, i = utf8.AppendRune(buf, r), i+size
 		case c < 0x20:
 			return d.stringError(start - 1)
-		default: // c >= utf8.RuneSelf
-			if j := validRunes(src, i); j > i {
-				buf = append(buf, src[i:j]...)
-				i = j
-			} else { // an invalid UTF-8 byte
-				buf = utf8.AppendRune(buf, utf8.RuneError)
-				i++
-			}
+		default: // a plain byte or a two-byte escape: copyRun takes it and what follows
+			buf, i = copyRun(buf, src, i)
 		}
 	}
 	return d.stringError(start - 1)
