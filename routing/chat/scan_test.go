@@ -195,3 +195,28 @@ func TestStringsDoNotAliasTheBody(t *testing.T) {
 		t.Fatal("Raw is not the body")
 	}
 }
+
+// TestStringErrors: a string the decoder refuses gets the error it always got (the text and
+// byte offset of the byte scan it had before the one-pass decoder, or encoding/json's words for
+// an invalid escape), wherever in the string the problem is.
+func TestStringErrors(t *testing.T) {
+	for _, c := range []struct{ lit, want string }{
+		{`"abc`, "invalid JSON at byte 4: unterminated string"},
+		{`"ab\`, "invalid JSON at byte 5: unterminated string"},
+		{`"\"`, "invalid JSON at byte 3: unterminated string"},
+		{`"\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n`, "invalid JSON at byte 69: unterminated string"},
+		{"\"a\x01b\"", "invalid JSON at byte 2: control character in string"},
+		{"\"0123456789abcdefghijklmnopqrstuvwxyz\n\"", "invalid JSON at byte 37: control character in string"},
+		{`"a\x"`, "invalid JSON at byte 0: invalid escape sequence `\\x` in string"},
+		{"\"\xff\\x\"", "invalid JSON at byte 0: invalid escape sequence `\\x` in string"},
+		{`"0123456789abcdefghijklmnopqrstuvwxyz0123456789\q"`, "invalid JSON at byte 0: invalid escape sequence `\\q` in string"},
+		{`"\u12"`, "invalid JSON at byte 0: invalid escape sequence `\\u12\"` in string"},
+		{`"\ud800\u12"`, "invalid JSON at byte 0: invalid escape sequence `\\u12\"` in string"},
+		{`"\u12`, "invalid JSON at byte 5: unterminated string"},
+	} {
+		d := &decoder{src: []byte(c.lit)}
+		if _, err := d.string(); err == nil || err.Error() != c.want {
+			t.Errorf("%q: error %v, want %q", c.lit, err, c.want)
+		}
+	}
+}
