@@ -20,6 +20,7 @@ import (
 //	max_messages      <n>
 //	max_parts         <n>
 //	tokenize_cache_size <size>
+//	template_cache_size <size>
 //	media {
 //	    allow_loopback
 //	    allow_private
@@ -84,6 +85,12 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 		}
 		rc.TokenizeCacheSize = new(int64)
 		return true, oneArg(d, sizeInto(d, rc.TokenizeCacheSize))
+	case "template_cache_size":
+		if rc.TemplateCacheSize != nil {
+			return true, d.Err("template_cache_size already specified")
+		}
+		rc.TemplateCacheSize = new(int64)
+		return true, oneArg(d, sizeInto(d, rc.TemplateCacheSize))
 	case "media":
 		if rc.Media != nil {
 			return true, d.Err("media already specified")

@@ -56,6 +56,12 @@ type RoutingConfig struct {
 	// tokenized again. 0 turns it off. Default: 256 MiB.
 	TokenizeCacheSize *int64 `json:"tokenize_cache_size,omitempty"`
 
+	// TemplateCacheSize is the byte budget of the template cache: a chat message's JSON text →
+	// its template values, with the rendered text of the template's loop over it, LRU, so a
+	// conversation's earlier turns are neither converted nor rendered again. 0 turns it off.
+	// Default: 64 MiB.
+	TemplateCacheSize *int64 `json:"template_cache_size,omitempty"`
+
 	// Index bounds the KV block index. The index survives config reloads; every config load
 	// applies its bounds to it. Default: 1Mi blocks per worker, 16Mi in total.
 	Index *IndexConfig `json:"index,omitempty"`

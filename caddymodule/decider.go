@@ -79,6 +79,7 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 	rc := &a.RoutingConfig
 	m, lm := loaded.model, loaded.layout
 	a.setTokenizeCache(m) // before the router shares the tokenizer
+	a.setMessageCache(m)  // and the template
 	sched, err := scheduler.NewWithTracker(rc.Scheduler, nil, ec.tracker)
 	if err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)

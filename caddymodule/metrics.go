@@ -77,7 +77,7 @@ func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.errors, m.hitRatio, m.routingSeconds, m.decodeCache,
-		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, m.state, tokenizeCacheCollector{}}
+		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, m.state, tokenizeCacheCollector{}, templateCacheCollector{}}
 }
 
 // registerMetrics registers the process-wide collectors with reg (one config's registry; nil is

@@ -26,6 +26,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	m.Tokenizer.SetSegmentCache(tokenizer.NewSegmentCache(tokenizer.DefaultSegmentCacheBytes)) // as caddymodule does
+	m.Template.SetMessageCache(chat.NewMessageCache(chat.DefaultMessageCacheBytes))
 	g := &docGen{tokensPerWord: 1}
 	probe := g.doc(99, 20000)
 	g.tokensPerWord = float64(len(m.Tokenizer.Encode(probe))) / float64(len(strings.Fields(probe)))
@@ -43,7 +44,8 @@ func BenchmarkRequestPath(b *testing.B) {
 			var stage [4]time.Duration // process CPU of parse, template, tokenize, hash
 			run := func(body []byte) {
 				c0 := processCPU()
-				req, err := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts})
+				req, err := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts,
+					Messages: m.Template.MessageCache()})
 				if err != nil {
 					b.Fatal(err)
 				}

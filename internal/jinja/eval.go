@@ -97,6 +97,7 @@ type evaluator struct {
 	scope    *scope
 	builtins *scope
 	output   strings.Builder
+	trace    *iterTrace // the iteration being recorded (memo.go), or nil
 }
 
 func (e *evaluator) execNodes(nodes []node) error {
@@ -160,7 +161,13 @@ func (e *evaluator) execIf(n *ifNode) error {
 			// else branch
 			return e.execNodes(branch.body)
 		}
-		cond, err := e.evalExpr(branch.condition)
+		var cond Value
+		var err error
+		if e.trace != nil {
+			cond, err = e.tracedCond(branch.condition) // kvroute change (memo.go)
+		} else {
+			cond, err = e.evalExpr(branch.condition)
+		}
 		if err != nil {
 			return err
 		}
@@ -246,7 +253,7 @@ func (e *evaluator) execForItems(n *forNode, iterVal Value, depth int64) error {
 			if len(args) != 1 {
 				return Undefined(), fmt.Errorf("recursive loop requires one iterable")
 			}
-			nested := evaluator{scope: parent, builtins: e.builtins}
+			nested := evaluator{scope: parent, builtins: e.builtins, trace: e.trace}
 			if err := nested.execForItems(n, args[0], depth+1); err != nil {
 				return Undefined(), err
 			}
@@ -304,12 +311,7 @@ func (e *evaluator) execForItems(n *forNode, iterVal Value, depth int64) error {
 
 		cycleIdx = idx // read by loop.cycle, made once before the loop (kvroute change)
 
-		old := e.scope
-		e.scope = child
-
-		err := e.execNodes(n.body)
-		e.scope = old
-
+		err := e.runIteration(n, item, child, ld) // kvroute change: memoized (memo.go)
 		if err != nil {
 			if errors.Is(err, errBreak) {
 				break
@@ -341,8 +343,18 @@ func (e *evaluator) execSet(n *setNode) error {
 
 	if n.namespace != "" {
 		nsVal, ok := e.scope.get(n.namespace)
+		if t := e.trace; t != nil {
+			var w where
+			nsVal, ok, w, _ = t.resolve(e.scope, n.namespace)
+			if w != whereInternal {
+				t.bad = true // a write outside the iteration (memo.go)
+			}
+		}
 		if !ok || !nsVal.IsDict() {
 			return fmt.Errorf("set: namespace %q not found or not a dict", n.namespace)
+		}
+		if nsVal.AsDict().shared {
+			return fmt.Errorf("set: cannot assign attribute on non-namespace object %q", n.namespace)
 		}
 		nsVal.AsDict().Set(n.target, val)
 		return nil
@@ -353,10 +365,10 @@ func (e *evaluator) execSet(n *setNode) error {
 			return fmt.Errorf("set: unpacking requires %d values", len(targets))
 		}
 		for i, target := range targets {
-			e.scope.set(strings.TrimSpace(target), val.AsList().Get(i))
+			e.setVar(strings.TrimSpace(target), val.AsList().Get(i))
 		}
 	} else {
-		e.scope.set(n.target, val)
+		e.setVar(n.target, val)
 	}
 	return nil
 }
@@ -365,11 +377,12 @@ func (e *evaluator) execSetBlock(n *setBlockNode) error {
 	bodyEval := evaluator{
 		scope:    e.scope,
 		builtins: e.builtins,
+		trace:    e.trace,
 	}
 	if err := bodyEval.execNodes(n.body); err != nil {
 		return err
 	}
-	e.scope.set(n.target, NewString(bodyEval.output.String()))
+	e.setVar(n.target, NewString(bodyEval.output.String()))
 	return nil
 }
 
@@ -393,7 +406,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 			} else if v, ok := kwargs[param.name]; ok {
 				child.set(param.name, v)
 			} else if param.defaultVal != nil {
-				defEval := evaluator{scope: child, builtins: e.builtins}
+				defEval := evaluator{scope: child, builtins: e.builtins, trace: e.trace}
 				defVal, err := defEval.evalExpr(param.defaultVal)
 				if err != nil {
 					return Undefined(), err
@@ -425,6 +438,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		macroEval := evaluator{
 			scope:    child,
 			builtins: e.builtins,
+			trace:    e.trace,
 		}
 
 		if err := macroEval.execNodes(body); err != nil {
@@ -434,7 +448,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		return NewString(macroEval.output.String()), nil
 	})
 
-	e.scope.set(n.name, fn)
+	e.setVar(n.name, fn)
 	return nil
 }
 
@@ -455,6 +469,7 @@ func (e *evaluator) execCall(n *callNode) error {
 		callerEval := evaluator{
 			scope:    child,
 			builtins: e.builtins,
+			trace:    e.trace,
 		}
 		if err := callerEval.execNodes(body); err != nil {
 			return Undefined(), err
@@ -523,6 +538,7 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 	bodyEval := evaluator{
 		scope:    newScope(e.scope),
 		builtins: e.builtins,
+		trace:    e.trace,
 	}
 	if err := bodyEval.execNodes(n.body); err != nil {
 		return err
@@ -547,7 +563,7 @@ func (e *evaluator) evalExpr(ex expr) (Value, error) {
 		return n.val, nil
 
 	case *nameExpr:
-		v, _ := e.scope.get(n.name)
+		v, _ := e.lookup(n.name)
 		return v, nil
 
 	case *attrExpr:
@@ -630,36 +646,44 @@ func (e *evaluator) evalExpr(ex expr) (Value, error) {
 }
 
 func (e *evaluator) evalAttr(n *attrExpr) (Value, error) {
+	if ne, ok := n.obj.(*nameExpr); ok && e.trace != nil {
+		return e.tracedAttr(n, ne.name) // kvroute change (memo.go)
+	}
 	obj, err := e.evalExpr(n.obj)
 	if err != nil {
 		return Undefined(), err
 	}
+	return e.attrOf(obj, n.attr)
+}
+
+// attrOf is obj.attr (kvroute: split from evalAttr for memo.go).
+func (e *evaluator) attrOf(obj Value, attr string) (Value, error) {
 
 	// Dict attribute access.
 	if obj.IsDict() {
-		method, err := e.dictMethod(obj, n.attr)
+		method, err := e.dictMethod(obj, attr)
 		if err != nil || !method.IsUndefined() {
 			return method, err
 		}
-		if v, ok := obj.AsDict().Get(n.attr); ok {
+		if v, ok := obj.AsDict().Get(attr); ok {
 			return v, nil
 		}
 
 		// Dict methods.
-		return e.dictMethod(obj, n.attr)
+		return e.dictMethod(obj, attr)
 	}
 
 	// String methods.
 	if obj.IsString() {
-		return e.stringMethod(obj, n.attr)
+		return e.stringMethod(obj, attr)
 	}
 
 	// List methods.
 	if obj.IsList() {
-		if idx, err := strconv.Atoi(n.attr); err == nil && idx >= 0 && idx < obj.AsList().Len() {
+		if idx, err := strconv.Atoi(attr); err == nil && idx >= 0 && idx < obj.AsList().Len() {
 			return obj.AsList().Get(idx), nil
 		}
-		return e.listMethod(obj, n.attr)
+		return e.listMethod(obj, attr)
 	}
 
 	return Undefined(), nil
@@ -1200,7 +1224,7 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 	filterVal, ok := lookupFilter(e.builtins, n.name)
 	if !ok {
 		// Also check scope for user-defined filters.
-		filterVal, ok = e.scope.get(n.name)
+		filterVal, ok = e.lookup(n.name)
 		if !ok {
 			return Undefined(), fmt.Errorf("unknown filter %q", n.name)
 		}
@@ -1462,6 +1486,9 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 	switch method {
 	case "append":
 		return NewCallable("list.append", func(args []Value, kwargs map[string]Value) (Value, error) {
+			if list.shared {
+				return Undefined(), errShared("append", "list")
+			}
 			if len(args) > 0 {
 				list.Append(args[0])
 			}
@@ -1470,6 +1497,9 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 
 	case "pop":
 		return NewCallable("list.pop", func(args []Value, kwargs map[string]Value) (Value, error) {
+			if list.shared {
+				return Undefined(), errShared("pop", "list")
+			}
 			if list.Len() == 0 {
 				return Undefined(), fmt.Errorf("pop from empty list")
 			}
@@ -1490,6 +1520,9 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 
 	case "insert":
 		return NewCallable("list.insert", func(args []Value, kwargs map[string]Value) (Value, error) {
+			if list.shared {
+				return Undefined(), errShared("insert", "list")
+			}
 			if len(args) < 2 {
 				return None(), nil
 			}
@@ -1557,6 +1590,9 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 
 	case "pop":
 		return NewCallable("dict.pop", func(args []Value, kwargs map[string]Value) (Value, error) {
+			if d.shared {
+				return Undefined(), errShared("pop", "dict")
+			}
 			if len(args) == 0 {
 				return Undefined(), nil
 			}
@@ -1581,6 +1617,9 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 
 	case "update":
 		return NewCallable("dict.update", func(args []Value, kwargs map[string]Value) (Value, error) {
+			if d.shared {
+				return Undefined(), errShared("update", "dict")
+			}
 			if len(args) > 0 && args[0].IsDict() {
 				other := args[0].AsDict()
 				for _, key := range other.Keys {

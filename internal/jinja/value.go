@@ -368,8 +368,9 @@ func (v Value) Equals(other Value) bool {
 
 // List holds an ordered sequence of values.
 type List struct {
-	Items []Value
-	tuple bool
+	Items  []Value
+	tuple  bool
+	shared bool // read-only, shared across renders (memo.go, kvroute change)
 }
 
 // Len returns the number of items in the list.
@@ -386,8 +387,10 @@ func (l *List) Append(v Value) { l.Items = append(l.Items, v) }
 // Dict is an ordered map of string keys to values. Insertion order is
 // preserved via the Keys slice.
 type Dict struct {
-	Keys []string
-	Data map[string]Value
+	Keys   []string
+	Data   map[string]Value
+	shared bool      // read-only, shared across renders (memo.go, kvroute change)
+	memo   *memoSlot // recorded loop iterations over this dict (memo.go), nil when not keyed
 }
 
 // Get returns the value for key and reports whether it was found.

@@ -33,7 +33,7 @@ func (t *Template) conversation(req *Request, c *converter) (jinja.Value, error)
 	}
 	out := make([]jinja.Value, 0, len(req.messages.items))
 	for i, m := range req.messages.items {
-		v, err := t.message(m, c)
+		v, err := t.cachedMessage(req, m, c)
 		if err != nil {
 			return jinja.Undefined(), fmt.Errorf("converting messages[%d]: %w", i, err)
 		}

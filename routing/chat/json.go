@@ -56,10 +56,11 @@ type node struct {
 	kind       kind
 	b          bool // (next to kind: one padded word for both)
 	start, end int
-	str        string   // decoded string value, or the literal text of a number
-	items      []*node  // array elements
-	keys       []string // object member names in source order (duplicates kept)
-	vals       []*node  // object member values, parallel to keys
+	str        string    // decoded string value, or the literal text of a number
+	items      []*node   // array elements
+	keys       []string  // object member names in source order (duplicates kept)
+	vals       []*node   // object member values, parallel to keys
+	entry      *msgEntry // a message's MessageCache entry (msgparse.go), else nil
 }
 
 // get returns the value of the last member named key (JSON duplicates: last wins, as in
@@ -92,6 +93,8 @@ type decoder struct {
 	// count, when set, counts a request's messages, parts and values as they are decoded and
 	// skips the top-level members the router never reads (ParseRequestLimited).
 	count *counter
+	// msgs, when set, is looked up for each element of messages (msgparse.go).
+	msgs *MessageCache
 	// items, keys and vals hold the elements and members of the arrays and objects being
 	// decoded (a stack: each container's are above its base), so that each container gets its
 	// slices at their exact length in one allocation instead of growing them.
@@ -244,7 +247,9 @@ const slabMax = 64
 // newNode returns a pointer to a copy of n. The nodes of one body are allocated in slabs of up
 // to slabMax (4, 8, ..., then 64 at a time), not one by one: a body has hundreds of small
 // values, and one allocation per node was a good part of the parse. A node kept after the
-// parse keeps its slab alive, that is at most slabMax nodes of the same body.
+// parse keeps its slab alive, so the nodes of each element of messages are put in slabs of
+// their own (array starts a new slab before and after each): the MessageCache keeps a
+// message's node across requests and must not keep its neighbours' nodes and strings too.
 func (d *decoder) newNode(n node) *node {
 	if len(d.slab) == cap(d.slab) {
 		d.slab = make([]node, 0, min(slabMax, max(4, 2*cap(d.slab))))
@@ -304,9 +309,21 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		if err := d.count.item(r, d.pos); err != nil {
 			return nil, err
 		}
-		v, err := d.value(depth+1, r.item())
+		if r == roleMessages {
+			d.slab = nil // a message's nodes get slabs of their own (see newNode)
+		}
+		var v *node
+		var err error
+		if r == roleMessages && d.msgs != nil {
+			v, err = d.message(depth + 1) // msgparse.go
+		} else {
+			v, err = d.value(depth+1, r.item())
+		}
 		if err != nil {
 			return nil, err
+		}
+		if r == roleMessages {
+			d.slab = nil
 		}
 		d.items = append(d.items, v)
 		d.skipSpace()

@@ -24,6 +24,9 @@ type Limits struct {
 	// MaxMessages caps the elements of messages; MaxParts the content parts of all messages
 	// together (0: no cap).
 	MaxMessages, MaxParts int
+	// Messages, when set, is the message cache the decoder looks each message up in (the one
+	// the template renders with: Template.MessageCache).
+	Messages *MessageCache
 }
 
 // maxValues is the cap on materialized JSON values: valuesPerItem per allowed message and part
@@ -51,7 +54,7 @@ func ParseRequestLimited(body []byte, lim Limits) (*Request, error) {
 	if lim.MaxMessages <= 0 || lim.MaxParts <= 0 {
 		c.maxValues = 0
 	}
-	return parseRequest(body, &decoder{src: body, count: c})
+	return parseRequest(body, &decoder{src: body, count: c, msgs: lim.Messages})
 }
 
 // role is where a value sits in a chat request, as far as the limits care.

@@ -41,8 +41,8 @@ func (t *Template) Render(req *Request) (string, error) {
 	tools := jinja.None()
 	if req.tools != nil {
 		items := make([]jinja.Value, len(req.tools.items))
-		for i, t := range req.tools.items {
-			items[i] = toolValue(t, c)
+		for i, tn := range req.tools.items {
+			items[i] = t.cachedTool(req, tn, c)
 		}
 		tools = jinja.NewList(items)
 	}

@@ -34,6 +34,8 @@ type Template struct {
 	// stringContent is set when the template never loops over a message's content; vLLM then
 	// passes content as one string ("string" content format) instead of a part list.
 	stringContent bool
+	// msgs keeps converted messages across requests (msgcache.go); nil: convert every time.
+	msgs *MessageCache
 }
 
 // NewTemplate compiles source. special maps special-token variable names to their text

@@ -33,6 +33,14 @@ type converter struct {
 	strBytes, strs int
 }
 
+// add counts what converting another value counted (a cached conversion).
+func (c *converter) add(o *converter) {
+	c.big = c.big || o.big
+	c.sawMark = c.sawMark || o.sawMark
+	c.strBytes += o.strBytes
+	c.strs += o.strs
+}
+
 func (c *converter) str(s string) jinja.Value {
 	if strings.Contains(s, bigMark) {
 		c.sawMark = true

@@ -24,7 +24,11 @@ import (
 func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	res := &Result{Body: in.Body}
 	t0 := time.Now()
-	req, err := chat.ParseRequestLimited(in.Body, chat.Limits{MaxMessages: r.cfg.MaxMessages, MaxParts: r.cfg.MaxParts})
+	lim := chat.Limits{MaxMessages: r.cfg.MaxMessages, MaxParts: r.cfg.MaxParts}
+	if r.model.Template != nil {
+		lim.Messages = r.model.Template.MessageCache() // earlier turns of a conversation: not decoded again
+	}
+	req, err := chat.ParseRequestLimited(in.Body, lim)
 	r.stage(ctx, "parse", t0)
 	if errors.Is(err, chat.ErrTooManyParts) {
 		return nil, reason.Wrap(reason.TooManyParts, err, "the request has too many messages or content parts: %s", parseDetail(err))

@@ -35,8 +35,18 @@ type Tokenizer struct {
 // addedTokens finds added tokens in text, leftmost-longest.
 type addedTokens struct {
 	byContent map[string]uint32
-	byFirst   [256][]string // tokens by first byte, longest first
-	first     []byte        // the distinct first bytes
+	byFirst   [256][]addedCand // tokens by first byte, longest first
+	first     []byte           // the distinct first bytes
+}
+
+// addedCand is one added token with its first eight bytes as a little-endian word (and the
+// mask of the bytes it has), so that a position is tested with one compare per token before
+// the byte comparison: prompts with code or markup hold many '<' and every Qwen added token
+// starts with one.
+type addedCand struct {
+	tok     string
+	id      uint32
+	w, mask uint64
 }
 
 // add indexes one token (the first of a content wins).
@@ -52,14 +62,25 @@ func (a *addedTokens) add(content string, id uint32) {
 	if len(a.byFirst[b]) == 0 {
 		a.first = append(a.first, b)
 	}
-	a.byFirst[b] = append(a.byFirst[b], content)
+	w, mask := prefixWord(content)
+	a.byFirst[b] = append(a.byFirst[b], addedCand{tok: content, id: id, w: w, mask: mask})
+}
+
+// prefixWord is the first (up to) eight bytes of s as a little-endian word, and the mask of
+// the bytes present.
+func prefixWord(s string) (w, mask uint64) {
+	for i := 0; i < len(s) && i < 8; i++ {
+		w |= uint64(s[i]) << (8 * i)
+		mask |= 0xff << (8 * i)
+	}
+	return w, mask
 }
 
 // sort orders each first-byte list longest first.
 func (a *addedTokens) sort() {
 	for b := range a.byFirst {
 		toks := a.byFirst[b]
-		sort.SliceStable(toks, func(i, j int) bool { return len(toks[i]) > len(toks[j]) })
+		sort.SliceStable(toks, func(i, j int) bool { return len(toks[i].tok) > len(toks[j].tok) })
 	}
 }
 
@@ -77,9 +98,16 @@ func (a *addedTokens) find(s string) (start, end int, id uint32) {
 			i++
 			continue
 		}
-		for _, tok := range a.byFirst[s[i]] {
-			if strings.HasPrefix(s[i:], tok) {
-				return i, i + len(tok), a.byContent[tok]
+		var w uint64
+		if i+8 <= len(s) { // one 8-byte load (the compiler combines these)
+			w = uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		} else {
+			w, _ = prefixWord(s[i:])
+		}
+		for _, c := range a.byFirst[s[i]] {
+			if w&c.mask == c.w && strings.HasPrefix(s[i:], c.tok) {
+				return i, i + len(c.tok), c.id
 			}
 		}
 		i++

@@ -1,0 +1,4 @@
+package chat
+
+// ObjectEnd exposes objectEnd to the external tests.
+var ObjectEnd = objectEnd
