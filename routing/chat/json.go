@@ -247,9 +247,11 @@ const slabMax = 64
 // newNode returns a pointer to a copy of n. The nodes of one body are allocated in slabs of up
 // to slabMax (4, 8, ..., then 64 at a time), not one by one: a body has hundreds of small
 // values, and one allocation per node was a good part of the parse. A node kept after the
-// parse keeps its slab alive, so the nodes of each element of messages are put in slabs of
-// their own (array starts a new slab before and after each): the MessageCache keeps a
-// message's node across requests and must not keep its neighbours' nodes and strings too.
+// parse keeps its slab alive. Only the MessageCache keeps nodes after the parse (a message's
+// node, across requests), so with a cache the nodes of each element of messages are put in
+// slabs of their own (array starts a new slab before and after each): a cached message must not
+// keep its neighbours' nodes and strings too. (Without a cache the slabs are shared: a
+// message's own slabs waste up to half their nodes.)
 func (d *decoder) newNode(n node) *node {
 	if len(d.slab) == cap(d.slab) {
 		d.slab = make([]node, 0, min(slabMax, max(4, 2*cap(d.slab))))
@@ -309,21 +311,17 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		if err := d.count.item(r, d.pos); err != nil {
 			return nil, err
 		}
-		if r == roleMessages {
-			d.slab = nil // a message's nodes get slabs of their own (see newNode)
-		}
 		var v *node
 		var err error
 		if r == roleMessages && d.msgs != nil {
+			d.slab = nil // a message the cache may keep gets node slabs of its own (see newNode)
 			v, err = d.message(depth + 1) // msgparse.go
+			d.slab = nil
 		} else {
 			v, err = d.value(depth+1, r.item())
 		}
 		if err != nil {
 			return nil, err
-		}
-		if r == roleMessages {
-			d.slab = nil
 		}
 		d.items = append(d.items, v)
 		d.skipSpace()
