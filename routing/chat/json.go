@@ -125,16 +125,19 @@ type scratch struct {
 // buffer from nothing (they reach the size of the body's longest string and largest container).
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-// maxPooledScratch is the largest string buffer or stack (in elements) put back in the pool:
-// one huge body does not keep its scratch alive after it.
-const maxPooledScratch = 1 << 20
+// maxPooledBuf and maxPooledStack are the largest string buffer (bytes) and stack (elements)
+// put back in the pool: one huge body does not keep its scratch alive after it.
+const (
+	maxPooledBuf   = 1 << 20
+	maxPooledStack = 1 << 14
+)
 
 // decode decodes d.src, which must hold exactly one JSON value.
 func decode(d *decoder) (*node, error) {
 	s := scratchPool.Get().(*scratch)
 	d.items, d.keys, d.vals, d.buf = s.items, s.keys, s.vals, s.buf
 	n, err := decodeValue(d)
-	if cap(d.buf) <= maxPooledScratch && cap(d.items) <= maxPooledScratch && cap(d.keys) <= maxPooledScratch {
+	if cap(d.buf) <= maxPooledBuf && max(cap(d.items), cap(d.keys), cap(d.vals)) <= maxPooledStack {
 		// The stacks are cleared so that the pool keeps no node or key of this body alive.
 		s.items, s.keys, s.vals = clearAll(d.items), clearAll(d.keys), clearAll(d.vals)
 		s.buf = d.buf[:0]
@@ -314,7 +317,7 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		var v *node
 		var err error
 		if r == roleMessages && d.msgs != nil {
-			d.slab = nil // a message the cache may keep gets node slabs of its own (see newNode)
+			d.slab = nil                  // a message the cache may keep gets node slabs of its own (see newNode)
 			v, err = d.message(depth + 1) // msgparse.go
 			d.slab = nil
 		} else {
