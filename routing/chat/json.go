@@ -317,7 +317,8 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		var v *node
 		var err error
 		if r == roleMessages && d.msgs != nil {
-			d.slab = nil                  // a message the cache may keep gets node slabs of its own (see newNode)
+			// A message the cache may keep gets node slabs of its own (see newNode).
+			d.slab = nil
 			v, err = d.message(depth + 1) // msgparse.go
 			d.slab = nil
 		} else {
