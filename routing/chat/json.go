@@ -1,12 +1,10 @@
 package chat
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
-	"unicode/utf8"
+	"slices"
+	"sync"
 )
 
 // maxDepth bounds the nesting of JSON values (arrays and objects) the decoder accepts, so a
@@ -56,9 +54,9 @@ func (k kind) withArticle() string {
 // the value in the source.
 type node struct {
 	kind       kind
+	b          bool // (next to kind: one padded word for both)
 	start, end int
-	str        string // decoded string value, or the literal text of a number
-	b          bool
+	str        string    // decoded string value, or the literal text of a number
 	items      []*node   // array elements
 	keys       []string  // object member names in source order (duplicates kept)
 	vals       []*node   // object member values, parallel to keys
@@ -97,6 +95,17 @@ type decoder struct {
 	count *counter
 	// msgs, when set, is looked up for each element of messages (msgparse.go).
 	msgs *MessageCache
+	// items, keys and vals hold the elements and members of the arrays and objects being
+	// decoded (a stack: each container's are above its base), so that each container gets its
+	// slices at their exact length in one allocation instead of growing them.
+	items []*node
+	keys  []string
+	vals  []*node
+	// slab is where newNode takes nodes from (see there).
+	slab []node
+	// buf is string's scratch: the decoded value of an escaped string is built here, then
+	// copied to its own string (reused from string to string).
+	buf []byte
 }
 
 // parseJSON decodes src, which must hold exactly one JSON value (surrounding whitespace allowed).
@@ -104,8 +113,48 @@ func parseJSON(src []byte, allowNaN bool) (*node, error) {
 	return decode(&decoder{src: src, allowNaN: allowNaN})
 }
 
+// scratch is a decoder's working memory (its stacks and string buffer), reused across bodies.
+type scratch struct {
+	items []*node
+	keys  []string
+	vals  []*node
+	buf   []byte
+}
+
+// scratchPool keeps scratch between parses, so that a parse does not grow its stacks and string
+// buffer from nothing (they reach the size of the body's longest string and largest container).
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledBuf and maxPooledStack are the largest string buffer (bytes) and stack (elements)
+// put back in the pool: one huge body does not keep its scratch alive after it.
+const (
+	maxPooledBuf   = 1 << 20
+	maxPooledStack = 1 << 14
+)
+
 // decode decodes d.src, which must hold exactly one JSON value.
 func decode(d *decoder) (*node, error) {
+	s := scratchPool.Get().(*scratch)
+	d.items, d.keys, d.vals, d.buf = s.items, s.keys, s.vals, s.buf
+	n, err := decodeValue(d)
+	if cap(d.buf) <= maxPooledBuf && max(cap(d.items), cap(d.keys), cap(d.vals)) <= maxPooledStack {
+		// The stacks are cleared so that the pool keeps no node or key of this body alive.
+		s.items, s.keys, s.vals = clearAll(d.items), clearAll(d.keys), clearAll(d.vals)
+		s.buf = d.buf[:0]
+		scratchPool.Put(s)
+	}
+	d.items, d.keys, d.vals, d.buf = nil, nil, nil, nil
+	return n, err
+}
+
+// clearAll zeroes s up to its capacity and returns it empty.
+func clearAll[E any](s []E) []E {
+	clear(s[:cap(s)])
+	return s[:0]
+}
+
+// decodeValue decodes d.src, which must hold exactly one JSON value.
+func decodeValue(d *decoder) (*node, error) {
 	d.skipSpace()
 	n, err := d.value(0, roleRoot)
 	if err != nil {
@@ -162,37 +211,56 @@ func (d *decoder) value(depth int, r role) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &node{kind: kindString, start: start, end: d.pos, str: s}, nil
+		return d.newNode(node{kind: kindString, start: start, end: d.pos, str: s}), nil
 	case c == 't':
 		if d.literal("true") {
-			return &node{kind: kindBool, start: start, end: d.pos, b: true}, nil
+			return d.newNode(node{kind: kindBool, start: start, end: d.pos, b: true}), nil
 		}
 	case c == 'f':
 		if d.literal("false") {
-			return &node{kind: kindBool, start: start, end: d.pos}, nil
+			return d.newNode(node{kind: kindBool, start: start, end: d.pos}), nil
 		}
 	case c == 'n':
 		if d.literal("null") {
-			return &node{kind: kindNull, start: start, end: d.pos}, nil
+			return d.newNode(node{kind: kindNull, start: start, end: d.pos}), nil
 		}
 	case c == 'N' && d.allowNaN:
 		if d.literal("NaN") {
-			return &node{kind: kindNumber, start: start, end: d.pos, str: "NaN"}, nil
+			return d.newNode(node{kind: kindNumber, start: start, end: d.pos, str: "NaN"}), nil
 		}
 	case c == 'I' && d.allowNaN:
 		if d.literal("Infinity") {
-			return &node{kind: kindNumber, start: start, end: d.pos, str: "Infinity"}, nil
+			return d.newNode(node{kind: kindNumber, start: start, end: d.pos, str: "Infinity"}), nil
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
 		if c == '-' && d.allowNaN && d.literal("-Infinity") {
-			return &node{kind: kindNumber, start: start, end: d.pos, str: "-Infinity"}, nil
+			return d.newNode(node{kind: kindNumber, start: start, end: d.pos, str: "-Infinity"}), nil
 		}
 		if err := d.number(); err != nil {
 			return nil, err
 		}
-		return &node{kind: kindNumber, start: start, end: d.pos, str: string(d.src[start:d.pos])}, nil
+		return d.newNode(node{kind: kindNumber, start: start, end: d.pos, str: string(d.src[start:d.pos])}), nil
 	}
 	return nil, d.errorf("unexpected character %q", d.src[d.pos])
+}
+
+// slabMax is the most nodes newNode allocates at once.
+const slabMax = 64
+
+// newNode returns a pointer to a copy of n. The nodes of one body are allocated in slabs of up
+// to slabMax (4, 8, ..., then 64 at a time), not one by one: a body has hundreds of small
+// values, and one allocation per node was a good part of the parse. A node kept after the
+// parse keeps its slab alive. Only the MessageCache keeps nodes after the parse (a message's
+// node, across requests), so with a cache the nodes of each element of messages are put in
+// slabs of their own (array starts a new slab before and after each): a cached message must not
+// keep its neighbours' nodes and strings too. (Without a cache the slabs are shared: a
+// message's own slabs waste up to half their nodes.)
+func (d *decoder) newNode(n node) *node {
+	if len(d.slab) == cap(d.slab) {
+		d.slab = make([]node, 0, min(slabMax, max(4, 2*cap(d.slab))))
+	}
+	d.slab = append(d.slab, n)
+	return &d.slab[len(d.slab)-1]
 }
 
 func (d *decoder) digits() int {
@@ -231,85 +299,8 @@ func (d *decoder) number() error {
 	return nil
 }
 
-// string decodes a JSON string starting at the opening quote. Strings without escapes that are
-// valid UTF-8 are sliced directly; others go through unquote, which decodes escapes (surrogate
-// pairs included) and replaces invalid UTF-8 with U+FFFD as encoding/json does, and an invalid
-// escape through encoding/json for its error.
-func (d *decoder) string() (string, error) {
-	start := d.pos
-	d.pos++
-	simple, valid := true, true // valid: no invalid UTF-8 seen
-	for {
-		if d.pos >= len(d.src) {
-			return "", d.errorf("unterminated string")
-		}
-		c := d.src[d.pos]
-		switch {
-		case c == '"':
-			d.pos++
-			if simple {
-				return string(d.src[start+1 : d.pos-1]), nil
-			}
-			if s, ok := unquote(d.src[start+1:d.pos-1], valid); ok {
-				return s, nil
-			}
-			var s string // an invalid escape: encoding/json names the error
-			if err := json.Unmarshal(d.src[start:d.pos], &s); err != nil {
-				return "", fmt.Errorf("%w at byte %d: %w", errSyntax, start, err)
-			}
-			return s, nil
-		case c == '\\':
-			simple = false
-			d.pos += 2
-		case c < 0x20:
-			return "", d.errorf("control character in string")
-		case c >= utf8.RuneSelf:
-			r, size := utf8.DecodeRune(d.src[d.pos:])
-			if r == utf8.RuneError && size == 1 {
-				simple, valid = false, false
-			}
-			d.pos += size
-		default:
-			d.pos = skipPlain(d.src, d.pos+1)
-		}
-	}
-}
-
-// skipPlain returns the index of the first byte at or after i that is not plainStringByte (or
-// len(src)), testing eight bytes at a time: a word is passed when none of its bytes is the
-// quote, the backslash, a control character (< 0x20) or non-ASCII (>= 0x80). The byte tests are
-// the exact SWAR forms (a nonzero result iff some byte matches: Anderson's bit hacks, "determine
-// if a word has a byte less than n"); in the first word with a match the lowest flagged byte is
-// the answer, and the last few bytes of src are tested one by one.
-func skipPlain(src []byte, i int) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for ; i+8 <= len(src); i += 8 {
-		v := binary.LittleEndian.Uint64(src[i:]) // one load and one bounds check (the byte-wise form had eight)
-		q, bs := v^(ones*'"'), v^(ones*'\\')
-		special := ((q-ones)&^q | (bs-ones)&^bs | (v-ones*0x20)&^v | v) & highs
-		if special != 0 {
-			// The lowest flagged byte is exact (a borrow only flags bytes above a true
-			// match), so it is the first byte that is not plain.
-			return i + bits.TrailingZeros64(special)/8
-		}
-	}
-	for i < len(src) && plainStringByte[src[i]] {
-		i++
-	}
-	return i
-}
-
-// plainStringByte marks the bytes a string scan passes without a look: ASCII other than the
-// quote, the backslash and control characters.
-var plainStringByte = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
 func (d *decoder) array(depth int, r role) (*node, error) {
-	n := &node{kind: kindArray, start: d.pos}
+	n := d.newNode(node{kind: kindArray, start: d.pos})
 	d.pos++
 	d.skipSpace()
 	if d.pos < len(d.src) && d.src[d.pos] == ']' {
@@ -317,6 +308,7 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		n.end = d.pos
 		return n, nil
 	}
+	base := len(d.items) // this array's elements are d.items[base:] until its end
 	for {
 		d.skipSpace()
 		if err := d.count.item(r, d.pos); err != nil {
@@ -325,14 +317,17 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		var v *node
 		var err error
 		if r == roleMessages && d.msgs != nil {
+			// A message the cache may keep gets node slabs of its own (see newNode).
+			d.slab = nil
 			v, err = d.message(depth + 1) // msgparse.go
+			d.slab = nil
 		} else {
 			v, err = d.value(depth+1, r.item())
 		}
 		if err != nil {
 			return nil, err
 		}
-		n.items = append(n.items, v)
+		d.items = append(d.items, v)
 		d.skipSpace()
 		if d.pos >= len(d.src) {
 			return nil, d.errorf("unterminated array")
@@ -343,6 +338,8 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 		case ']':
 			d.pos++
 			n.end = d.pos
+			n.items = slices.Clone(d.items[base:]) // one allocation of the exact length
+			d.items = d.items[:base]
 			return n, nil
 		default:
 			return nil, d.errorf("expected ',' or ']' in array")
@@ -351,7 +348,7 @@ func (d *decoder) array(depth int, r role) (*node, error) {
 }
 
 func (d *decoder) object(depth int, r role) (*node, error) {
-	n := &node{kind: kindObject, start: d.pos}
+	n := d.newNode(node{kind: kindObject, start: d.pos})
 	d.pos++
 	d.skipSpace()
 	if d.pos < len(d.src) && d.src[d.pos] == '}' {
@@ -359,6 +356,7 @@ func (d *decoder) object(depth int, r role) (*node, error) {
 		n.end = d.pos
 		return n, nil
 	}
+	base := len(d.keys) // this object's members are d.keys[base:] and d.vals[base:] until its end
 	for {
 		d.skipSpace()
 		if d.pos >= len(d.src) || d.src[d.pos] != '"' {
@@ -383,8 +381,8 @@ func (d *decoder) object(depth int, r role) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			n.keys = append(n.keys, k)
-			n.vals = append(n.vals, v)
+			d.keys = append(d.keys, k)
+			d.vals = append(d.vals, v)
 		}
 		d.skipSpace()
 		if d.pos >= len(d.src) {
@@ -396,6 +394,10 @@ func (d *decoder) object(depth int, r role) (*node, error) {
 		case '}':
 			d.pos++
 			n.end = d.pos
+			if len(d.keys) > base { // (an object whose members were all skipped keeps nil, as before)
+				n.keys, n.vals = slices.Clone(d.keys[base:]), slices.Clone(d.vals[base:])
+			}
+			d.keys, d.vals = d.keys[:base], d.vals[:base]
 			return n, nil
 		default:
 			return nil, d.errorf("expected ',' or '}' in object")

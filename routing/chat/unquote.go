@@ -1,103 +1,120 @@
 package chat
 
 import (
-	"bytes"
-	"strings"
+	"encoding/json"
+	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// unquote decodes the body of a JSON string literal (without its quotes) that the decoder has
-// scanned: terminated, no raw control characters. It gives what encoding/json's Unmarshal into
-// a string gives (Go's decode.go unquoteBytes, kept by encoding/json/v2's v1 semantics): escapes
-// decoded, a \u surrogate pair joined, a lone surrogate and each invalid UTF-8 byte replaced by
-// U+FFFD. ok is false for an invalid escape; the caller then asks encoding/json for the error.
+// string decodes the JSON string whose opening quote is at d.pos and moves past its closing
+// quote. The result is what encoding/json's Unmarshal into a string gives (Go's decode.go
+// unquoteBytes, kept by encoding/json/v2's v1 semantics): escapes decoded, a \u surrogate pair
+// joined, a lone surrogate and each invalid UTF-8 byte replaced by U+FFFD. The string is its own
+// allocation: it never aliases d.src, and it keeps no other value of the body alive.
 //
-// It replaces one encoding/json call per escaped string, which allocated a decoder per string
-// and dominated the parse of long chat bodies (most message texts contain \n).
-//
-// The text between escapes is copied in one piece (bytes.IndexByte finds the next escape)
-// when valid says the caller's scan found no invalid UTF-8 in s, else rune by rune; the result is built in a
-// strings.Builder grown once, so the decoded text is written once and not copied again into
-// a string.
-func unquote(s []byte, valid bool) (_ string, ok bool) {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			j := len(s)
-			if k := bytes.IndexByte(s[i:], '\\'); k >= 0 {
-				j = i + k
-			}
-			if valid {
-				b.Write(s[i:j])
-			} else {
-				appendValid(&b, s[i:j])
-			}
-			i = j
-			continue
+// A string without escapes or invalid UTF-8 is found by a skipPlain scan (and a rune decode at
+// each non-ASCII byte) and copied once. Any other string is decoded in one pass into the
+// decoder's scratch buffer, then copied to a string of its exact length: copyRun scans and
+// copies the runs of plain bytes and the two-byte escapes between them, and string decodes
+// what copyRun stops at (a \u escape, non-ASCII, an invalid byte). (Until issue 14 the scan stopped at each escape and a second
+// pass, unquote, searched the text again and copied it piece by piece.)
+func (d *decoder) string() (string, error) {
+	src := d.src
+	start := d.pos + 1
+	i := skipPlain(src, start)
+	for i < len(src) && src[i] >= utf8.RuneSelf { // valid non-ASCII needs no decoding either
+		r, size := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && size == 1 {
+			break
 		}
-		if i+1 >= len(s) {
-			return "", false
+		if i += size; i < len(src) && plainStringByte[src[i]] {
+			i = skipPlain(src, i)
 		}
-		switch s[i+1] {
-		case '"', '\\', '/':
-			b.WriteByte(s[i+1])
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 't':
-			b.WriteByte('\t')
-		case 'u':
-			r, ok := hex4(s[i+2:])
-			if !ok {
-				return "", false
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					r2, _ = hex4(s[i+2:])
-				}
-				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-					r = d
-					i += 6
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			b.WriteRune(r)
-			continue
-		default:
-			return "", false
-		}
-		i += 2
 	}
-	return b.String(), true
+	if i < len(src) && src[i] == '"' {
+		d.pos = i + 1
+		return string(src[start:i]), nil
+	}
+	buf := append(d.buf[:0], src[start:i]...)
+	for i < len(src) {
+		switch c := src[i]; {
+		case c >= utf8.RuneSelf:
+			if j := validRunes(src, i); j > i {
+				buf, i = append(buf, src[i:j]...), j
+			} else { // an invalid UTF-8 byte
+				buf, i = utf8.AppendRune(buf, utf8.RuneError), i+1
+			}
+		case c == '"':
+			d.pos, d.buf = i+1, buf
+			return string(buf), nil
+		case c == '\\' && shortEscapeAt(src, i) == 0: // \u, or not an escape
+			r, size := escape(src[i:])
+			if size == 0 {
+				return d.stringError(start - 1)
+			}
+			buf, i = utf8.AppendRune(buf, r), i+size
+		case c < 0x20:
+			return d.stringError(start - 1)
+		default: // a plain byte or a two-byte escape: copyRun takes it and what follows
+			buf, i = copyRun(buf, src, i)
+		}
+	}
+	return d.stringError(start - 1)
 }
 
-// appendValid writes run (text without escapes) to b, each invalid UTF-8 byte replaced by
-// U+FFFD as encoding/json does; a valid run is written in one piece.
-func appendValid(b *strings.Builder, run []byte) {
-	if utf8.Valid(run) {
-		b.Write(run)
-		return
-	}
-	for i := 0; i < len(run); {
-		r, size := utf8.DecodeRune(run[i:])
+// validRunes returns the end of the run of valid UTF-8 multi-byte sequences that starts at i
+// (i itself when src[i] starts none).
+func validRunes(src []byte, i int) int {
+	for i < len(src) && src[i] >= utf8.RuneSelf {
+		r, size := utf8.DecodeRune(src[i:])
 		if r == utf8.RuneError && size == 1 {
-			b.WriteRune(utf8.RuneError)
-		} else {
-			b.Write(run[i : i+size])
+			break
 		}
 		i += size
 	}
+	return i
+}
+
+// escape decodes the escape at the start of s (s[0] is the backslash): the rune it stands for
+// and its length in s, or size 0 when it is not a valid JSON escape. A \u high surrogate
+// followed by a \u low surrogate is one rune (size 12); a surrogate that is not part of such a
+// pair is U+FFFD (size 6), as in encoding/json.
+func escape(s []byte) (r rune, size int) {
+	if len(s) < 2 {
+		return 0, 0
+	}
+	switch s[1] {
+	case '"', '\\', '/':
+		return rune(s[1]), 2
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r, ok := hex4(s[2:])
+		if !ok {
+			return 0, 0
+		}
+		if !utf16.IsSurrogate(r) {
+			return r, 6
+		}
+		if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+			if r2, ok := hex4(s[8:]); ok {
+				if p := utf16.DecodeRune(r, r2); p != utf8.RuneError {
+					return p, 12
+				}
+			}
+		}
+		return utf8.RuneError, 6
+	}
+	return 0, 0
 }
 
 // hex4 decodes the four hex digits at the start of s.
@@ -120,4 +137,29 @@ func hex4(s []byte) (rune, bool) {
 		r = r<<4 | rune(c)
 	}
 	return r, true
+}
+
+// stringError is the error for the string at start (its opening quote) that unquoteScan
+// refused, found as the decoder always has: a byte scan for an unterminated string or a control
+// byte (with its position), else encoding/json's error for the invalid escape.
+func (d *decoder) stringError(start int) (string, error) {
+	d.pos = start + 1
+	for d.pos < len(d.src) {
+		switch c := d.src[d.pos]; {
+		case c == '"':
+			d.pos++
+			var s string
+			if err := json.Unmarshal(d.src[start:d.pos], &s); err != nil {
+				return "", fmt.Errorf("%w at byte %d: %w", errSyntax, start, err)
+			}
+			return s, nil // not reached: unquoteScan refuses only what encoding/json refuses
+		case c == '\\':
+			d.pos += 2
+		case c < 0x20:
+			return "", d.errorf("control character in string")
+		default:
+			d.pos++
+		}
+	}
+	return "", d.errorf("unterminated string")
 }
