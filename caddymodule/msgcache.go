@@ -29,6 +29,9 @@ func (a *App) setMessageCache(m *model.Model) {
 	size := a.templateCacheSize()
 	messageCacheMu.Lock()
 	defer messageCacheMu.Unlock()
+	if m.Template == nil {
+		return // a model folder without a chat template: completions only, nothing to cache
+	}
 	if cur := currentMessageCache.Load(); cur != nil && cur.Stats().MaxBytes == size {
 		m.Template.SetMessageCache(cur)
 		return
