@@ -93,6 +93,7 @@ func (t *Template) message(m *node, c *converter) (jinja.Value, error) {
 		return jinja.Undefined(), fmt.Errorf("content is %s, not a string, array or null", cn.kind)
 	}
 
+	c.vals += 2 * len(parts) // each part: a dict and its values
 	msg := jinja.NewDict()
 	d := msg.AsDict()
 	d.Set("role", c.str(role))

@@ -16,6 +16,13 @@ const DefaultMessageCacheBytes = 64 << 20
 // links, the converted dict and its part list, the memo slot).
 const messageEntryOverhead = 512
 
+// valueCharge is what one decoded node or one converted template value is charged: a node is
+// ~130 bytes, a converted dict ~130 (struct, map header, its slot in a list), a list ~60. A
+// message whose tool call arguments decode to many small values (100 000 empty objects in
+// 300 kB of text) is dominated by these, not by its text (the operator test saw 14× the budget
+// when only the text was charged).
+const valueCharge = 160
+
 // memoSlack is what a message's rendered text may add to the message's JSON length and still
 // be memoized (role headers, special tokens, a template's own words around the content).
 const memoSlack = 1024
@@ -50,6 +57,7 @@ type msgEntry struct {
 	key        xxh3.Uint128
 	n          int // JSON length in bytes, checked on lookup
 	prev, next *msgEntry
+	extra      int64 // charged besides messageCharge(n): decoded nodes, converted values (guarded by the cache's mu)
 
 	// node is the message as the decoder built it (nil when the message has a content list,
 	// whose media parts carry byte offsets into the body they came in, or when the entry was
@@ -120,11 +128,11 @@ func (c *MessageCache) pushFront(e *msgEntry) {
 	c.head.next = e
 }
 
-// put stores e, evicting the least recently used entries over budget. A concurrent request
-// that converted the same message first keeps its entry (both values are equal).
+// put stores e (charged messageCharge(e.n) + e.extra), evicting the least recently used entries
+// over budget. A concurrent request that converted the same message first keeps its entry (both
+// values are equal).
 func (c *MessageCache) put(e *msgEntry) *msgEntry {
-	size := messageCharge(e.n)
-	if size > c.max/4 {
+	if messageCharge(e.n)+e.extra > c.max/4 {
 		return e
 	}
 	c.mu.Lock()
@@ -132,19 +140,43 @@ func (c *MessageCache) put(e *msgEntry) *msgEntry {
 	if old, ok := c.m[e.key]; ok && old.n == e.n {
 		return old
 	} else if ok {
-		old.prev.next, old.next.prev = old.next, old.prev
-		c.bytes -= messageCharge(old.n)
+		c.remove(old)
 	}
 	c.m[e.key] = e
 	c.pushFront(e)
-	c.bytes += size
-	for c.bytes > c.max {
-		last := c.head.prev
-		last.prev.next, last.next.prev = last.next, last.prev
-		delete(c.m, last.key)
-		c.bytes -= messageCharge(last.n)
-	}
+	c.bytes += messageCharge(e.n) + e.extra
+	c.evict()
 	return e
+}
+
+// charge adds bytes to e's charge (a conversion stored after the entry), while e is held; an
+// entry that then passes a quarter of the budget is dropped.
+func (c *MessageCache) charge(e *msgEntry, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[e.key] != e {
+		return // evicted or replaced: its memory goes with the requests that hold it
+	}
+	e.extra += bytes
+	c.bytes += bytes
+	if messageCharge(e.n)+e.extra > c.max/4 {
+		c.remove(e)
+	}
+	c.evict()
+}
+
+// remove unlinks e and subtracts its charge (mu held).
+func (c *MessageCache) remove(e *msgEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	delete(c.m, e.key)
+	c.bytes -= messageCharge(e.n) + e.extra
+}
+
+// evict drops least recently used entries until the charges fit the budget (mu held).
+func (c *MessageCache) evict() {
+	for c.bytes > c.max && c.head.prev != &c.head {
+		c.remove(c.head.prev)
+	}
 }
 
 // SetMessageCache makes Render look up and store converted messages in c; nil turns the cache
@@ -177,7 +209,9 @@ func (t *Template) cachedTool(req *Request, tn *node, c *converter) jinja.Value 
 	if cv == nil {
 		cv = &converted{}
 		cv.val = jinja.ShareKeyed(toolValue(tn, &cv.stats), e.n+memoSlack)
-		if !e.conv[0].CompareAndSwap(nil, cv) {
+		if e.conv[0].CompareAndSwap(nil, cv) {
+			mc.charge(e, valueCharge*int64(cv.stats.vals))
+		} else {
 			cv = e.conv[0].Load()
 		}
 	}
@@ -215,7 +249,11 @@ func (t *Template) cachedMessage(req *Request, m *node, c *converter) (jinja.Val
 			return v, err
 		}
 		cv.val = jinja.ShareKeyed(v, e.n+memoSlack)
-		if !slot.CompareAndSwap(nil, cv) {
+		if slot.CompareAndSwap(nil, cv) {
+			if mc := t.msgs; mc != nil {
+				mc.charge(e, valueCharge*int64(cv.stats.vals))
+			}
+		} else {
 			cv = slot.Load() // a concurrent request converted it first: the same value
 		}
 	}

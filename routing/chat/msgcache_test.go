@@ -396,3 +396,69 @@ func TestToolCacheReplays(t *testing.T) {
 		})
 	}
 }
+
+// TestMessageCacheBoundManyValues: messages whose tool call arguments decode to many small values
+// (the operator test sent 100 000 empty objects per message and measured 14× the budget live) are
+// charged for their values, so the live heap after GC stays within the budget plus a fixed
+// allowance for every shape.
+func TestMessageCacheBoundManyValues(t *testing.T) {
+	heap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	shapes := map[string]func(i int) string{
+		"empty objects": func(i int) string { return "[" + strings.Repeat("{},", 5000) + fmt.Sprintf("{\"i\":%d}]", i) },
+		"empty lists":   func(i int) string { return "[" + strings.Repeat("[],", 5000) + fmt.Sprintf("[%d]]", i) },
+		"numbers":       func(i int) string { return "[" + strings.Repeat("1,", 5000) + fmt.Sprintf("%d]", i) },
+		"object keys": func(i int) string {
+			var b strings.Builder
+			b.WriteString("{")
+			for k := range 10000 {
+				fmt.Fprintf(&b, "\"k%d\":%d,", k, k)
+			}
+			fmt.Fprintf(&b, "\"i\":%d}", i)
+			return b.String()
+		},
+	}
+	const budget = 8 << 20
+	for name, args := range shapes {
+		t.Run(name, func(t *testing.T) {
+			tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mc := chat.NewMessageCache(budget)
+			tmpl.SetMessageCache(mc)
+			base := heap()
+			var peak int64
+			for i := range 60 {
+				body, _ := json.Marshal(map[string]any{"model": "m", "messages": []any{
+					map[string]any{"role": "user", "content": "call it"},
+					map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": "c", "type": "function",
+						"function": map[string]any{"name": "f", "arguments": args(i)}}}},
+					map[string]any{"role": "tool", "tool_call_id": "c", "content": "done"},
+				}})
+				req, err := chat.ParseRequestLimited(body, chat.Limits{Messages: mc})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tmpl.Render(req); err != nil {
+					t.Fatal(err)
+				}
+				if i%10 == 9 {
+					peak = max(peak, heap()-base)
+				}
+			}
+			st := mc.Stats()
+			if st.Bytes > budget {
+				t.Fatalf("charged %d bytes over a %d budget", st.Bytes, budget)
+			}
+			if limit := int64(budget) + 4<<20; peak > limit {
+				t.Fatalf("live heap grew by %d bytes with a %d-byte cache (limit %d); cache %+v", peak, budget, limit, st)
+			}
+			t.Logf("cache %+v; live heap growth %d bytes", st, peak)
+		})
+	}
+}

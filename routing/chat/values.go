@@ -31,6 +31,8 @@ type converter struct {
 	// strBytes and strs are the length and the number of the strings converted: the bulk of a
 	// rendered prompt, which sizes the engine's output buffer (renderSize).
 	strBytes, strs int
+	// vals is the number of JSON values converted (the message cache charges them).
+	vals int
 }
 
 // add counts what converting another value counted (a cached conversion).
@@ -39,6 +41,7 @@ func (c *converter) add(o *converter) {
 	c.sawMark = c.sawMark || o.sawMark
 	c.strBytes += o.strBytes
 	c.strs += o.strs
+	c.vals += o.vals
 }
 
 func (c *converter) str(s string) jinja.Value {
@@ -54,6 +57,7 @@ func (c *converter) value(n *node) jinja.Value {
 	if n == nil {
 		return jinja.Undefined()
 	}
+	c.vals++
 	switch n.kind {
 	case kindNull:
 		return jinja.None()
