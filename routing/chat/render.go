@@ -30,6 +30,9 @@ func (t *Template) Render(req *Request) (string, error) {
 	if req.SchemaErr != nil {
 		return "", fmt.Errorf("%w: %w", ErrRender, req.SchemaErr)
 	}
+	if req.OwnChatTemplate {
+		return "", fmt.Errorf("%w: the request sets its own chat_template; kvroute renders the model's template only, so it cannot predict this prompt", ErrRender)
+	}
 	c := &converter{}
 	msgs, err := t.conversation(req, c)
 	if err != nil {

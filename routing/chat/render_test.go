@@ -358,3 +358,38 @@ func TestRenderOutputAllocatedOnce(t *testing.T) {
 		t.Errorf("a render allocates %.2f× its prompt's length, want at most 2×", ratio)
 	}
 }
+
+// TestRequestChatTemplateNotRendered: a request that brings its own chat_template is a render
+// error (the handler routes it on load alone with template_error) instead of being rendered
+// with the model's template, which is not the prompt a worker that accepts the request's
+// template would build (found by the operator test: it was ignored without notice).
+func TestRequestChatTemplateNotRendered(t *testing.T) {
+	tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{
+		`{"messages":[{"role":"user","content":"hi"}],"chat_template":"{{ messages[0].content }}"}`,
+		`{"messages":[{"role":"user","content":"hi"}],"chat_template":""}`,
+	} {
+		for _, lim := range []bool{false, true} {
+			var req *chat.Request
+			if lim {
+				req, err = chat.ParseRequestLimited([]byte(body), chat.Limits{MaxMessages: 8, MaxParts: 8})
+			} else {
+				req, err = chat.ParseRequest([]byte(body))
+			}
+			if err != nil || !req.OwnChatTemplate {
+				t.Fatalf("%s (limits %v): err %v, own template %v", body, lim, err, req != nil && req.OwnChatTemplate)
+			}
+			if _, err := tmpl.Render(req); !errors.Is(err, chat.ErrRender) || !strings.Contains(err.Error(), "chat_template") {
+				t.Fatalf("%s: render err %v, want a render error naming chat_template", body, err)
+			}
+		}
+	}
+	// null is absent: rendered as usual.
+	req, _ := chat.ParseRequest([]byte(`{"messages":[{"role":"user","content":"hi"}],"chat_template":null}`))
+	if _, err := tmpl.Render(req); err != nil || req.OwnChatTemplate {
+		t.Fatalf("chat_template null: %v, own %v", err, req.OwnChatTemplate)
+	}
+}

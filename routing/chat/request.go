@@ -33,6 +33,10 @@ type Request struct {
 	ReasoningEffort string
 	// CacheSalt is the vLLM extra cache_salt ("" when absent).
 	CacheSalt string
+	// OwnChatTemplate is set when the request brings its own chat_template (a vLLM extra: the
+	// worker renders with it when started with --trust-request-chat-template, else it refuses
+	// the request). Render then fails: kvroute renders the model's template only.
+	OwnChatTemplate bool
 	// MMProcessorKwargs is set when mm_processor_kwargs is present and not an empty object.
 	MMProcessorKwargs bool
 	// HasAudio is set when any content part is audio (input_audio or audio_url).
@@ -129,6 +133,7 @@ var optionalMembers = []struct {
 	{"cache_salt", kindString, func(r *Request, v *node) { r.CacheSalt = v.str }},
 	{"mm_processor_kwargs", kindObject, func(r *Request, v *node) { r.MMProcessorKwargs = len(v.keys) > 0 }},
 	{"chat_template_kwargs", kindObject, func(r *Request, v *node) { r.chatTemplateKwargs = v }},
+	{"chat_template", kindString, func(r *Request, v *node) { r.OwnChatTemplate = true }},
 }
 
 // fill reads the top-level members and walks the messages. It returns the first schema problem.
