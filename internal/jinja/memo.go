@@ -57,6 +57,10 @@ const maxMemoEntries = 2
 type memoSlot struct {
 	entries atomic.Pointer[[]memoEntry]
 	maxOut  int // longest iteration output recorded, in bytes
+	// seen is set by the first iteration over the dict, which then runs untraced (ShareKeyed's
+	// deferFirst): a dict seen once (a cold document) costs no trace and no copy of its text;
+	// a conversation's turns are recorded on their second request and replayed from their third.
+	seen atomic.Bool
 }
 
 type memoEntry struct {
@@ -124,13 +128,15 @@ func Share(v Value) Value {
 // ShareKeyed is Share for a dict whose loop iterations are memoized across renders (a chat
 // message): the caller promises that the same dict is passed again only for the same content.
 // At most two iterations are recorded per dict, each of at most maxOut bytes of output, so the
-// memory a keyed dict can hold besides itself is at most 2×maxOut bytes.
-func ShareKeyed(v Value, maxOut int) Value {
+// memory a keyed dict can hold besides itself is at most 2×maxOut bytes. With deferFirst the
+// first iteration over the dict is not recorded (see memoSlot.seen).
+func ShareKeyed(v Value, maxOut int, deferFirst bool) Value {
 	Share(v)
 	if v.kind == KindDict {
 		d := v.v.(*Dict)
 		if d.memo == nil {
 			d.memo = &memoSlot{maxOut: maxOut}
+			d.memo.seen.Store(!deferFirst)
 		}
 	}
 	return v
@@ -470,7 +476,7 @@ func (e *evaluator) runIteration(n *forNode, item Value, child *scope, loop *Dic
 	old := e.scope
 	e.scope = child
 	defer func() { e.scope = old }()
-	if slot == nil {
+	if slot == nil || !slot.seen.Load() && slot.seen.CompareAndSwap(false, true) {
 		return e.execNodes(n.body)
 	}
 	if out, ok := e.memoHit(slot, n, child, loop); ok {

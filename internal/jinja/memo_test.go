@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -170,7 +171,7 @@ func TestMemoMatchesFreshRender(t *testing.T) {
 			}
 			keyed := make([]Value, len(memoPool))
 			for i, m := range memoPool {
-				keyed[i] = ShareKeyed(FromGoValue(m), 1<<20)
+				keyed[i] = ShareKeyed(FromGoValue(m), 1<<20, false)
 			}
 			for ri, r := range c.renders {
 				fresh := make([]Value, len(r.msgs))
@@ -217,7 +218,7 @@ func TestSharedValuesAreReadOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := ShareKeyed(FromGoValue(memoPool[6]), 1<<20)
+		m := ShareKeyed(FromGoValue(memoPool[6]), 1<<20, false)
 		before := printValue(m)
 		_, err = tmpl.RenderValues(map[string]Value{"messages": NewList([]Value{m})})
 		if err == nil || !strings.Contains(err.Error(), "object") {
@@ -240,7 +241,7 @@ func TestMemoOutputBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := ShareKeyed(FromGoValue(map[string]any{"content": strings.Repeat("x", 100)}), 150)
+	m := ShareKeyed(FromGoValue(map[string]any{"content": strings.Repeat("x", 100)}), 150, false)
 	for range 2 {
 		if _, err := tmpl.RenderValues(map[string]Value{"messages": NewList([]Value{m})}); err != nil {
 			t.Fatal(err)
@@ -249,11 +250,38 @@ func TestMemoOutputBound(t *testing.T) {
 	if n := MemoBytes(m); n != 0 {
 		t.Fatalf("recorded %d bytes over a 150-byte bound", n)
 	}
-	m2 := ShareKeyed(FromGoValue(map[string]any{"content": strings.Repeat("x", 100)}), 200)
+	m2 := ShareKeyed(FromGoValue(map[string]any{"content": strings.Repeat("x", 100)}), 200, false)
 	if _, err := tmpl.RenderValues(map[string]Value{"messages": NewList([]Value{m2})}); err != nil {
 		t.Fatal(err)
 	}
 	if n := MemoBytes(m2); n != 200 {
 		t.Fatalf("recorded %d bytes, want 200", n)
+	}
+}
+
+// TestMemoDeferFirst: with deferFirst the first iteration over a keyed dict runs untraced and
+// records nothing, the second records, the third replays; outputs equal the fresh render.
+func TestMemoDeferFirst(t *testing.T) {
+	tmpl, err := Compile(`{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ShareKeyed(FromGoValue(memoPool[1]), 1<<20, true)
+	want, _ := tmpl.RenderValues(map[string]Value{"messages": NewList([]Value{FromGoValue(memoPool[1])})})
+	var got []string
+	for i, wantBytes := range []int{0, len(want), len(want)} {
+		r0, _ := MemoCounts()
+		out, err := tmpl.RenderValues(map[string]Value{"messages": NewList([]Value{m})})
+		r1, _ := MemoCounts()
+		if err != nil || out != want {
+			t.Fatalf("render %d: %q (%v), want %q", i, out, err, want)
+		}
+		if n := MemoBytes(m); n != wantBytes {
+			t.Fatalf("render %d: %d bytes recorded, want %d", i, n, wantBytes)
+		}
+		got = append(got, fmt.Sprint(r1-r0))
+	}
+	if strings.Join(got, ",") != "0,0,1" {
+		t.Fatalf("replays per render %v, want 0,0,1", got)
 	}
 }

@@ -208,7 +208,7 @@ func (t *Template) cachedTool(req *Request, tn *node, c *converter) jinja.Value 
 	cv := e.conv[0].Load()
 	if cv == nil {
 		cv = &converted{}
-		cv.val = jinja.ShareKeyed(toolValue(tn, &cv.stats), e.n+memoSlack)
+		cv.val = jinja.ShareKeyed(toolValue(tn, &cv.stats), e.n+memoSlack, true)
 		if e.conv[0].CompareAndSwap(nil, cv) {
 			mc.charge(e, valueCharge*int64(cv.stats.vals))
 		} else {
@@ -248,7 +248,7 @@ func (t *Template) cachedMessage(req *Request, m *node, c *converter) (jinja.Val
 		if err != nil {
 			return v, err
 		}
-		cv.val = jinja.ShareKeyed(v, e.n+memoSlack)
+		cv.val = jinja.ShareKeyed(v, e.n+memoSlack, true)
 		if slot.CompareAndSwap(nil, cv) {
 			if mc := t.msgs; mc != nil {
 				mc.charge(e, valueCharge*int64(cv.stats.vals))

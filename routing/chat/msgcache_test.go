@@ -369,11 +369,9 @@ func TestToolCacheReplays(t *testing.T) {
 					"parameters": map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string", "description": strings.Repeat("x ", 50)}}}}}
 			}
 			var replays []uint64
-			for i, tools := range [][]any{
-				{tool("a", "one"), tool("b", "two"), tool("c", "three")},
-				{tool("a", "one"), tool("b", "two"), tool("c", "three")},
-				{tool("a", "one"), tool("b", "CHANGED"), tool("c", "three")},
-			} {
+			first := []any{tool("a", "one"), tool("b", "two"), tool("c", "three")}
+			changed := []any{tool("a", "one"), tool("b", "CHANGED"), tool("c", "three")}
+			for i, tools := range [][]any{first, first, changed, changed, changed} {
 				body, _ := json.Marshal(map[string]any{"model": "m", "tools": tools,
 					"messages": []any{map[string]any{"role": "user", "content": fmt.Sprintf("question %d", i)}}})
 				req, err := chat.ParseRequest(body)
@@ -390,8 +388,10 @@ func TestToolCacheReplays(t *testing.T) {
 				replays = append(replays, r1-r0)
 			}
 			t.Logf("replays per request: %v", replays)
-			if tut.name == "qwen3vl" && (replays[0] != 0 || replays[1] != 3 || replays[2] != 2) {
-				t.Fatalf("qwen3vl: replayed %v iterations, want [0 3 2] (the tools loop)", replays)
+			// A tool is recorded on its second request and replayed from its third (the first
+			// sight of a message or tool is not recorded: a cold document costs no copy).
+			if tut.name == "qwen3vl" && fmt.Sprint(replays) != "[0 0 2 2 3]" {
+				t.Fatalf("qwen3vl: replayed %v iterations, want [0 0 2 2 3] (the tools loop)", replays)
 			}
 		})
 	}

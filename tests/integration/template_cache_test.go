@@ -28,9 +28,19 @@ func TestTemplateCacheConversation(t *testing.T) {
 	}
 	h.waitEvents(t)
 	second := h.chat(t, mustJSON(t, map[string]any{"model": "qwen", "messages": []any{system, user1, asst1, user2}})).mustOK(t)
-	// system and user1 hit and their two loop iterations replay; asst1 and user2 are new
-	if hits, miss, rep := counts(); hits-h0 != 2 || miss-m0 != 4 || rep-r0 != 2 {
-		t.Fatalf("second request: %v hits, %v misses, %v replays; want 2, 4, 2", hits-h0, miss-m0, rep-r0)
+	// system and user1 hit (their loop iterations are recorded now: a message's first request
+	// records nothing); asst1 and user2 are new
+	if hits, miss, rep := counts(); hits-h0 != 2 || miss-m0 != 4 || rep-r0 != 0 {
+		t.Fatalf("second request: %v hits, %v misses, %v replays; want 2, 4, 0", hits-h0, miss-m0, rep-r0)
+	}
+	third := h.chat(t, mustJSON(t, map[string]any{"model": "qwen", "messages": []any{system, user1, asst1, user2}})).mustOK(t)
+	// system and user1 replay; asst1 and user2 are recorded
+	if hits, miss, rep := counts(); hits-h0 != 6 || miss-m0 != 4 || rep-r0 != 2 {
+		t.Fatalf("third request: %v hits, %v misses, %v replays; want 6, 4, 2", hits-h0, miss-m0, rep-r0)
+	}
+	if third.total != second.total || third.fallback != "" || third.hitBlocks != third.overlap || third.overlap < second.total-1 {
+		t.Fatalf("third (replayed): %d blocks (second %d), fallback %q, overlap %d (worker found %d)",
+			third.total, second.total, third.fallback, third.overlap, third.hitBlocks)
 	}
 	if second.worker != first.worker || second.fallback != "" || second.overlap < first.total-1 || second.hitBlocks != second.overlap {
 		t.Fatalf("second: worker %s (first %s), fallback %q, overlap %d (worker found %d) of %d; first had %d blocks",
@@ -46,12 +56,12 @@ func TestTemplateCacheConversation(t *testing.T) {
 	h.reload(t, harnessOpts{appOpts: "		max_media 16"})
 	body := mustJSON(t, map[string]any{"model": "qwen", "messages": []any{system, user1, asst1, user2}})
 	again := h.chat(t, body).mustOK(t)
-	if hits, miss, rep := counts(); hits-h0 != 6 || miss-m0 != 4 || rep-r0 != 2 {
-		t.Fatalf("after the reload: %v hits, %v misses, %v replays; want 6, 4, 2", hits-h0, miss-m0, rep-r0)
+	if hits, miss, rep := counts(); hits-h0 != 10 || miss-m0 != 4 || rep-r0 != 2 {
+		t.Fatalf("after the reload: %v hits, %v misses, %v replays; want 10, 4, 2", hits-h0, miss-m0, rep-r0)
 	}
 	again2 := h.chat(t, body).mustOK(t)
-	if hits, miss, rep := counts(); hits-h0 != 10 || miss-m0 != 4 || rep-r0 != 6 {
-		t.Fatalf("repeated after the reload: %v hits, %v misses, %v replays; want 10, 4, 6", hits-h0, miss-m0, rep-r0)
+	if hits, miss, rep := counts(); hits-h0 != 14 || miss-m0 != 4 || rep-r0 != 6 {
+		t.Fatalf("repeated after the reload: %v hits, %v misses, %v replays; want 14, 4, 6", hits-h0, miss-m0, rep-r0)
 	}
 	for _, r := range []answer{again, again2} {
 		if r.total != second.total || r.fallback != "" {
