@@ -160,8 +160,12 @@ func TestForgedJumpOnFreshWorker(t *testing.T) {
 	e.waitSeq("w", 199)
 	sameBlocks(t, e.ix, p)
 	ev := e.events("w")
-	if ev[subscriber.ResultApplied] != 200 || ev[subscriber.ResultDuplicate] != 0 || ev[subscriber.ResultSnapshotRequested] != 1 {
-		t.Errorf("counters %v: want the 200 real batches applied, no duplicates, one snapshot", ev)
+	// Each anomalous batch costs at most one catch-up (a replay, then the snapshot): one snapshot
+	// when the second forged batch arrives while the first one's catch-up runs (it is buffered
+	// and dropped), two when it arrives after (seen once under a loaded CI run, stop 23).
+	if ev[subscriber.ResultApplied] != 200 || ev[subscriber.ResultDuplicate] != 0 ||
+		ev[subscriber.ResultSnapshotRequested] < 1 || ev[subscriber.ResultSnapshotRequested] > 2 {
+		t.Errorf("counters %v: want the 200 real batches applied, no duplicates, one snapshot per forged batch at most", ev)
 	}
 }
 
