@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/testkit/cputime"
+
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
@@ -43,24 +45,24 @@ func BenchmarkRequestPath(b *testing.B) {
 			bodies := w.build(g, 1, b.N+1, "")[0]
 			var stage [4]time.Duration // process CPU of parse, template, tokenize, hash
 			run := func(body []byte) {
-				c0 := processCPU()
+				c0 := cputime.Process()
 				req, err := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts,
 					Messages: m.Template.MessageCache()})
 				if err != nil {
 					b.Fatal(err)
 				}
-				c1 := processCPU()
+				c1 := cputime.Process()
 				prompt, err := m.Template.Render(req)
 				if err != nil {
 					b.Fatal(err)
 				}
-				c2 := processCPU()
+				c2 := cputime.Process()
 				ids := m.Tokenizer.Encode(prompt)
-				c3 := processCPU()
+				c3 := cputime.Process()
 				if _, err := blocks.HashBlocks(blocks.Config{BlockSize: 16}, blocks.SeedFor("", ""), ids, nil); err != nil {
 					b.Fatal(err)
 				}
-				c4 := processCPU()
+				c4 := cputime.Process()
 				for i, d := range []time.Duration{c1 - c0, c2 - c1, c3 - c2, c4 - c3} {
 					stage[i] += d
 				}

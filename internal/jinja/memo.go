@@ -248,7 +248,7 @@ func (t *iterTrace) read(name string, v Value, found bool, w where, builtin bool
 		}
 	case whereOutside:
 		t.addDep(memoDep{kind: depName, name: name, found: found, builtin: builtin, val: v,
-			bad: builtin && name == "strftime_now" || !builtin && !comparable(v)})
+			bad: builtin && name == "strftime_now" || !builtin && !comparableDep(v)})
 	case whereForeign:
 		t.bad = true
 	}
@@ -276,9 +276,9 @@ func (t *iterTrace) recordable() bool {
 	return true
 }
 
-// comparable reports whether v can be compared with a later render's value: scalars by value,
+// comparableDep reports whether v can be compared with a later render's value: scalars by value,
 // shared containers by identity.
-func comparable(v Value) bool {
+func comparableDep(v Value) bool {
 	switch v.kind {
 	case KindUndefined, KindNone, KindBool, KindInt, KindFloat, KindString:
 		return true
@@ -391,11 +391,11 @@ func (e *evaluator) tracedAttr(n *attrExpr, name string) (Value, error) {
 	switch {
 	case w == whereInput && name == "loop" && v.IsDict() && v.AsDict() == t.loop:
 		r, err := e.attrOf(v, n.attr)
-		t.addDep(memoDep{kind: depLoop, name: n.attr, val: r, found: true, bad: !comparable(r)})
+		t.addDep(memoDep{kind: depLoop, name: n.attr, val: r, found: true, bad: !comparableDep(r)})
 		return r, err
 	case w == whereOutside && v.IsDict() && !v.AsDict().shared:
 		r, err := e.attrOf(v, n.attr)
-		t.addDep(memoDep{kind: depAttr, name: name, attr: n.attr, val: r, found: ok, bad: !comparable(r)})
+		t.addDep(memoDep{kind: depAttr, name: name, attr: n.attr, val: r, found: ok, bad: !comparableDep(r)})
 		return r, err
 	}
 	t.read(name, v, ok, w, builtin)

@@ -6,9 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/kvroute/kvroute/internal/testkit/memtest"
 
 	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/internal/jinja"
@@ -252,15 +253,10 @@ func TestMessageCacheBound(t *testing.T) {
 	const budget = 4 << 20
 	mc := chat.NewMessageCache(budget)
 	tmpl.SetMessageCache(mc)
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := memtest.LiveHeap
 	base := heap()
 	g := &conversationGen{r: rand.New(rand.NewPCG(1, 2))}
-	var peak uint64
+	var peak int64
 	for i := range 3000 {
 		body, _ := json.Marshal(map[string]any{"model": "m", "messages": []any{
 			map[string]any{"role": "user", "content": fmt.Sprintf("%d ", i) + g.words(400)},
@@ -288,7 +284,7 @@ func TestMessageCacheBound(t *testing.T) {
 	}
 	// The charge over-estimates what an entry holds; the allowance covers the engine's and
 	// the test's own garbage-free state (templates, tokenizer-free), measured at ~1 MiB.
-	if limit := uint64(budget) + 2<<20; peak > limit {
+	if limit := int64(budget) + 2<<20; peak > limit {
 		t.Fatalf("live heap grew by %d bytes with a %d-byte cache (limit %d)", peak, budget, limit)
 	}
 	t.Logf("cache %+v; live heap growth %d bytes", st, peak)
@@ -402,12 +398,7 @@ func TestToolCacheReplays(t *testing.T) {
 // charged for their values, so the live heap after GC stays within the budget plus a fixed
 // allowance for every shape.
 func TestMessageCacheBoundManyValues(t *testing.T) {
-	heap := func() int64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
+	heap := memtest.LiveHeap
 	shapes := map[string]func(i int) string{
 		"empty objects": func(i int) string { return "[" + strings.Repeat("{},", 5000) + fmt.Sprintf("{\"i\":%d}]", i) },
 		"empty lists":   func(i int) string { return "[" + strings.Repeat("[],", 5000) + fmt.Sprintf("[%d]]", i) },

@@ -43,7 +43,7 @@ func (d *decoder) message(depth int) (*node, error) {
 	}
 	if c := n.get("content"); c == nil || c.kind != kindArray {
 		e.node = n
-		e.extra = valueCharge * int64(countNodes(n))
+		e.extra = valueCharge * int64(e.values) // the nodes the decoder just counted
 	}
 	n.entry = e
 	if stored := d.msgs.put(e); stored != e {
@@ -113,14 +113,3 @@ func objectEnd(src []byte, i int) (end int, ok bool) {
 	return 0, false
 }
 
-// countNodes is the number of nodes in the tree under n (n included).
-func countNodes(n *node) int {
-	k := 1
-	for _, it := range n.items {
-		k += countNodes(it)
-	}
-	for _, v := range n.vals {
-		k += countNodes(v)
-	}
-	return k
-}

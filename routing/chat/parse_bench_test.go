@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/testkit/cputime"
+
 	"github.com/kvroute/kvroute/routing/chat"
 )
 
@@ -43,13 +45,13 @@ func BenchmarkParseCPU(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.body)))
 			b.ReportAllocs()
-			c0 := processCPU()
+			c0 := cputime.Process()
 			for b.Loop() {
 				if err := c.run(); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((processCPU()-c0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((cputime.Process()-c0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/testkit/memtest"
+
 	"github.com/kvroute/kvroute/routing/chat"
 )
 
@@ -18,12 +20,7 @@ import (
 // descriptions a shared slab would keep.
 func TestCachedMessageKeepsOnlyItsOwnNodes(t *testing.T) {
 	mc := chat.NewMessageCache(1 << 30) // nothing is evicted
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := memtest.LiveHeap
 	base := heap()
 	big := strings.Repeat("lorem ipsum ", 1<<20/12)
 	for i := range 20 {
