@@ -112,4 +112,3 @@ func objectEnd(src []byte, i int) (end int, ok bool) {
 	}
 	return 0, false
 }
-
