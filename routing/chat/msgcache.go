@@ -1,12 +1,12 @@
 package chat
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/zeebo/xxh3"
 
 	"github.com/kvroute/kvroute/internal/jinja"
+	"github.com/kvroute/kvroute/internal/lru"
 )
 
 // DefaultMessageCacheBytes is the default budget of a MessageCache: 64 MiB.
@@ -37,28 +37,21 @@ const memoSlack = 1024
 // the text up, and reuses the decoded message; Render then reuses its converted value. Cached
 // values are read-only (jinja.ShareKeyed).
 //
-// An entry is charged 3× its JSON length plus a fixed overhead: the decoded strings (at most
-// the JSON length; the converted values share them) and up to two recorded renders of at most
-// JSON length + 1 KiB each. Entries are evicted least recently used once the charges exceed
-// the budget; one over a quarter of the budget is not stored. Safe for concurrent use; build it
-// with NewMessageCache.
+// An entry is charged 3× its JSON length plus a fixed overhead (the decoded strings, at most the
+// JSON length, which the converted values share, and up to two recorded renders of at most JSON
+// length + 1 KiB each), plus valueCharge per decoded node and per converted value. Entries are
+// evicted least recently used (internal/lru) once the charges exceed the budget; one over a
+// quarter of the budget is not kept. Safe for concurrent use; build it with NewMessageCache.
 type MessageCache struct {
-	max int64
-
-	mu    sync.Mutex
-	bytes int64
-	m     map[xxh3.Uint128]*msgEntry
-	head  msgEntry // sentinel of the recency list: head.next is the most recent
-
-	hits, misses atomic.Uint64
+	lru *lru.Cache[xxh3.Uint128, *msgData]
 }
 
-type msgEntry struct {
-	key        xxh3.Uint128
-	n          int // JSON length in bytes, checked on lookup
-	prev, next *msgEntry
-	extra      int64 // charged besides messageCharge(n): decoded nodes, converted values (guarded by the cache's mu)
+// msgEntry is one message (or tool) in the cache: Key and N are the hash and length of its JSON
+// text. Decoded nodes keep a pointer to their entry (node.entry).
+type msgEntry = lru.Entry[xxh3.Uint128, *msgData]
 
+// msgData is what the cache keeps of a message.
+type msgData struct {
 	// node is the message as the decoder built it (nil when the message has a content list,
 	// whose media parts carry byte offsets into the body they came in, or when the entry was
 	// made by Render for a body parsed without the cache); parts and values are what it
@@ -68,6 +61,11 @@ type msgEntry struct {
 	// conv holds the message converted for a template taking part lists ([0]) or string
 	// content ([1]), set by the first Render that needs it.
 	conv [2]atomic.Pointer[converted]
+}
+
+// newMsgEntry is an entry for JSON text of n bytes hashed to key.
+func newMsgEntry(key xxh3.Uint128, n int) *msgEntry {
+	return &msgEntry{Key: key, N: n, Val: &msgData{}}
 }
 
 // converted is a message converted to template values, with what converting it counted.
@@ -82,9 +80,7 @@ func NewMessageCache(maxBytes int64) *MessageCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	c := &MessageCache{max: maxBytes, m: make(map[xxh3.Uint128]*msgEntry)}
-	c.head.prev, c.head.next = &c.head, &c.head
-	return c
+	return &MessageCache{lru: lru.New[xxh3.Uint128, *msgData](maxBytes)}
 }
 
 // MessageCacheStats is a snapshot of a MessageCache's counters.
@@ -100,84 +96,30 @@ func (c *MessageCache) Stats() MessageCacheStats {
 	if c == nil {
 		return MessageCacheStats{}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return MessageCacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Bytes: c.bytes, Entries: len(c.m), MaxBytes: c.max}
+	st := c.lru.Stats()
+	return MessageCacheStats{Hits: st.Hits, Misses: st.Misses, Bytes: st.Bytes, Entries: st.Entries, MaxBytes: st.MaxBytes}
 }
 
-func messageCharge(n int) int64 { return 3*int64(n) + 2*memoSlack + messageEntryOverhead }
-
-func (c *MessageCache) get(key xxh3.Uint128, n int) (*msgEntry, bool) {
-	c.mu.Lock()
-	e, ok := c.m[key]
-	if ok && e.n == n {
-		e.prev.next, e.next.prev = e.next, e.prev
-		c.pushFront(e)
-		c.mu.Unlock()
-		c.hits.Add(1)
-		return e, true
-	}
-	c.mu.Unlock()
-	c.misses.Add(1)
-	return nil, false
+// messageCharge is what an entry of n bytes of JSON is charged when stored: its decoded strings
+// and two recorded renders (≤ 3n), a fixed overhead, and its decoded nodes.
+func messageCharge(n, values int) int64 {
+	return 3*int64(n) + 2*memoSlack + messageEntryOverhead + valueCharge*int64(values)
 }
 
-func (c *MessageCache) pushFront(e *msgEntry) {
-	e.prev, e.next = &c.head, c.head.next
-	c.head.next.prev = e
-	c.head.next = e
-}
+func (c *MessageCache) get(key xxh3.Uint128, n int) (*msgEntry, bool) { return c.lru.Get(key, n) }
 
-// put stores e (charged messageCharge(e.n) + e.extra), evicting the least recently used entries
-// over budget. A concurrent request that converted the same message first keeps its entry (both
-// values are equal).
+// put stores e and returns the entry held for its key: a concurrent request that stored the same
+// message first keeps its entry (both values are equal).
 func (c *MessageCache) put(e *msgEntry) *msgEntry {
-	if messageCharge(e.n)+e.extra > c.max/4 {
-		return e
+	nodes := 0
+	if e.Val.node != nil {
+		nodes = e.Val.values
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.m[e.key]; ok && old.n == e.n {
-		return old
-	} else if ok {
-		c.remove(old)
-	}
-	c.m[e.key] = e
-	c.pushFront(e)
-	c.bytes += messageCharge(e.n) + e.extra
-	c.evict()
-	return e
+	return c.lru.Put(e, messageCharge(e.N, nodes), true)
 }
 
-// charge adds bytes to e's charge (a conversion stored after the entry), while e is held; an
-// entry that then passes a quarter of the budget is dropped.
-func (c *MessageCache) charge(e *msgEntry, bytes int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m[e.key] != e {
-		return // evicted or replaced: its memory goes with the requests that hold it
-	}
-	e.extra += bytes
-	c.bytes += bytes
-	if messageCharge(e.n)+e.extra > c.max/4 {
-		c.remove(e)
-	}
-	c.evict()
-}
-
-// remove unlinks e and subtracts its charge (mu held).
-func (c *MessageCache) remove(e *msgEntry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	delete(c.m, e.key)
-	c.bytes -= messageCharge(e.n) + e.extra
-}
-
-// evict drops least recently used entries until the charges fit the budget (mu held).
-func (c *MessageCache) evict() {
-	for c.bytes > c.max && c.head.prev != &c.head {
-		c.remove(c.head.prev)
-	}
-}
+// charge adds bytes to e's charge (a conversion stored after the entry) while the cache holds e.
+func (c *MessageCache) charge(e *msgEntry, bytes int64) { c.lru.Charge(e, bytes) }
 
 // SetMessageCache makes Render look up and store converted messages in c; nil turns the cache
 // off. Call it before the template is shared (it is not synchronized with Render). One cache
@@ -203,16 +145,16 @@ func (t *Template) cachedTool(req *Request, tn *node, c *converter) jinja.Value 
 	key := toolKey(raw)
 	e, ok := mc.get(key, len(raw))
 	if !ok {
-		e = mc.put(&msgEntry{key: key, n: len(raw)})
+		e = mc.put(newMsgEntry(key, len(raw)))
 	}
-	cv := e.conv[0].Load()
+	cv := e.Val.conv[0].Load()
 	if cv == nil {
 		cv = &converted{}
-		cv.val = jinja.ShareKeyed(toolValue(tn, &cv.stats), e.n+memoSlack, true)
-		if e.conv[0].CompareAndSwap(nil, cv) {
+		cv.val = jinja.ShareKeyed(toolValue(tn, &cv.stats), e.N+memoSlack, true)
+		if e.Val.conv[0].CompareAndSwap(nil, cv) {
 			mc.charge(e, valueCharge*int64(cv.stats.vals))
 		} else {
-			cv = e.conv[0].Load()
+			cv = e.Val.conv[0].Load()
 		}
 	}
 	c.add(&cv.stats)
@@ -234,12 +176,12 @@ func (t *Template) cachedMessage(req *Request, m *node, c *converter) (jinja.Val
 		key := messageKey(raw)
 		var ok bool
 		if e, ok = mc.get(key, len(raw)); !ok {
-			e = mc.put(&msgEntry{key: key, n: len(raw)})
+			e = mc.put(newMsgEntry(key, len(raw)))
 		}
 	}
-	slot := &e.conv[0]
+	slot := &e.Val.conv[0]
 	if t.stringContent {
-		slot = &e.conv[1]
+		slot = &e.Val.conv[1]
 	}
 	cv := slot.Load()
 	if cv == nil {
@@ -248,7 +190,7 @@ func (t *Template) cachedMessage(req *Request, m *node, c *converter) (jinja.Val
 		if err != nil {
 			return v, err
 		}
-		cv.val = jinja.ShareKeyed(v, e.n+memoSlack, true)
+		cv.val = jinja.ShareKeyed(v, e.N+memoSlack, true)
 		if slot.CompareAndSwap(nil, cv) {
 			if mc := t.msgs; mc != nil {
 				mc.charge(e, valueCharge*int64(cv.stats.vals))

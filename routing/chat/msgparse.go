@@ -21,9 +21,9 @@ func (d *decoder) message(depth int) (*node, error) {
 	raw := d.src[start:end]
 	key := messageKey(raw)
 	e, hit := d.msgs.get(key, len(raw))
-	if hit && e.node != nil && d.count.addCached(e) {
+	if hit && e.Val.node != nil && d.count.addCached(e.Val) {
 		d.pos = end
-		return e.node, nil
+		return e.Val.node, nil
 	}
 	var parts0, values0 int
 	if d.count != nil {
@@ -37,13 +37,12 @@ func (d *decoder) message(depth int) (*node, error) {
 		n.entry = e // the entry's converted values serve this node too (Render)
 		return n, nil
 	}
-	e = &msgEntry{key: key, n: len(raw)}
+	e = newMsgEntry(key, len(raw))
 	if d.count != nil {
-		e.parts, e.values = d.count.parts-parts0, d.count.values-values0
+		e.Val.parts, e.Val.values = d.count.parts-parts0, d.count.values-values0
 	}
 	if c := n.get("content"); c == nil || c.kind != kindArray {
-		e.node = n
-		e.extra = valueCharge * int64(e.values) // the nodes the decoder just counted
+		e.Val.node = n // charged for the nodes the decoder just counted (put)
 	}
 	n.entry = e
 	if stored := d.msgs.put(e); stored != e {
@@ -55,7 +54,7 @@ func (d *decoder) message(depth int) (*node, error) {
 // addCached counts a cached message's parts and values, or reports false (counting nothing)
 // when they would pass a limit: the caller then decodes the message, which fails at the same
 // element and byte as without the cache.
-func (c *counter) addCached(e *msgEntry) bool {
+func (c *counter) addCached(e *msgData) bool {
 	if c == nil {
 		return true
 	}

@@ -1,10 +1,9 @@
 package tokenizer
 
 import (
-	"sync"
-	"sync/atomic"
-
 	"github.com/zeebo/xxh3"
+
+	"github.com/kvroute/kvroute/internal/lru"
 )
 
 // DefaultSegmentCacheBytes is the default budget of a SegmentCache: 256 MiB.
@@ -23,25 +22,11 @@ const segmentEntryOverhead = 96
 // earlier turns, a shared system prompt or a repeated document are then a hash and a lookup.
 //
 // Entries are keyed by the 128-bit XXH3 hash of the segment (zeebo/xxh3) and its length, and
-// evicted least recently used once the entries' bytes (4 per id plus a fixed overhead) exceed
-// the budget. A segment larger than a quarter of the budget is not stored. Safe for concurrent
-// use; the zero value is not usable, build it with NewSegmentCache.
+// evicted least recently used (internal/lru) once the entries' bytes (4 per id plus a fixed
+// overhead) exceed the budget. A segment larger than a quarter of the budget is not stored. Safe
+// for concurrent use; the zero value is not usable, build it with NewSegmentCache.
 type SegmentCache struct {
-	max int64
-
-	mu    sync.Mutex
-	bytes int64
-	m     map[xxh3.Uint128]*segEntry
-	head  segEntry // sentinel of the recency list: head.next is the most recent
-
-	hits, misses atomic.Uint64
-}
-
-type segEntry struct {
-	key        xxh3.Uint128
-	n          int // segment length in bytes, checked on lookup
-	ids        []uint32
-	prev, next *segEntry
+	lru *lru.Cache[xxh3.Uint128, []uint32]
 }
 
 // NewSegmentCache returns a cache holding at most maxBytes bytes of entries; maxBytes ≤ 0 gives
@@ -50,9 +35,7 @@ func NewSegmentCache(maxBytes int64) *SegmentCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	c := &SegmentCache{max: maxBytes, m: make(map[xxh3.Uint128]*segEntry)}
-	c.head.prev, c.head.next = &c.head, &c.head
-	return c
+	return &SegmentCache{lru: lru.New[xxh3.Uint128, []uint32](maxBytes)}
 }
 
 // SegmentCacheStats is a snapshot of a SegmentCache's counters.
@@ -68,59 +51,25 @@ func (c *SegmentCache) Stats() SegmentCacheStats {
 	if c == nil {
 		return SegmentCacheStats{}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return SegmentCacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Bytes: c.bytes, Entries: len(c.m), MaxBytes: c.max}
-}
-
-func (c *SegmentCache) unlink(e *segEntry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-}
-
-func (c *SegmentCache) pushFront(e *segEntry) {
-	e.prev, e.next = &c.head, c.head.next
-	c.head.next.prev = e
-	c.head.next = e
+	st := c.lru.Stats()
+	return SegmentCacheStats{Hits: st.Hits, Misses: st.Misses, Bytes: st.Bytes, Entries: st.Entries, MaxBytes: st.MaxBytes}
 }
 
 // get returns the stored ids of seg (shared: the caller must not modify them).
 func (c *SegmentCache) get(key xxh3.Uint128, n int) ([]uint32, bool) {
-	c.mu.Lock()
-	e, ok := c.m[key]
-	if ok && e.n == n {
-		c.unlink(e)
-		c.pushFront(e)
-		c.mu.Unlock()
-		c.hits.Add(1)
-		return e.ids, true
+	if e, ok := c.lru.Get(key, n); ok {
+		return e.Val, true
 	}
-	c.mu.Unlock()
-	c.misses.Add(1)
 	return nil, false
 }
 
 // put stores a copy of ids under key, evicting the least recently used entries over budget.
 func (c *SegmentCache) put(key xxh3.Uint128, n int, ids []uint32) {
 	size := int64(len(ids))*4 + segmentEntryOverhead
-	if size > c.max/4 {
-		return
+	if size > c.lru.MaxBytes()/4 {
+		return // not stored: no copy
 	}
-	e := &segEntry{key: key, n: n, ids: append([]uint32(nil), ids...)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.m[key]; ok {
-		c.unlink(old)
-		c.bytes -= int64(len(old.ids))*4 + segmentEntryOverhead
-	}
-	c.m[key] = e
-	c.pushFront(e)
-	c.bytes += size
-	for c.bytes > c.max {
-		last := c.head.prev
-		c.unlink(last)
-		delete(c.m, last.key)
-		c.bytes -= int64(len(last.ids))*4 + segmentEntryOverhead
-	}
+	c.lru.Put(&lru.Entry[xxh3.Uint128, []uint32]{Key: key, N: n, Val: append([]uint32(nil), ids...)}, size, false)
 }
 
 // SetSegmentCache makes Encode look up and store segments of at least 64 bytes in c; nil turns
