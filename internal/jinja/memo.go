@@ -3,6 +3,7 @@ package jinja
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -409,6 +410,9 @@ func (e *evaluator) tracedCond(cond expr) (Value, error) {
 	mark, internal, bad := len(t.deps), t.internal, t.bad
 	v, err := e.evalExpr(cond)
 	if err == nil && !bad && !t.bad && t.internal == internal && len(t.deps) > mark && pureCond(cond) {
+		// The replaced reads are cleared, not only cut off: the backing array would otherwise keep
+		// their values (the whole messages list of this render) alive in the stored entry.
+		clear(t.deps[mark+1:])
 		t.deps = append(t.deps[:mark], memoDep{kind: depCond, cond: cond, truthy: v.IsTruthy()})
 	}
 	return v, err
@@ -490,7 +494,7 @@ func (e *evaluator) runIteration(n *forNode, item Value, child *scope, loop *Dic
 	err := e.execNodes(n.body)
 	e.trace = nil
 	if err == nil && t.recordable() && e.output.Len()-start <= slot.maxOut {
-		slot.store(n, t.deps, strings.Clone(e.output.String()[start:]))
+		slot.store(n, slices.Clone(t.deps), strings.Clone(e.output.String()[start:])) // exact length: no spare array
 		memoRecords.Add(1)
 	}
 	return err

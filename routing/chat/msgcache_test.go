@@ -453,3 +453,42 @@ func TestMessageCacheBoundManyValues(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordedIterationsKeepNoConversation: the recorded iteration of a tool message, whose
+// template condition reads the previous message through messages[loop.index0 - 1], keeps none
+// of that render's messages alive (the fresh operator test saw ~6 MB per conversation retained:
+// the condition's replaced reads stayed in the spare capacity of the stored dependency slice).
+// 20 conversations, each with a tool call whose arguments decode to 50 000 values, are rendered
+// twice (the second time records); the live heap after GC stays within the cache budget.
+func TestRecordedIterationsKeepNoConversation(t *testing.T) {
+	tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 8 << 20
+	mc := chat.NewMessageCache(budget)
+	tmpl.SetMessageCache(mc)
+	h0 := memtest.LiveHeap()
+	for pass := range 2 {
+		for i := range 20 {
+			args := fmt.Sprintf(`{"n":%d,"a":[`, i) + strings.Repeat("{},", 49999) + "{}]}"
+			body, _ := json.Marshal(map[string]any{"model": "m", "messages": []any{
+				map[string]any{"role": "user", "content": fmt.Sprintf("call the tool %d", i)},
+				map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": fmt.Sprintf("c%d", i),
+					"type": "function", "function": map[string]any{"name": "f", "arguments": args}}}},
+				map[string]any{"role": "tool", "tool_call_id": fmt.Sprintf("c%d", i), "content": "ok"},
+				map[string]any{"role": "user", "content": "thanks"},
+			}})
+			req, err := chat.ParseRequestLimited(body, chat.Limits{Messages: mc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tmpl.Render(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if grew := memtest.LiveHeap() - h0; grew > budget+4<<20 {
+			t.Fatalf("pass %d: live heap grew by %d KiB with a %d KiB cache", pass, grew>>10, budget>>10)
+		}
+	}
+}
