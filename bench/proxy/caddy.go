@@ -101,30 +101,32 @@ http://127.0.0.1:%[3]d {
 `, adminPort, kvPort, plainPort, modelDir, contractFile, w1, w2, extraGlobal, caddytest.QuietGlobals)
 }
 
-// startCaddy loads the configuration in this process and returns the two site base URLs.
-func startCaddy(modelDir, contract string, w1, w2 *upstream, extraGlobal string) (kv, plain string, stop func(), err error) {
+// startCaddy loads the configuration in this process and returns the two site base URLs and the
+// admin endpoint's.
+func startCaddy(modelDir, contract string, w1, w2 *upstream, extraGlobal string) (kv, plain, admin string, stop func(), err error) {
 	var ports [3]int // admin, kvroute site, plain site
 	for i := range ports {
 		if ports[i], err = caddytest.FreePort(); err != nil {
-			return "", "", nil, err
+			return "", "", "", nil, err
 		}
 	}
 	adminPort, kvPort, plainPort := ports[0], ports[1], ports[2]
 	dir, err := os.MkdirTemp("", "kvroute-bench-")
 	if err != nil {
-		return "", "", nil, err
+		return "", "", "", nil, err
 	}
 	cf := filepath.Join(dir, "contract.json")
 	if err := os.WriteFile(cf, []byte(contract), 0o600); err != nil {
-		return "", "", nil, err
+		return "", "", "", nil, err
 	}
 	cfg := caddyfile(adminPort, kvPort, plainPort, modelDir, cf, w1.addr, w2.addr, extraGlobal)
 	if err := caddytest.Load(cfg); err != nil {
-		return "", "", nil, err
+		return "", "", "", nil, err
 	}
 	stop = func() {
 		_ = caddy.Stop()
 		_ = os.RemoveAll(dir)
 	}
-	return fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", plainPort), stop, nil
+	return fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", plainPort),
+		fmt.Sprintf("http://127.0.0.1:%d", adminPort), stop, nil
 }

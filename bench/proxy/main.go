@@ -32,6 +32,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/testkit/cputime"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
@@ -50,6 +51,7 @@ func run() error {
 	n1 := flag.Int("n", 0, "requests per site per run (0: the workload's default, about 20-30 at concurrency 1, 64-160 at 16)")
 	delay := flag.Duration("delay", 50*time.Millisecond, "upstream answer delay")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs (whole process: Caddy, upstreams and client)")
+	stages := flag.Bool("stages", false, "after each run, print the kvroute site's mean time per routing stage (from Caddy's /metrics)")
 	global := flag.String("kvroute-options", "", "extra lines for the kvroute global option (e.g. \"tokenize_cache_size 0\")")
 	flag.Parse()
 
@@ -71,7 +73,7 @@ func run() error {
 		return err
 	}
 	defer stopMedia()
-	kv, plain, stop, err := startCaddy(modelDir, layout.HubContractJSON, w1, w2, *global)
+	kv, plain, admin, stop, err := startCaddy(modelDir, layout.HubContractJSON, w1, w2, *global)
 	if err != nil {
 		return err
 	}
@@ -115,11 +117,26 @@ func run() error {
 			}
 			per := max(1, n/c)
 			bodies := w.build(g, c, per+1, mediaURL) // the first request of each client warms up
+			var before stageTotals
+			f0 := cputime.MinorFaults()
+			if *stages {
+				if before, err = readStages(admin); err != nil {
+					return err
+				}
+			}
 			r, err := measure(client, kv, plain, bodies)
 			if err != nil {
 				return fmt.Errorf("%s at concurrency %d: %w", w.name, c, err)
 			}
 			r.print(w.name, c)
+			if *stages {
+				after, err := readStages(admin)
+				if err != nil {
+					return err
+				}
+				printStageMeans(before, after)
+				fmt.Printf("%-14s      page faults per request pair (whole process): %.0f\n", "", float64(cputime.MinorFaults()-f0)/float64(len(r.kv)))
+			}
 		}
 	}
 	fmt.Println()

@@ -21,7 +21,10 @@ import (
 // conversation growing by one turn per op, as a client of the harness does; cold111k a new
 // document per op. Run with a fixed count, e.g. -benchtime 30x: the bodies are built up front.
 // Besides wall time it reports the process CPU time (getrusage, so GC work counts) of each stage
-// and in all, per op: on a shared machine CPU time is the steadier figure.
+// and in all, per op: on a shared machine CPU time is the steadier figure. faults/op are the
+// process's minor page faults per op: all bodies are built up front, so the heap is large and
+// rarely collected and the big per-request buffers land on fresh pages; a long-running Caddy
+// reuses its freed pages, so read the CPU figures next to this one.
 func BenchmarkRequestPath(b *testing.B) {
 	m, err := model.Load(filepath.Join("..", "..", "testdata", "golden", "qwen3vl-test-model"))
 	if err != nil {
@@ -72,9 +75,11 @@ func BenchmarkRequestPath(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bodies[len(bodies)-1])))
 			b.ResetTimer()
+			f0 := cputime.MinorFaults()
 			for i := 0; i < b.N; i++ {
 				run(bodies[i+1])
 			}
+			b.ReportMetric(float64(cputime.MinorFaults()-f0)/float64(b.N), "faults/op")
 			var total time.Duration
 			for i, unit := range []string{"parse-cpu-µs/op", "template-cpu-µs/op", "tokenize-cpu-µs/op", "hash-cpu-µs/op"} {
 				b.ReportMetric(float64(stage[i].Microseconds())/float64(b.N), unit)

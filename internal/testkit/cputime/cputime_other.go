@@ -6,3 +6,6 @@ import "time"
 
 // Process is not measured on this platform: 0.
 func Process() time.Duration { return 0 }
+
+// MinorFaults is not measured on this platform: 0.
+func MinorFaults() int64 { return 0 }
