@@ -248,18 +248,59 @@ func BenchmarkHashPrompt(b *testing.B) {
 	b.ReportMetric(float64(b.N)*float64(len(toks)/qwen.BlockSize)/b.Elapsed().Seconds(), "blocks/s")
 }
 
-// BenchmarkHashBlocks is BenchmarkHashPrompt's input through the router's path (hashes only).
+// BenchmarkHashBlocks is BenchmarkHashPrompt's input through the router's path (hashes only),
+// with its media spans (media) and as a text prompt of the same tokens (text: no spans, every
+// block plain).
 func BenchmarkHashBlocks(b *testing.B) {
 	toks, spans := benchPrompt()
-	b.ReportAllocs()
-	b.SetBytes(int64(4 * len(toks)))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := HashBlocks(qwen, BaseSeed, toks, spans); err != nil {
-			b.Fatal(err)
+	for _, tc := range []struct {
+		name  string
+		spans []Span
+	}{{"media", spans}, {"text", nil}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(4 * len(toks)))
+			for i := 0; i < b.N; i++ {
+				if _, err := HashBlocks(qwen, BaseSeed, toks, tc.spans); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)*float64(len(toks)/qwen.BlockSize)/b.Elapsed().Seconds(), "blocks/s")
+		})
+	}
+}
+
+// TestHashBlocksTextIsBlockRule: a prompt without media spans hashes each complete block as
+// Hasher.Block does with no identities (the Plain kind), at block sizes across xxh3's size
+// classes (≤ 16, 17–128, 129–240 and longer inputs), with the partial tail left out.
+func TestHashBlocksTextIsBlockRule(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 5))
+	toks := make([]uint32, 5000)
+	for i := range toks {
+		toks[i] = rng.Uint32()
+	}
+	for _, bs := range []int{1, 3, 4, 5, 16, 32, 33, 60, 61, 64, 256} {
+		cfg := Config{BlockSize: bs, ImagePad: qwen.ImagePad, VideoPad: qwen.VideoPad}
+		h, err := NewHasher(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{0, bs - 1, bs, len(toks)} {
+			got, err := HashBlocks(cfg, SeedFor("", "salt"), toks[:n], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != n/bs {
+				t.Fatalf("block size %d, %d tokens: %d hashes, want %d", bs, n, len(got), n/bs)
+			}
+			for b, g := range got {
+				want := h.Block(toks[b*bs:(b+1)*bs], nil, SeedFor("", "salt"), nil)
+				if want.Kind != Plain || g != want.Hash {
+					t.Fatalf("block size %d, block %d: %#x, want %#x (%s)", bs, b, g, want.Hash, want.Kind)
+				}
+			}
 		}
 	}
-	b.ReportMetric(float64(b.N)*float64(len(toks)/qwen.BlockSize)/b.Elapsed().Seconds(), "blocks/s")
 }
 
 // BenchmarkBlock is the per-block cost of the three kinds (16-token blocks).
@@ -304,6 +345,33 @@ func TestTokensHashedAsLittleEndian(t *testing.T) {
 		}
 		if got := HashTokens(toks, BaseSeed); uint64(got) != want {
 			t.Errorf("HashTokens, %d tokens: %x, want %x", n, got, want)
+		}
+	}
+}
+
+// TestHashBlock16MatchesXXH3: the written-out 16-token hash equals zeebo/xxh3 over the block's
+// le_u32 bytes, on random blocks and seeds (including 0 and the seeds a salt and LoRA give).
+func TestHashBlock16MatchesXXH3(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 17))
+	seeds := []uint64{0, BaseSeed, SeedFor("lora", "salt"), ^uint64(0)}
+	for i := 0; i < 20000; i++ {
+		var blk [16]uint32
+		for j := range blk {
+			blk[j] = rng.Uint32()
+			if i%3 == 0 {
+				blk[j] %= 152000 // vocabulary-sized ids
+			}
+		}
+		var le []byte
+		for _, tok := range blk {
+			le = binary.LittleEndian.AppendUint32(le, tok)
+		}
+		seed := seeds[i%len(seeds)]
+		if i >= 4*len(seeds) {
+			seed = rng.Uint64()
+		}
+		if got, want := hashBlock16(&blk, seed), xxh3.HashSeed(le, seed); got != want {
+			t.Fatalf("block %v seed %#x: %#x, want %#x", blk, seed, got, want)
 		}
 	}
 }

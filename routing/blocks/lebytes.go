@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // littleEndian reports whether this machine stores a uint32 as le_u32, the byte order DESIGN.md §5
@@ -17,6 +19,9 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // into a scratch buffer was a quarter of the request-side hashing time for a 100k-token prompt
 // (bench/proxy BenchmarkRequestPath), and the bytes hashed are the same.
 func hashTokensInto(buf []byte, tokens []uint32, seed uint64) (uint64, []byte) {
+	if len(tokens) == 16 {
+		return hashBlock16((*[16]uint32)(tokens), seed), buf
+	}
 	if littleEndian {
 		if len(tokens) == 0 {
 			return xxh3.HashSeed(nil, seed), buf
@@ -26,4 +31,35 @@ func hashTokensInto(buf []byte, tokens []uint32, seed uint64) (uint64, []byte) {
 	buf = grow(buf, 4*len(tokens))
 	putTokens(buf, tokens)
 	return xxh3.HashSeed(buf, seed), buf
+}
+
+// hashPlainBlocks writes the Plain LocalBlockHash of each complete block of tokens (block size bs)
+// into out (len(out) blocks): out[b] = xxh3_64(le_u32(tokens[b*bs:(b+1)*bs]), seed), the same value
+// as Hasher.Block with no identities. 16-token blocks go through hashBlock16; other sizes, on a
+// little-endian machine, are hashed in place as hashTokensInto does; buf (grown as needed and
+// returned) is the scratch elsewhere.
+func hashPlainBlocks(out []wire.BlockHash, tokens []uint32, bs int, seed uint64, buf []byte) []byte {
+	if bs == 16 {
+		for b := range out {
+			out[b] = wire.BlockHash(hashBlock16((*[16]uint32)(tokens[16*b:16*b+16]), seed))
+		}
+		return buf
+	}
+	if !littleEndian {
+		for b := range out {
+			var sum uint64
+			sum, buf = hashTokensInto(buf, tokens[b*bs:(b+1)*bs], seed)
+			out[b] = wire.BlockHash(sum)
+		}
+		return buf
+	}
+	if len(out) == 0 {
+		return buf
+	}
+	n := 4 * bs
+	all := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(tokens))), 4*len(out)*bs)
+	for b := range out {
+		out[b] = wire.BlockHash(xxh3.HashSeed(all[b*n:(b+1)*n:(b+1)*n], seed))
+	}
+	return buf
 }

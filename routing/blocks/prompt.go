@@ -77,6 +77,12 @@ func HashBlocks(cfg Config, seed uint64, tokens []uint32, spans []Span) ([]wire.
 		return nil, err
 	}
 	out := make([]wire.BlockHash, len(tokens)/cfg.BlockSize)
+	if len(spans) == 0 {
+		// Every block is Plain (no media span intersects it): Block's rule reduces to one XXH3
+		// per block, without its per-block record and callback (a text prompt's whole cost here).
+		h.buf = hashPlainBlocks(out, tokens, cfg.BlockSize, seed, h.buf)
+		return out, nil
+	}
 	h.eachBlock(tokens, spans, seed, nil, func(b, _, _ int, bh Hashed) { out[b] = bh.Hash })
 	return out, nil
 }
