@@ -96,7 +96,7 @@ func (s *scope) set(name string, val Value) {
 type evaluator struct {
 	scope    *scope
 	builtins *scope
-	output   strings.Builder
+	output   outBuf
 	trace    *iterTrace // the iteration being recorded (memo.go), or nil
 }
 
@@ -272,8 +272,19 @@ func (e *evaluator) execForItems(n *forNode, iterVal Value, depth int64) error {
 		return args[int(cycleIdx)%len(args)], nil
 	})
 
+	// kvroute change: the loop object's per-iteration attributes are written when something may
+	// read them (the body runs, or a recorded iteration's dependencies read loop), not for every
+	// replayed iteration; and the scope of a replayed iteration, which nothing kept, is reused.
+	ls := &loopState{d: ld, items: items, synced: -1}
+	var spare *scope
 	for i, item := range items {
-		child := newScope(e.scope)
+		child := spare
+		if child == nil {
+			child = newScope(e.scope)
+		} else {
+			*child = scope{parent: e.scope}
+		}
+		spare = nil
 		child.set("loop", loop)
 		// Set loop variable(s).
 		if n.keyVar != "" {
@@ -289,29 +300,13 @@ func (e *evaluator) execForItems(n *forNode, iterVal Value, depth int64) error {
 			child.set(n.valVar, item)
 		}
 
-		// Update loop object for this iteration.
-		idx := int64(i)
-		ld.Data["index"] = NewInt(idx + 1)
-		ld.Data["index0"] = NewInt(idx)
-		ld.Data["revindex"] = NewInt(total - idx)
-		ld.Data["revindex0"] = NewInt(total - idx - 1)
-		ld.Data["first"] = NewBool(i == 0)
-		ld.Data["last"] = NewBool(i == len(items)-1)
+		ls.i = i
+		cycleIdx = int64(i) // read by loop.cycle, made once before the loop (kvroute change)
 
-		if i > 0 {
-			ld.Data["previtem"] = items[i-1]
-		} else {
-			ld.Data["previtem"] = Undefined()
+		replayed, err := e.runIteration(n, item, child, ls) // kvroute change: memoized (memo.go)
+		if replayed {
+			spare = child
 		}
-		if i < len(items)-1 {
-			ld.Data["nextitem"] = items[i+1]
-		} else {
-			ld.Data["nextitem"] = Undefined()
-		}
-
-		cycleIdx = idx // read by loop.cycle, made once before the loop (kvroute change)
-
-		err := e.runIteration(n, item, child, ld) // kvroute change: memoized (memo.go)
 		if err != nil {
 			if errors.Is(err, errBreak) {
 				break
@@ -324,6 +319,40 @@ func (e *evaluator) execForItems(n *forNode, iterVal Value, depth int64) error {
 	}
 
 	return nil
+}
+
+// loopState is a for-loop's current iteration; sync writes its attributes into the loop object
+// (kvroute change: upstream wrote them for every iteration).
+type loopState struct {
+	d      *Dict
+	items  []Value
+	i      int
+	synced int // the iteration whose attributes d holds, -1 for none
+}
+
+func (l *loopState) sync() {
+	if l.synced == l.i {
+		return
+	}
+	l.synced = l.i
+	i, ld, items := l.i, l.d, l.items
+	idx, total := int64(i), int64(len(items))
+	ld.Data["index"] = NewInt(idx + 1)
+	ld.Data["index0"] = NewInt(idx)
+	ld.Data["revindex"] = NewInt(total - idx)
+	ld.Data["revindex0"] = NewInt(total - idx - 1)
+	ld.Data["first"] = NewBool(i == 0)
+	ld.Data["last"] = NewBool(i == len(items)-1)
+	if i > 0 {
+		ld.Data["previtem"] = items[i-1]
+	} else {
+		ld.Data["previtem"] = Undefined()
+	}
+	if i < len(items)-1 {
+		ld.Data["nextitem"] = items[i+1]
+	} else {
+		ld.Data["nextitem"] = Undefined()
+	}
 }
 
 func bindLoopItem(child *scope, n *forNode, item Value) {

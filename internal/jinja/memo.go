@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync/atomic"
+
+	"github.com/zeebo/xxh3"
 )
 
 // kvroute addition (README.md, change 4): the output of a for-loop iteration over a shared,
 // keyed item (a chat message kept across requests by routing/chat) is recorded with what the
 // iteration read from outside itself, and reused by a later render when those reads give the
 // same values. A conversation that grows by one turn per request then evaluates only the new
-// turn's iterations; the others cost a check of their recorded reads and one copy of their text.
+// turn's iterations; the others cost a check of their recorded reads and one copy of their text
+// (none when the render returns pieces: output.go).
 //
 // Why it is exact. An iteration's output is a function of what it reads: its item, the loop
 // object's attributes, variables of the enclosing scopes and the attributes of outside dicts
@@ -57,7 +59,8 @@ const maxMemoEntries = 2
 // (copy on write), so concurrent renders read them without a lock.
 type memoSlot struct {
 	entries atomic.Pointer[[]memoEntry]
-	maxOut  int // longest iteration output recorded, in bytes
+	maxOut  int               // longest iteration output recorded, in bytes
+	charge  func(bytes int64) // charges what notes keep to the dict's owner (nil: not charged)
 	// seen is set by the first iteration over the dict, which then runs untraced (ShareKeyed's
 	// deferFirst): a dict seen once (a cold document) costs no trace and no copy of its text;
 	// a conversation's turns are recorded on their second request and replayed from their third.
@@ -68,6 +71,8 @@ type memoEntry struct {
 	loop *forNode
 	deps []memoDep
 	out  string
+	key  xxh3.Uint128 // XXH3-128(out), the key of the replayed piece (output.go)
+	note *Note        // beside the recording, for a consumer of replayed pieces (output.go)
 }
 
 type depKind uint8
@@ -132,11 +137,17 @@ func Share(v Value) Value {
 // memory a keyed dict can hold besides itself is at most 2×maxOut bytes. With deferFirst the
 // first iteration over the dict is not recorded (see memoSlot.seen).
 func ShareKeyed(v Value, maxOut int, deferFirst bool) Value {
+	return ShareKeyedCharged(v, maxOut, deferFirst, nil)
+}
+
+// ShareKeyedCharged is ShareKeyed whose recordings' notes (output.go) charge the bytes they keep
+// through charge.
+func ShareKeyedCharged(v Value, maxOut int, deferFirst bool, charge func(bytes int64)) Value {
 	Share(v)
 	if v.kind == KindDict {
 		d := v.v.(*Dict)
 		if d.memo == nil {
-			d.memo = &memoSlot{maxOut: maxOut}
+			d.memo = &memoSlot{maxOut: maxOut, charge: charge}
 			d.memo.seen.Store(!deferFirst)
 		}
 	}
@@ -159,7 +170,8 @@ func MemoBytes(v Value) int {
 	return n
 }
 
-func (m *memoSlot) store(loop *forNode, deps []memoDep, out string) {
+func (m *memoSlot) store(loop *forNode, deps []memoDep, out string) memoEntry {
+	ent := memoEntry{loop: loop, deps: deps, out: out, key: xxh3.HashString128(out), note: &Note{charge: m.charge}}
 	for {
 		old := m.entries.Load()
 		var next []memoEntry
@@ -169,9 +181,9 @@ func (m *memoSlot) store(loop *forNode, deps []memoDep, out string) {
 		if len(next) >= maxMemoEntries {
 			next = next[1:]
 		}
-		next = append(next, memoEntry{loop: loop, deps: deps, out: out})
+		next = append(next, ent)
 		if m.entries.CompareAndSwap(old, &next) {
-			return
+			return ent
 		}
 	}
 }
@@ -420,23 +432,27 @@ func (e *evaluator) tracedCond(cond expr) (Value, error) {
 
 // memoHit returns the recorded output of this iteration when slot holds one for loop n whose
 // dependencies give the same values now. child is the iteration's scope (item and loop set).
-func (e *evaluator) memoHit(slot *memoSlot, n *forNode, child *scope, loop *Dict) (string, bool) {
+func (e *evaluator) memoHit(slot *memoSlot, n *forNode, child *scope, ls *loopState) (*memoEntry, bool) {
 	p := slot.entries.Load()
 	if p == nil {
-		return "", false
+		return nil, false
 	}
 	for i := range *p {
 		ent := &(*p)[i]
-		if ent.loop == n && e.depsHold(ent.deps, child, loop) {
-			return ent.out, true
+		if ent.loop == n && e.depsHold(ent.deps, child, ls) {
+			return ent, true
 		}
 	}
-	return "", false
+	return nil, false
 }
 
-func (e *evaluator) depsHold(deps []memoDep, child *scope, loop *Dict) bool {
+func (e *evaluator) depsHold(deps []memoDep, child *scope, ls *loopState) bool {
+	loop := ls.d
 	for i := range deps {
 		d := &deps[i]
+		if d.kind == depLoop || d.kind == depCond {
+			ls.sync() // these read the loop object's attributes of this iteration
+		}
 		switch d.kind {
 		case depName:
 			v, ok, builtin := lookupFrom(child.parent, d.name)
@@ -471,8 +487,9 @@ func (e *evaluator) depsHold(deps []memoDep, child *scope, loop *Dict) bool {
 }
 
 // runIteration executes one loop body. When item is a keyed shared dict (and no other
-// iteration is being traced) it replays a recorded iteration or records this one.
-func (e *evaluator) runIteration(n *forNode, item Value, child *scope, loop *Dict) error {
+// iteration is being traced) it replays a recorded iteration or records this one. It reports
+// whether it replayed (the body did not run, so nothing can have kept child).
+func (e *evaluator) runIteration(n *forNode, item Value, child *scope, ls *loopState) (bool, error) {
 	var slot *memoSlot
 	if e.trace == nil && !n.recursive && n.keyVar == "" && item.IsDict() {
 		slot = item.AsDict().memo
@@ -481,23 +498,32 @@ func (e *evaluator) runIteration(n *forNode, item Value, child *scope, loop *Dic
 	e.scope = child
 	defer func() { e.scope = old }()
 	if slot == nil || !slot.seen.Load() && slot.seen.CompareAndSwap(false, true) {
-		return e.execNodes(n.body)
+		ls.sync()
+		return false, e.execNodes(n.body)
 	}
-	if out, ok := e.memoHit(slot, n, child, loop); ok {
-		e.output.WriteString(out)
+	if ent, ok := e.memoHit(slot, n, child, ls); ok {
+		e.output.replay(ent.out, ent.key, ent.note)
 		memoReplays.Add(1)
-		return nil
+		return true, nil
 	}
+	ls.sync()
+	loop := ls.d
 	t := &iterTrace{root: child, loop: loop, item: n.valVar}
 	e.trace = t
 	start := e.output.Len()
 	err := e.execNodes(n.body)
 	e.trace = nil
 	if err == nil && t.recordable() && e.output.Len()-start <= slot.maxOut {
-		slot.store(n, slices.Clone(t.deps), strings.Clone(e.output.String()[start:])) // exact length: no spare array
+		out := e.output.since(start) // a copy of exact length: no spare array
+		ent := slot.store(n, slices.Clone(t.deps), out)
 		memoRecords.Add(1)
+		if e.output.split {
+			// the recorded text becomes its piece now, as a replay of it will be
+			e.output.truncate(start)
+			e.output.replay(ent.out, ent.key, ent.note)
+		}
 	}
-	return err
+	return false, err
 }
 
 // errShared is the error of a method that would modify a shared value; Jinja2's sandbox, in

@@ -2,7 +2,6 @@ package jinja
 
 import (
 	"fmt"
-	"strings"
 )
 
 // Template is a compiled Jinja template ready for rendering.
@@ -52,13 +51,34 @@ func (t *Template) RenderValuesSize(data map[string]Value, size int) (string, er
 	return render(t.nodes, data, size)
 }
 
+// RenderPieces is RenderValues returning the output as pieces (kvroute patch, README.md change
+// 5): each loop iteration replayed from a recorded render (memo.go) is its own piece, sharing the
+// recorded text; the text written between replays forms the other pieces. Joining the texts
+// gives what RenderValues returns. size grows the buffer of the written text, as in
+// RenderValuesSize.
+func (t *Template) RenderPieces(data map[string]Value, size int) ([]Piece, error) {
+	e, err := run(t.nodes, data, size, true)
+	if err != nil {
+		return nil, err
+	}
+	return e.output.Pieces(), nil
+}
+
 // =============================================================================
 
 // render executes the AST with the given data and returns the result.
 func render(nodes []node, data map[string]Value, size int) (string, error) {
-	e := evaluator{
-		output: strings.Builder{},
+	e, err := run(nodes, data, size, false)
+	if err != nil {
+		return "", err
 	}
+	return e.output.String(), nil
+}
+
+// run executes the AST with the given data; split keeps replayed iterations as pieces.
+func run(nodes []node, data map[string]Value, size int, split bool) (*evaluator, error) {
+	e := &evaluator{}
+	e.output.split = split
 	if size > 0 {
 		e.output.Grow(size)
 	}
@@ -77,8 +97,7 @@ func render(nodes []node, data map[string]Value, size int) (string, error) {
 	}
 
 	if err := e.execNodes(nodes); err != nil {
-		return "", err
+		return nil, err
 	}
-
-	return e.output.String(), nil
+	return e, nil
 }

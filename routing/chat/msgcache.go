@@ -121,6 +121,15 @@ func (c *MessageCache) put(e *msgEntry) *msgEntry {
 // charge adds bytes to e's charge (a conversion stored after the entry) while the cache holds e.
 func (c *MessageCache) charge(e *msgEntry, bytes int64) { c.lru.Charge(e, bytes) }
 
+// charger is charge for e as a function (what the notes of e's recorded renders keep: the
+// tokenizer's ids of the rendered turn, jinja.Note), or nil for a nil cache.
+func (c *MessageCache) charger(e *msgEntry) func(int64) {
+	if c == nil {
+		return nil
+	}
+	return func(bytes int64) { c.charge(e, bytes) }
+}
+
 // SetMessageCache makes Render look up and store converted messages in c; nil turns the cache
 // off. Call it before the template is shared (it is not synchronized with Render). One cache
 // may serve several templates.
@@ -150,7 +159,7 @@ func (t *Template) cachedTool(req *Request, tn *node, c *converter) jinja.Value 
 	cv := e.Val.conv[0].Load()
 	if cv == nil {
 		cv = &converted{}
-		cv.val = jinja.ShareKeyed(toolValue(tn, &cv.stats), e.N+memoSlack, true)
+		cv.val = jinja.ShareKeyedCharged(toolValue(tn, &cv.stats), e.N+memoSlack, true, mc.charger(e))
 		if e.Val.conv[0].CompareAndSwap(nil, cv) {
 			mc.charge(e, valueCharge*int64(cv.stats.vals))
 		} else {
@@ -190,7 +199,7 @@ func (t *Template) cachedMessage(req *Request, m *node, c *converter) (jinja.Val
 		if err != nil {
 			return v, err
 		}
-		cv.val = jinja.ShareKeyed(v, e.N+memoSlack, true)
+		cv.val = jinja.ShareKeyedCharged(v, e.N+memoSlack, true, t.msgs.charger(e))
 		if slot.CompareAndSwap(nil, cv) {
 			if mc := t.msgs; mc != nil {
 				mc.charge(e, valueCharge*int64(cv.stats.vals))

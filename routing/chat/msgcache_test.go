@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/kvroute/kvroute/internal/testkit/memtest"
 
 	"github.com/kvroute/kvroute/internal/goldens"
@@ -178,7 +180,7 @@ func TestMessageCacheMatchesUncached(t *testing.T) {
 			mc := chat.NewMessageCache(chat.DefaultMessageCacheBytes)
 			cached.SetMessageCache(mc)
 			replays0, _ := jinja.MemoCounts()
-			renders, rendered := 0, 0
+			renders, rendered, replayedPieces := 0, 0, 0
 			for conv := range 8 {
 				g := &conversationGen{r: rand.New(rand.NewPCG(uint64(conv), 7)), parts: conv%2 == 1}
 				var msgs []map[string]any
@@ -227,6 +229,20 @@ func TestMessageCacheMatchesUncached(t *testing.T) {
 						t.Fatalf("conversation %d step %d (%d messages): cached %q (err %v)\nuncached %q (err %v)\nbody %s",
 							conv, step, len(msgs), got, gotErr, want, wantErr, raw)
 					}
+					// The same render in pieces: the texts join to the same prompt, and each
+					// replayed piece carries its text's key.
+					p, pErr := cached.RenderPrompt(creq)
+					if p.String() != want || fmt.Sprint(pErr) != fmt.Sprint(wantErr) {
+						t.Fatalf("conversation %d step %d: pieces join to %q (err %v), want %q (err %v)", conv, step, p.String(), pErr, want, wantErr)
+					}
+					for _, x := range p {
+						if x.Replayed {
+							replayedPieces++
+							if x.Key != xxh3.HashString128(x.Text) {
+								t.Fatalf("conversation %d step %d: replayed piece %q has key %v", conv, step, x.Text, x.Key)
+							}
+						}
+					}
 					if wantErr == nil {
 						rendered++
 					}
@@ -234,9 +250,9 @@ func TestMessageCacheMatchesUncached(t *testing.T) {
 			}
 			replays, _ := jinja.MemoCounts()
 			st := mc.Stats()
-			t.Logf("%d requests (%d rendered), cache %+v, %d iterations replayed", renders, rendered, st, replays-replays0)
-			if rendered > 0 && st.Hits == 0 {
-				t.Fatalf("no cache hits over %d rendered requests", rendered)
+			t.Logf("%d requests (%d rendered), cache %+v, %d iterations replayed, %d replayed pieces", renders, rendered, st, replays-replays0, replayedPieces)
+			if rendered > 0 && (st.Hits == 0 || replayedPieces == 0) {
+				t.Fatalf("no cache hits (%d) or replayed pieces (%d) over %d rendered requests", st.Hits, replayedPieces, rendered)
 			}
 		})
 	}

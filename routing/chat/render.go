@@ -27,19 +27,57 @@ var rejectedVars = map[string]bool{"chat_template": true, "tokenize": true, "mes
 // continue_final_message the output is cut after the final message's text. The result is the
 // prompt text with media placeholders unexpanded.
 func (t *Template) Render(req *Request) (string, error) {
+	p, err := t.renderRequest(req, false)
+	return p.String(), err
+}
+
+// Prompt is a rendered prompt as pieces (internal/jinja's output pieces): the prompt text is their
+// texts joined (String). Each chat message iteration the template cache replayed is its own
+// piece, sharing the recorded text, with Replayed set and Key its XXH3-128; the tokenizer reuses
+// such a piece's ids by its key (tokenizer.Tokenizer.EncodePieces).
+type Prompt []jinja.Piece
+
+// String joins the pieces' texts.
+func (p Prompt) String() string {
+	switch len(p) {
+	case 0:
+		return ""
+	case 1:
+		return p[0].Text
+	}
+	n := 0
+	for _, x := range p {
+		n += len(x.Text)
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, x := range p {
+		sb.WriteString(x.Text)
+	}
+	return sb.String()
+}
+
+// RenderPrompt is Render returning the prompt as pieces, without joining them: a long
+// conversation's earlier turns are not copied. Errors are Render's. A render whose output is
+// post-processed (continue_final_message's cut, integers beyond int64) is one piece.
+func (t *Template) RenderPrompt(req *Request) (Prompt, error) {
+	return t.renderRequest(req, true)
+}
+
+func (t *Template) renderRequest(req *Request, split bool) (Prompt, error) {
 	if req.SchemaErr != nil {
-		return "", fmt.Errorf("%w: %w", ErrRender, req.SchemaErr)
+		return nil, fmt.Errorf("%w: %w", ErrRender, req.SchemaErr)
 	}
 	if req.OwnChatTemplate {
-		return "", fmt.Errorf("%w: the request sets its own chat_template; kvroute renders the model's template only, so it cannot predict this prompt", ErrRender)
+		return nil, fmt.Errorf("%w: the request sets its own chat_template; kvroute renders the model's template only, so it cannot predict this prompt", ErrRender)
 	}
 	c := &converter{}
 	msgs, err := t.conversation(req, c)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrRender, err)
+		return nil, fmt.Errorf("%w: %w", ErrRender, err)
 	}
 	if req.ContinueFinalMessage && req.AddGenerationPrompt {
-		return "", fmt.Errorf("%w: continue_final_message and add_generation_prompt are both set", ErrRender)
+		return nil, fmt.Errorf("%w: continue_final_message and add_generation_prompt are both set", ErrRender)
 	}
 	tools := jinja.None()
 	if req.tools != nil {
@@ -53,15 +91,15 @@ func (t *Template) Render(req *Request) (string, error) {
 	if req.documents != nil {
 		docs = c.value(req.documents)
 	}
-	out, err := t.render(c, msgs, tools, docs, req.AddGenerationPrompt, req.ReasoningEffort, req.chatTemplateKwargs)
+	out, err := t.renderPieces(c, msgs, tools, docs, req.AddGenerationPrompt, req.ReasoningEffort, req.chatTemplateKwargs, split && !req.ContinueFinalMessage)
 	if err != nil || !req.ContinueFinalMessage {
 		return out, err
 	}
-	out, err = continueFinal(out, msgs)
+	cut, err := continueFinal(out.String(), msgs)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrRender, err)
+		return nil, fmt.Errorf("%w: %w", ErrRender, err)
 	}
-	return out, nil
+	return Prompt{{Text: cut}}, nil
 }
 
 // renderSize is the output buffer a render starts with: the converted strings (message texts,
@@ -160,7 +198,14 @@ func (t *Template) RenderInput(in Input) (string, error) {
 	return t.render(c, c.value(mn), tools, jinja.None(), in.AddGenerationPrompt, "", kw)
 }
 
-func (t *Template) render(c *converter, msgs, tools, docs jinja.Value, addGen bool, reasoningEffort string, kwargs *node) (out string, err error) {
+func (t *Template) render(c *converter, msgs, tools, docs jinja.Value, addGen bool, reasoningEffort string, kwargs *node) (string, error) {
+	p, err := t.renderPieces(c, msgs, tools, docs, addGen, reasoningEffort, kwargs, false)
+	return p.String(), err
+}
+
+// renderPieces renders with the template's variables set as render's comment says; split keeps
+// replayed iterations as their own pieces (else the output is one piece).
+func (t *Template) renderPieces(c *converter, msgs, tools, docs jinja.Value, addGen bool, reasoningEffort string, kwargs *node, split bool) (out Prompt, err error) {
 	data := make(map[string]jinja.Value, len(t.special)+8)
 	for k, v := range t.special {
 		data[k] = v
@@ -168,7 +213,7 @@ func (t *Template) render(c *converter, msgs, tools, docs jinja.Value, addGen bo
 	if kwargs != nil {
 		for i, k := range kwargs.keys {
 			if rejectedVars[k] {
-				return "", fmt.Errorf("%w: chat_template_kwargs may not set %q", ErrRender, k)
+				return nil, fmt.Errorf("%w: chat_template_kwargs may not set %q", ErrRender, k)
 			}
 			data[k] = c.value(kwargs.vals[i])
 		}
@@ -187,19 +232,28 @@ func (t *Template) render(c *converter, msgs, tools, docs jinja.Value, addGen bo
 	data["messages"] = msgs
 	data["tools"] = tools
 	if c.big && c.sawMark {
-		return "", fmt.Errorf("%w: %w", ErrRender, errReservedRune)
+		return nil, fmt.Errorf("%w: %w", ErrRender, errReservedRune)
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = "", fmt.Errorf("%w: template engine panic: %v", ErrRender, p)
+			out, err = nil, fmt.Errorf("%w: template engine panic: %v", ErrRender, p)
 		}
 	}()
-	out, err = t.tmpl.RenderValuesSize(data, c.renderSize())
+	if split && !c.big {
+		// The written text between replays is small (the new turns, the template's own text):
+		// no buffer of the whole prompt's size.
+		pieces, err := t.tmpl.RenderPieces(data, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRender, err)
+		}
+		return Prompt(pieces), nil
+	}
+	text, err := t.tmpl.RenderValuesSize(data, c.renderSize())
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrRender, err)
+		return nil, fmt.Errorf("%w: %w", ErrRender, err)
 	}
 	if c.big {
-		out = restoreBigInts(out)
+		text = restoreBigInts(text)
 	}
-	return out, nil
+	return Prompt{{Text: text}}, nil
 }

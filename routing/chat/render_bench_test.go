@@ -114,8 +114,13 @@ func BenchmarkParseRequestConversation(b *testing.B) {
 // earlier turns of a growing conversation cost.
 func BenchmarkRenderLongCached(b *testing.B) { benchRenderLong(b, true) }
 
-// benchRenderLong renders chatBodyLong's request once per op, with or without a message cache.
-func benchRenderLong(b *testing.B, cached bool) {
+// BenchmarkRenderLongPieces is BenchmarkRenderLongCached rendering in pieces (RenderPrompt), as
+// the router renders a text chat: the replayed turns are not copied.
+func BenchmarkRenderLongPieces(b *testing.B) { benchRenderLong(b, true, true) }
+
+// benchRenderLong renders chatBodyLong's request once per op, with or without a message cache,
+// joined (Render) or in pieces (RenderPrompt).
+func benchRenderLong(b *testing.B, cached bool, pieces ...bool) {
 	tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
 	if err != nil {
 		b.Fatal(err)
@@ -134,7 +139,12 @@ func benchRenderLong(b *testing.B, cached bool) {
 	b.SetBytes(int64(len(out)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := tmpl.Render(req); err != nil {
+		if len(pieces) > 0 {
+			_, err = tmpl.RenderPrompt(req)
+		} else {
+			_, err = tmpl.Render(req)
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,135 @@
+package jinja
+
+import (
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/zeebo/xxh3"
+)
+
+// kvroute addition (README.md, change 5): a render can return its output as pieces, each
+// replayed iteration (memo.go) its own piece that shares the recorded text instead of copying it,
+// with the text's XXH3-128 computed once when it was recorded. A 100k-token conversation's prompt
+// is then a list of a few hundred string headers instead of a fresh multi-megabyte copy, and
+// routing/tokenizer reuses each replayed piece's ids by its key (Tokenizer.EncodePieces).
+
+// Piece is one part of a rendered output; the output is the concatenation of its pieces' texts in
+// order.
+type Piece struct {
+	// Text is the piece's text. A replayed piece's text is the recorded iteration's and is shared
+	// by every render that replays it: it must not be modified (Go strings are not).
+	Text string
+	// Key is XXH3-128(Text) when Replayed, else zero.
+	Key xxh3.Uint128
+	// Replayed is true for the output of one loop iteration replayed from a recorded render.
+	Replayed bool
+	// Note is the recorded iteration's note (nil when not Replayed).
+	Note *Note
+}
+
+// outBuf is an evaluator's output: one growing byte buffer, and, for a render that returns
+// pieces (split), the pieces so far. A written piece is a string over its window of the buffer
+// (unsafe.String); the buffer is only ever appended to past the windows already handed out (a
+// regrowth moves on to a new array and leaves the old one to those strings), so no piece's
+// bytes change after it is made. This is how strings.Builder makes its string, one window at a
+// time.
+type outBuf struct {
+	buf    []byte
+	from   int // start of the written text not yet in a piece
+	pieces []Piece
+	n      int  // bytes in pieces
+	split  bool // replays (and recordings) become pieces
+}
+
+func (o *outBuf) WriteString(s string) { o.buf = append(o.buf, s...) }
+
+// Grow makes room for n more bytes (written out: slices.Grow allocates a temporary of n bytes
+// under the race detector, which doubled a long prompt's allocation in race-enabled tests).
+func (o *outBuf) Grow(n int) {
+	if cap(o.buf)-len(o.buf) >= n {
+		return
+	}
+	nb := make([]byte, len(o.buf), len(o.buf)+n)
+	copy(nb, o.buf)
+	o.buf = nb
+}
+
+// Len is the number of bytes written so far.
+func (o *outBuf) Len() int { return o.n + len(o.buf) - o.from }
+
+// since returns the text written since Len() was start. Only text written through WriteString
+// after start can be asked for: memo.go records an iteration while it is traced, and a traced
+// iteration replays nothing (no piece starts inside it).
+func (o *outBuf) since(start int) string { return string(o.buf[o.from+start-o.n:]) }
+
+// truncate drops the text written since Len() was start (as since; the recorded copy of it is
+// then written back as a piece).
+func (o *outBuf) truncate(start int) { o.buf = o.buf[:o.from+start-o.n] }
+
+// replay writes a recorded iteration's text: as its own piece when split, else copied.
+func (o *outBuf) replay(text string, key xxh3.Uint128, note *Note) {
+	if !o.split {
+		o.buf = append(o.buf, text...)
+		return
+	}
+	o.flush()
+	o.pieces = append(o.pieces, Piece{Text: text, Key: key, Replayed: true, Note: note})
+	o.n += len(text)
+}
+
+// flush ends the current written text as a piece (nothing when empty).
+func (o *outBuf) flush() {
+	if len(o.buf) == o.from {
+		return
+	}
+	s := unsafe.String(&o.buf[o.from], len(o.buf)-o.from)
+	o.pieces = append(o.pieces, Piece{Text: s})
+	o.n += len(s)
+	o.from = len(o.buf)
+}
+
+// String returns the whole output (joined when split).
+func (o *outBuf) String() string {
+	if len(o.pieces) == 0 {
+		if len(o.buf) == 0 {
+			return ""
+		}
+		return unsafe.String(&o.buf[0], len(o.buf)) // the buffer is not written after
+	}
+	var sb strings.Builder
+	sb.Grow(o.Len())
+	for _, p := range o.pieces {
+		sb.WriteString(p.Text)
+	}
+	sb.Write(o.buf[o.from:])
+	return sb.String()
+}
+
+// Pieces returns the output as pieces (the text after the last replay is the last piece).
+func (o *outBuf) Pieces() []Piece {
+	o.flush()
+	return o.pieces
+}
+
+// Note is a slot beside one recorded iteration for a value that a consumer of the output derives
+// from the iteration's text once and keeps for as long as the recording lives (routing/tokenizer
+// keeps the text's token ids there). Its bytes are charged to the recording's owner through the
+// charge function given to ShareKeyedCharged. Safe for concurrent use.
+type Note struct {
+	v       atomic.Value
+	charged atomic.Int64
+	charge  func(bytes int64)
+}
+
+// Load returns the value last stored, or nil.
+func (n *Note) Load() any { return n.v.Load() }
+
+// Store keeps v (always of one concrete type for a given consumer) and charges the difference
+// between bytes and what the note was charged so far.
+func (n *Note) Store(v any, bytes int64) {
+	n.v.Store(v)
+	if d := bytes - n.charged.Swap(bytes); d > 0 && n.charge != nil {
+		n.charge(d)
+	}
+}
