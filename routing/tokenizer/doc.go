@@ -57,6 +57,13 @@
 // (transformers.go). A post-processor that is not reproduced loads, and Apply refuses it
 // (ErrSpecialTokens).
 //
+// A prompt given in pieces (EncodePieces, EncodePiecesRuns: a chat prompt whose earlier turns the
+// template cache replayed) encodes to Encode of the joined text. A keyed piece's region, from its
+// first added token to the end of its last added token whose leftmost-longest match cannot depend
+// on what follows the piece, is encoded once and kept (in the piece's note, else the segment
+// cache); the text between regions is encoded as Encode would, after checking that no added token
+// straddles into the next region (pieces.go states the argument).
+//
 // Load fails with a descriptive error wrapping ErrUnsupported for anything
 // else: other normalizers (NFKC, Lowercase, …), other pre-tokenizers
 // (Whitespace, BertPreTokenizer, …), a ByteLevel that is not last, non-BPE

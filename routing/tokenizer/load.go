@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // qwenSplitRegex is Qwen2/Qwen3's split pattern, the fast path of
@@ -64,6 +65,9 @@ type modelJSON struct {
 	Merges                  json.RawMessage `json:"merges"`
 }
 
+// loads counts the tokenizers built in this process; each gets the count as its id.
+var loads atomic.Uint64
+
 // Load reads a Hugging Face tokenizer.json (a BPE model with the
 // normalizers and pre-tokenizers of the package doc). Errors wrap the file
 // error, a JSON error, or ErrUnsupported naming the field that does not fit.
@@ -89,7 +93,7 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(rest, &f); err != nil {
 		return nil, fmt.Errorf("decoding json: %w", err)
 	}
-	t := &Tokenizer{}
+	t := &Tokenizer{id: loads.Add(1)}
 	if err := t.setPipeline(&f); err != nil {
 		return nil, err
 	}

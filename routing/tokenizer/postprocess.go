@@ -265,6 +265,33 @@ func (p *PostProcessor) Apply(ids []uint32, addSpecialTokens bool) ([]uint32, er
 	return out, nil
 }
 
+// ApplyRuns is Apply for ids given as runs (Tokenizer.EncodePiecesRuns): the added ids become
+// unkeyed runs of their own around the text's, which are not copied. Errors are Apply's.
+func (p *PostProcessor) ApplyRuns(runs Runs, addSpecialTokens bool) (Runs, error) {
+	if p == nil {
+		return runs, nil
+	}
+	pieces, why := p.without, p.whyWithout
+	if addSpecialTokens {
+		pieces, why = p.with, p.whyWith
+	}
+	if why != "" {
+		return Runs{}, fmt.Errorf("%w: %s", ErrSpecialTokens, why)
+	}
+	if pieces == nil {
+		return runs, nil
+	}
+	var out Runs
+	for _, pc := range pieces {
+		if !pc.seq {
+			out.add(pc.ids, runSource{})
+			continue
+		}
+		out.addRuns(runs)
+	}
+	return out, nil
+}
+
 // Exact reports whether Apply reproduces the post-processor for the flag, and if not, why.
 func (p *PostProcessor) Exact(addSpecialTokens bool) (bool, string) {
 	if p == nil {

@@ -8,6 +8,7 @@ import (
 // Tokenizer encodes text to BPE token ids. Build it with Load; it is safe
 // for concurrent use.
 type Tokenizer struct {
+	id           uint64            // this load's identity (notes name the tokenizer by it, not by pointer)
 	vocab        map[string]uint32 // token text as spelled in tokenizer.json (e.g. "Ġworld", "▁world") → id
 	rawVocab     map[string]uint32 // byte-level vocab by raw bytes (ignore_merges only)
 	merges       map[uint64]merge  // pairKey(left, right) → rank and result
@@ -37,6 +38,7 @@ type addedTokens struct {
 	byContent map[string]uint32
 	byFirst   [256][]addedCand // tokens by first byte, longest first
 	first     []byte           // the distinct first bytes
+	maxLen    int              // the longest token, in bytes
 }
 
 // addedCand is one added token with its first eight bytes as a little-endian word (and the
@@ -58,6 +60,7 @@ func (a *addedTokens) add(content string, id uint32) {
 		return
 	}
 	a.byContent[content] = id
+	a.maxLen = max(a.maxLen, len(content))
 	b := content[0]
 	if len(a.byFirst[b]) == 0 {
 		a.first = append(a.first, b)
