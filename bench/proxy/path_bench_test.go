@@ -15,8 +15,9 @@ import (
 )
 
 // BenchmarkRequestPath runs kvroute's per-request text path in process, without HTTP: parse
-// (chat.ParseRequestLimited), template (Template.Render), tokenize (Tokenizer.Encode, with its
-// default segment cache, warm from the earlier requests) and block hashes (blocks.HashBlocks as the router, block_size
+// (chat.ParseRequestLimited), template (Template.RenderPrompt: in pieces, as the router renders a
+// text chat), tokenize (Model.EncodePromptPieces, with the default segment cache, warm from the
+// earlier requests) and block hashes (blocks.HashBlocks as the router, block_size
 // 16), on the bench/proxy workloads' bodies. One op is one request. multiturn100k feeds one
 // conversation growing by one turn per op, as a client of the harness does; cold111k a new
 // document per op. Run with a fixed count, e.g. -benchtime 30x: the bodies are built up front.
@@ -55,12 +56,15 @@ func BenchmarkRequestPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				c1 := cputime.Process()
-				prompt, err := m.Template.Render(req)
+				prompt, err := m.Template.RenderPrompt(req) // in pieces, as the router renders a text chat
 				if err != nil {
 					b.Fatal(err)
 				}
 				c2 := cputime.Process()
-				ids := m.Tokenizer.Encode(prompt)
+				ids, err := m.EncodePromptPieces(prompt, false)
+				if err != nil {
+					b.Fatal(err)
+				}
 				c3 := cputime.Process()
 				if _, err := blocks.HashBlocks(blocks.Config{BlockSize: 16}, blocks.SeedFor("", ""), ids, nil); err != nil {
 					b.Fatal(err)

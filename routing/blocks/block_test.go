@@ -375,3 +375,75 @@ func TestHashBlock16MatchesXXH3(t *testing.T) {
 		}
 	}
 }
+
+// TestHashRunsIsHashBlocks: tokens cut into runs at random points (empty runs, runs shorter than
+// a block, blocks spanning three runs) hash to HashBlocks of the joined tokens, at several
+// block sizes.
+func TestHashRunsIsHashBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 8))
+	for _, bs := range []int{1, 4, 16, 17, 64} {
+		cfg := Config{BlockSize: bs, ImagePad: qwen.ImagePad, VideoPad: qwen.VideoPad}
+		for trial := 0; trial < 200; trial++ {
+			toks := make([]uint32, rng.IntN(600))
+			for i := range toks {
+				toks[i] = rng.Uint32() % 152000
+			}
+			var runs [][]uint32
+			for rest := toks; len(rest) > 0 || rng.IntN(4) == 0; {
+				k := min(len(rest), rng.IntN(2*bs+3))
+				runs = append(runs, rest[:k])
+				rest = rest[k:]
+				if len(rest) == 0 && rng.IntN(2) == 0 {
+					break
+				}
+			}
+			want, err := HashBlocks(cfg, BaseSeed, toks, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, n, err := HashRuns(cfg, BaseSeed, runs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != len(toks) || !slices.Equal(got, want) {
+				t.Fatalf("block size %d, %d tokens in %d runs: %d tokens, hashes %v, want %v", bs, len(toks), len(runs), n, got, want)
+			}
+			// Through a memo: the first call stores each run's inner blocks, the second loads
+			// them (the runs' tokens unread), and both give the same hashes.
+			memo := &mapMemo{m: map[[2]int][]wire.BlockHash{}}
+			for pass := 0; pass < 2; pass++ {
+				got, _, err := HashRuns(cfg, BaseSeed, runs, memo)
+				if err != nil || !slices.Equal(got, want) {
+					t.Fatalf("block size %d, memo pass %d: hashes %v, want %v (err %v)", bs, pass, got, want, err)
+				}
+			}
+			if memo.stores != memo.loads {
+				t.Fatalf("block size %d: %d runs stored, %d loaded on the second pass", bs, memo.stores, memo.loads)
+			}
+		}
+	}
+	if _, _, err := HashRuns(Config{}, BaseSeed, nil, nil); !errors.Is(err, ErrConfig) {
+		t.Errorf("block size 0: %v, want ErrConfig", err)
+	}
+}
+
+// mapMemo is a RunMemo over a map, counting what it stored and loaded.
+type mapMemo struct {
+	m             map[[2]int][]wire.BlockHash
+	stores, loads int
+}
+
+func (m *mapMemo) Load(run, skip int, dst []wire.BlockHash) bool {
+	h, ok := m.m[[2]int{run, skip}]
+	if !ok || len(h) != len(dst) {
+		return false
+	}
+	copy(dst, h)
+	m.loads++
+	return true
+}
+
+func (m *mapMemo) Store(run, skip int, hashes []wire.BlockHash) {
+	m.m[[2]int{run, skip}] = slices.Clone(hashes)
+	m.stores++
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
@@ -19,6 +20,30 @@ import (
 // tokenized, with the tokenizer's special tokens added where the worker adds them:
 // model.AddSpecialTokens), the text prefix a fallback routes on, and the engine's view of the tokens that the
 // block hashes are taken over.
+
+// textChatRuns returns a text chat's prompt ids as runs (model.EncodePromptRuns): nothing after
+// it needs the prompt text or the ids whole (no media view expands them; the block hashes are
+// taken over the runs), so the conversation's replayed turns are neither copied nor scanned.
+func (r *Router) textChatRuns(ctx context.Context, req *chat.Request) (tokenizer.Runs, error) {
+	if r.model.Template == nil {
+		return tokenizer.Runs{}, model.ErrNoTemplate
+	}
+	t := time.Now()
+	p, err := r.model.Template.RenderPrompt(req)
+	r.stage(ctx, "template", t)
+	if err != nil {
+		return tokenizer.Runs{}, err
+	}
+	t = time.Now()
+	runs, err := r.model.EncodePromptRuns(p, model.AddSpecialTokens(req, false))
+	r.stage(ctx, "tokenize", t)
+	return runs, err
+}
+
+// isTextChat reports whether req takes textChatRuns' path: a chat with messages and no media.
+func isTextChat(req *chat.Request, kind PathKind) bool {
+	return kind == PathChat && req.HasMessages && len(req.Media) == 0 && !req.HasAudio
+}
 
 func (r *Router) promptTokens(ctx context.Context, req *chat.Request, kind PathKind) (string, []uint32, error) {
 	var prompt string
@@ -88,4 +113,41 @@ func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint
 		return p.Hashes(), nil
 	}
 	return blocks.HashBlocks(cfg, seed, tokens, spans)
+}
+
+// routeRuns hashes and scores a text chat's ids given as runs (textChatRuns): every block is
+// plain, so they hash as HashBlocks of the joined ids would, for vLLM and SGLang workers alike.
+// The blocks inside a keyed run (a turn the template cache replayed) are looked up in the
+// tokenizer's segment cache instead of hashed (runMemo).
+func (r *Router) routeRuns(ctx context.Context, res *Result, workers []Worker, in *Input, bs int, seed uint64, runs tokenizer.Runs) (*Result, error) {
+	t := time.Now()
+	var memo blocks.RunMemo
+	if c := r.model.Tokenizer.SegmentCache(); c != nil {
+		memo = &runMemo{cache: c, runs: runs, blockSize: bs, seed: seed}
+	}
+	hashes, n, err := blocks.HashRuns(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}, seed, runs.IDs, memo)
+	r.stage(ctx, "hash", t)
+	if err != nil {
+		return r.loadOnly(ctx, res, workers, in, reason.LayoutError, err.Error())
+	}
+	res.TotalBlocks = len(hashes)
+	_ = r.score(ctx, res, workers, in, hashes, n, bs)
+	return res, nil
+}
+
+// runMemo is the blocks.RunMemo of one request's runs: a keyed run's inner block hashes are kept
+// in its piece's note (the template cache's recorded turn), else in the segment cache.
+type runMemo struct {
+	cache     *tokenizer.SegmentCache
+	runs      tokenizer.Runs
+	blockSize int
+	seed      uint64
+}
+
+func (m *runMemo) Load(run, skip int, dst []wire.BlockHash) bool {
+	return tokenizer.LoadRunHashes(m.runs, m.cache, run, skip, m.blockSize, m.seed, dst)
+}
+
+func (m *runMemo) Store(run, skip int, hashes []wire.BlockHash) {
+	tokenizer.StoreRunHashes(m.runs, m.cache, run, skip, m.blockSize, m.seed, hashes)
 }

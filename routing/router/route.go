@@ -72,7 +72,14 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	if req.SchemaErr != nil {
 		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, req.SchemaErr.Error())
 	}
-	prompt, ids, err := r.promptTokens(ctx, req, kind)
+	var prompt string
+	var ids []uint32
+	var runs tokenizer.Runs
+	if isTextChat(req, kind) {
+		runs, err = r.textChatRuns(ctx, req)
+	} else {
+		prompt, ids, err = r.promptTokens(ctx, req, kind)
+	}
 	if errors.Is(err, tokenizer.ErrSpecialTokens) {
 		// The worker adds special tokens this tokenizer's post-processor cannot reproduce: every
 		// block hash could be off from the first token, so no prefix is scored.
@@ -90,6 +97,10 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 	if bs <= 0 {
 		return r.loadOnly(ctx, res, workers, in, reason.IndexUnavailable, "worker has no block_size")
+	}
+
+	if runs.IDs != nil {
+		return r.routeRuns(ctx, res, workers, in, bs, blocks.SeedFor("", req.CacheSalt), runs)
 	}
 
 	tokens := ids
