@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/kvroute/kvroute/routing/reason"
@@ -18,10 +19,12 @@ import (
 // past the deadline body_timeout (408). The deadline is set on the connection through
 // http.ResponseController; when the writer does not support deadlines (some test recorders) the
 // body is read with the cap only. On error the body is left unread: the caller answers with
-// `Connection: close` (see Handler.fail), so the server does not drain it.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+// `Connection: close` (see Handler.fail), so the server does not drain it. The bytes may be in a
+// pooled buffer (bodypool.go), returned too (nil otherwise): the caller gives it back when the
+// request is over (replayBody.done, or put when the body was not forwarded).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, *pooledBuf, error) {
 	if r.ContentLength > limit {
-		return nil, reason.New(reason.BodyTooLarge, "request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, limit)
+		return nil, nil, reason.New(reason.BodyTooLarge, "request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, limit)
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := false
@@ -44,24 +47,25 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		}()
 	}
 	start := time.Now()
-	data, err := readChunks(io.LimitReader(r.Body, limit+1), r.ContentLength)
+	data, pb, err := readChunks(io.LimitReader(r.Body, limit+1), r.ContentLength)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, reason.Wrap(reason.BodyTimeout, err, "%s", bodyTimeoutMessage(time.Since(start), timeout, deadlineSet))
+			return nil, nil, reason.Wrap(reason.BodyTimeout, err, "%s", bodyTimeoutMessage(time.Since(start), timeout, deadlineSet))
 		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, reason.Wrap(reason.BodyTooLarge, err, "request body exceeds the limit of %d bytes", mbe.Limit)
+			return nil, nil, reason.Wrap(reason.BodyTooLarge, err, "request body exceeds the limit of %d bytes", mbe.Limit)
 		}
 		// A malformed chunked encoding or a client that went away mid-body: the client's fault,
 		// answered (if anyone still listens) with 400, never a server error.
-		return nil, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed")
+		return nil, nil, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed")
 	}
 	if int64(len(data)) > limit {
-		return nil, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", limit)
+		pb.put()
+		return nil, nil, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", limit)
 	}
 	ok = true
-	return data, nil
+	return data, pb, nil
 }
 
 // bodyTimeoutMessage says which deadline ended the body read: kvroute's read_timeout, or an earlier
@@ -86,33 +90,48 @@ const (
 // 68 MiB buffer for the whole request; here the peak is the body plus its chunks and what is kept
 // is the body. sizeHint (the Content-Length, -1 when unknown) only sizes the first chunk up to
 // maxBodyChunk: a header cannot make the router allocate what the client does not send.
-func readChunks(r io.Reader, sizeHint int64) ([]byte, error) {
+//
+// A body that fits its first chunk is returned in that chunk, which comes from a pool when the
+// hint is in a pooled size class (bodypool.go): the caller then owns the *pooledBuf and gives it
+// back (replayBody.done, or put) when the request is over.
+func readChunks(r io.Reader, sizeHint int64) ([]byte, *pooledBuf, error) {
 	next := int64(firstBodyChunk)
 	if sizeHint >= 0 && sizeHint < maxBodyChunk {
 		next = sizeHint + 1 // the +1 sees EOF without a second chunk
 	}
 	var chunks [][]byte
 	total := 0
+	pb := getBodyBuf(next)
 	for {
-		c := make([]byte, next)
+		var c []byte
+		if len(chunks) == 0 && pb != nil {
+			c = pb.b[:next]
+		} else {
+			c = make([]byte, next)
+		}
 		n, err := io.ReadFull(r, c)
 		chunks, total = append(chunks, c[:n]), total+n
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			pb.put()
+			return nil, nil, err
 		}
 		next = min(2*next, maxBodyChunk)
 	}
+	if len(chunks) == 1 && pb != nil {
+		return chunks[0][:total:total], pb, nil
+	}
 	if len(chunks) == 1 && cap(chunks[0])-total <= 4<<10 {
-		return chunks[0][:total:total], nil // the hint was right: no copy
+		return chunks[0][:total:total], nil, nil // the hint was right: no copy
 	}
 	out := make([]byte, 0, total)
 	for _, c := range chunks {
 		out = append(out, c...)
 	}
-	return out, nil
+	pb.put()
+	return out, nil, nil
 }
 
 // replayBody is the request body handed to the proxy: the exact bytes read from the client,
@@ -122,19 +141,55 @@ func readChunks(r io.Reader, sizeHint int64) ([]byte, error) {
 // can see it restart: reverse_proxy's `request_buffers` reads the first N bytes of the installed
 // body into its own buffer before the first attempt; rewinding a shared reader under that buffer
 // made the upstream receive those N bytes and then the whole body again (issue 11 item 3).
+//
+// When the bytes are in a pooled buffer (bodypool.go), the handler calls done when the request
+// is over: every reader is closed and the buffer goes back to its pool.
 type replayBody struct {
 	data []byte
+	buf  *pooledBuf // holds data, or nil
+
+	mu      sync.Mutex
+	readers []*bodyReader
+	over    bool
 }
 
-func newReplayBody(b []byte) *replayBody { return &replayBody{data: b} }
+// newReplayBody replays b; buf, when not nil, is the request's pooled body buffer (b may be
+// another slice: a spliced body), given back by done.
+func newReplayBody(b []byte, buf *pooledBuf) *replayBody { return &replayBody{data: b, buf: buf} }
 
-// reader returns a fresh reader over the bytes; its Close does nothing (the server frees the
-// client's body).
+// reader returns a fresh reader over the bytes; its Close frees nothing (the server frees the
+// client's body, done the pooled buffer). After done it returns a closed reader.
 func (b *replayBody) reader() io.ReadCloser {
-	if len(b.data) == 0 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.over:
+		return &bodyReader{closed: true}
+	case len(b.data) == 0:
 		return http.NoBody
+	case b.buf == nil:
+		return io.NopCloser(bytes.NewReader(b.data))
 	}
-	return io.NopCloser(bytes.NewReader(b.data))
+	r := &bodyReader{data: b.data}
+	b.readers = append(b.readers, r)
+	return r
+}
+
+// done ends the request's use of the bytes: every reader handed out is closed (an attempt still
+// writing the body to an upstream gets errBodyDone), and a pooled buffer goes back to its pool.
+// The bytes must not be used after.
+func (b *replayBody) done() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	rs, buf := b.readers, b.buf
+	b.readers, b.over, b.buf, b.data = nil, true, nil, nil
+	b.mu.Unlock()
+	for _, r := range rs {
+		_ = r.Close()
+	}
+	buf.put()
 }
 
 // install makes the bytes the body of r with an exact Content-Length, no transfer coding and a

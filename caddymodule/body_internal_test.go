@@ -24,13 +24,17 @@ func TestReadChunksExact(t *testing.T) {
 			want[i] = byte(rng.Uint32())
 		}
 		for _, hint := range []int64{-1, int64(n), int64(n) / 2, int64(n) * 2} {
-			got, err := readChunks(onlyReader{bytes.NewReader(want)}, hint)
+			got, pb, err := readChunks(onlyReader{bytes.NewReader(want)}, hint)
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("n=%d hint=%d: %d bytes, err %v", n, hint, len(got), err)
 			}
-			if cap(got)-len(got) > 4<<10 {
+			if pb == nil && cap(got)-len(got) > 4<<10 {
 				t.Fatalf("n=%d hint=%d: kept %d bytes of spare capacity", n, hint, cap(got)-len(got))
 			}
+			if pb != nil && (cap(got) != len(got) || len(pb.b) > 2*(int(hint)+1) && len(pb.b) > 64<<10) {
+				t.Fatalf("n=%d hint=%d: pooled buffer of %d bytes for the body (cap %d)", n, hint, len(pb.b), cap(got))
+			}
+			pb.put()
 		}
 	}
 }
@@ -44,7 +48,7 @@ func TestReadChunksAllocation(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	got, err := readChunks(onlyReader{bytes.NewReader(body)}, -1)
+	got, _, err := readChunks(onlyReader{bytes.NewReader(body)}, -1)
 	runtime.ReadMemStats(&after)
 	if err != nil || len(got) != size {
 		t.Fatalf("%d bytes, err %v", len(got), err)

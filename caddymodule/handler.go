@@ -112,21 +112,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	dec := h.app.Decider()
 	var body []byte
+	var pooled *pooledBuf // the body's buffer when pooled: given back when the request is over
 	if routedBody(r) {
-		b, err := readBody(w, r, h.MaxBodySize, time.Duration(h.ReadTimeout))
+		b, pb, err := readBody(w, r, h.MaxBodySize, time.Duration(h.ReadTimeout))
 		if err != nil {
 			return h.fail(w, r, reqID, err)
 		}
 		if !parsesBody(dec) && !jsonValid(b) {
+			pb.put()
 			return h.fail(w, r, reqID, reason.New(reason.BodyInvalid, "request body is not valid JSON"))
 		}
-		body = b
+		body, pooled = b, pb
 	}
 
 	ws := h.app.routable()
 	d, err := dec.Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: ws.all, routed: ws.routed})
 	if err != nil {
 		if code := reason.CodeOf(err); code.IsClientError() {
+			pooled.put() // the error holds no byte of the body (reason errors are text)
 			return h.fail(w, r, reqID, err)
 		}
 		code := reason.CodeOf(err)
@@ -144,8 +147,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		body = d.Body // the client's bytes with the forwarded identities spliced in
 	}
 	if body != nil {
-		d.body = newReplayBody(body)
+		// The replay body owns the pooled buffer (even when the spliced body is forwarded
+		// instead): done closes every proxy reader, then gives the buffer back.
+		d.body = newReplayBody(body, pooled)
 		d.body.install(r)
+		defer d.body.done()
 	}
 	h.record(r, d)
 	// Load accounting (DESIGN.md §1 step 7): prefill tokens until the first response byte, decode

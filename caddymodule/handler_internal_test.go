@@ -218,7 +218,7 @@ func TestHandlerDeciderHook(t *testing.T) {
 // TestReplayBodyReaders: every installed reader starts at the first byte, whatever an earlier
 // reader consumed, and the request gets the exact length.
 func TestReplayBodyReaders(t *testing.T) {
-	b := newReplayBody([]byte("0123456789"))
+	b := newReplayBody([]byte("0123456789"), nil)
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.TransferEncoding = []string{"chunked"}
 	b.install(r)
@@ -245,7 +245,7 @@ func TestReplayBodyReaders(t *testing.T) {
 func TestReadBodyTimeout(t *testing.T) {
 	errc := make(chan error, 1)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, err := readBody(w, r, 1<<20, 50*time.Millisecond)
+		_, _, err := readBody(w, r, 1<<20, 50*time.Millisecond)
 		errc <- err
 		w.WriteHeader(http.StatusRequestTimeout)
 	}))
