@@ -25,6 +25,44 @@ type revalidated struct {
 	mu sync.Mutex
 	m  map[string]*list.Element // key → *revalEntry
 	ll list.List                // front: most recently used
+
+	// inflight holds the conditional request in flight per key: a request for a clip that is
+	// being revalidated waits for that answer instead of sending its own (16 clients asking for
+	// the same clip at once cost one round trip, not 16).
+	inflight map[string]*revalCall
+}
+
+// revalCall is one conditional request in flight; notModified is set before done is closed.
+type revalCall struct {
+	done        chan struct{}
+	notModified bool
+}
+
+// join returns the request in flight for key and false, or a new one that the caller sends
+// and ends with finish, and true.
+func (c *revalidated) join(key string) (*revalCall, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if call, ok := c.inflight[key]; ok {
+		return call, false
+	}
+	if c.inflight == nil {
+		c.inflight = make(map[string]*revalCall)
+	}
+	call := &revalCall{done: make(chan struct{})}
+	c.inflight[key] = call
+	return call, true
+}
+
+// finish records the answer of call and wakes the requests waiting for it.
+func (c *revalidated) finish(key string, call *revalCall, notModified bool) {
+	c.mu.Lock()
+	if c.inflight[key] == call {
+		delete(c.inflight, key)
+	}
+	c.mu.Unlock()
+	call.notModified = notModified
+	close(call.done)
 }
 
 type revalEntry struct {
@@ -89,17 +127,61 @@ func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.C
 	key := digest + "\x00" + url
 	prev, known := r.reval.get(key)
 	t := time.Now()
+	if known {
+		call, leader := r.reval.join(key)
+		if !leader {
+			// Another request is revalidating this clip: its answer is as fresh as ours
+			// would be. A 304 reuses the remembered result; anything else, our own request.
+			select {
+			case <-call.done:
+			case <-ctx.Done():
+				r.stage(ctx, "fetch", t)
+				return nil, ctx.Err()
+			}
+			if cur, ok := r.reval.get(key); ok && call.notModified {
+				r.stage(ctx, "fetch", t)
+				return r.notModified(&cur), nil
+			}
+		} else {
+			finished := false
+			defer func() {
+				if !finished { // the fetch panicked: let the waiting requests send their own
+					r.reval.finish(key, call, false)
+				}
+			}()
+			data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
+			defer release()
+			r.stage(ctx, "fetch", t)
+			notModified := errors.Is(err, fetch.ErrNotModified)
+			r.reval.finish(key, call, notModified) // before a decode: the waiting requests need only the answer
+			finished = true
+			if notModified {
+				return r.notModified(&prev), nil
+			}
+			return r.fetched(ctx, key, known, data, v, err, c)
+		}
+	}
 	data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
 	defer release()
 	r.stage(ctx, "fetch", t)
 	if errors.Is(err, fetch.ErrNotModified) && known {
-		if r.Revalidated != nil {
-			r.Revalidated()
-		}
-		info := prev.info
-		info.Indices = slices.Clone(prev.info.Indices)
-		return &info, nil
+		return r.notModified(&prev), nil
 	}
+	return r.fetched(ctx, key, known, data, v, err, c)
+}
+
+// notModified is the remembered result of a clip its URL said is unchanged (a copy).
+func (r *Resolver) notModified(e *revalEntry) *mediaport.VideoInfo {
+	if r.Revalidated != nil {
+		r.Revalidated()
+	}
+	info := e.info
+	info.Indices = slices.Clone(e.info.Indices)
+	return &info
+}
+
+// fetched decodes a clip fetched whole (a 200) and remembers its validators with the result.
+func (r *Resolver) fetched(ctx context.Context, key string, known bool, data []byte, v fetch.Validators, err error, c *layout.Contract) (*mediaport.VideoInfo, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -151,3 +151,79 @@ func TestVideoRevalidation(t *testing.T) {
 		t.Fatalf("no validators: %d full responses, %d not modified; want 3 and 0", ok, nm)
 	}
 }
+
+// slowClip delays every response of a clipServer, so that requests sent together overlap.
+type slowClip struct {
+	*clipServer
+	delay time.Duration
+}
+
+func (s slowClip) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	time.Sleep(s.delay)
+	s.clipServer.ServeHTTP(w, r)
+}
+
+// TestConcurrentRevalidationsShareOne: 16 requests for a known clip at once send one
+// conditional request between them (the others wait for its 304 and reuse the result), and
+// all get the golden identity. When the clip changed, the waiting requests do not take the
+// answer for a 304: each gets the new clip's identity.
+func TestConcurrentRevalidationsShareOne(t *testing.T) {
+	clip10, err := os.ReadFile("../../testdata/video/vp9_640x360_30fps_10s.webm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clip3, err := os.ReadFile("../../testdata/video/vp9_333x197_24fps_3s.webm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testkit.Resolver(t, true)
+	var mu sync.Mutex
+	revalidated := 0
+	r.Revalidated = func() { mu.Lock(); revalidated++; mu.Unlock() }
+	c := contract(t)
+	ctx := context.Background()
+	want3, err := r.DecodeVideo(ctx, clip3, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &clipServer{data: clip10, version: 1, validators: true}
+	srv := httptest.NewServer(slowClip{cs, 100 * time.Millisecond})
+	defer srv.Close()
+	url := srv.URL + "/clip.webm"
+	if _, err := r.Video(ctx, url, c); err != nil {
+		t.Fatal(err)
+	}
+	burst := func() []string {
+		var wg sync.WaitGroup
+		ids := make([]string, 16)
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				info, err := r.Video(ctx, url, c)
+				if err != nil {
+					ids[i] = err.Error()
+					return
+				}
+				ids[i] = fmt.Sprintf("%016x", info.Identity)
+			}()
+		}
+		wg.Wait()
+		return ids
+	}
+	for i, id := range burst() {
+		if id != "e3e7a3756ad9d625" {
+			t.Fatalf("request %d: %s, want the golden e3e7a3756ad9d625", i, id)
+		}
+	}
+	if ok, nm := cs.counts(); ok != 1 || nm > 2 || revalidated != 16 {
+		t.Fatalf("16 requests at once: %d full responses, %d not modified, %d reused; want 1, at most 2, 16", ok, nm, revalidated)
+	}
+
+	cs.set(clip3, 2)
+	for i, id := range burst() {
+		if id != fmt.Sprintf("%016x", want3.Identity) {
+			t.Fatalf("after the change, request %d: %s, want %016x", i, id, want3.Identity)
+		}
+	}
+}
