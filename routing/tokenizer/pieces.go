@@ -215,9 +215,18 @@ func (t *Tokenizer) EncodePiecesRuns(pieces []Piece) Runs {
 	own := make([]uint32, 0, (gapBytes+len(last))/3+len(steps)+4)
 	ends := make([]int, len(steps)+1)
 	first := true
+	// A conversation's gaps are mostly the same short text (Qwen's "\n" between two turns):
+	// a gap equal to the one before it (and not the prompt's first) copies that one's ids.
+	prevGap, prevFrom, prevTo := "", 0, 0
 	for i, st := range steps {
-		own = t.appendWithSegments(own, st.gap, first)
+		from := len(own)
+		if !first && i > 0 && st.gap == prevGap && len(st.gap) <= 64 {
+			own = append(own, own[prevFrom:prevTo]...)
+		} else {
+			own = t.appendWithSegments(own, st.gap, first)
+		}
 		ends[i] = len(own)
+		prevGap, prevFrom, prevTo = st.gap, from, len(own)
 		first = false
 	}
 	own = t.appendWithSegments(own, last, first)
