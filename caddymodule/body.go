@@ -56,6 +56,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		if errors.As(err, &mbe) {
 			return nil, nil, reason.Wrap(reason.BodyTooLarge, err, "request body exceeds the limit of %d bytes", mbe.Limit)
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// The client closed its side before the length it announced (a truncated upload):
+			// the bytes that came are not the request it meant, even when they parse.
+			return nil, nil, reason.Wrap(reason.BodyInvalid, err, "the request body ended before the length its headers announced (Content-Length, or the last chunk)")
+		}
 		// A malformed chunked encoding or a client that went away mid-body: the client's fault,
 		// answered (if anyone still listens) with 400, never a server error.
 		return nil, nil, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed")
@@ -63,6 +68,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	if int64(len(data)) > limit {
 		pb.put()
 		return nil, nil, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", limit)
+	}
+	if r.ContentLength > 0 && int64(len(data)) < r.ContentLength {
+		// the same, from a body reader that ended early with a plain EOF
+		pb.put()
+		return nil, nil, reason.New(reason.BodyInvalid, "request body ended after %d of the %d bytes its Content-Length announced", len(data), r.ContentLength)
 	}
 	ok = true
 	return data, pb, nil
@@ -109,9 +119,9 @@ func readChunks(r io.Reader, sizeHint int64) ([]byte, *pooledBuf, error) {
 		} else {
 			c = make([]byte, next)
 		}
-		n, err := io.ReadFull(r, c)
+		n, err := fill(r, c)
 		chunks, total = append(chunks, c[:n]), total+n
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if err == io.EOF {
 			break
 		}
 		if err != nil {
@@ -132,6 +142,22 @@ func readChunks(r io.Reader, sizeHint int64) ([]byte, *pooledBuf, error) {
 	}
 	pb.put()
 	return out, nil, nil
+}
+
+// fill reads r into c until c is full or r fails, and returns r's own error: io.EOF when the body
+// ended, io.ErrUnexpectedEOF when the connection did before the body's framing said (a chunked
+// upload cut short). io.ReadFull reports both as ErrUnexpectedEOF on a partly filled c, so a
+// truncated chunked body passed as whole.
+func fill(r io.Reader, c []byte) (int, error) {
+	n := 0
+	for n < len(c) {
+		k, err := r.Read(c[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // replayBody is the request body handed to the proxy: the exact bytes read from the client,
