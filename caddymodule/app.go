@@ -71,15 +71,13 @@ type App struct {
 	allow   *upstreamAllowList
 	refused sync.Map // "worker_id|endpoint" of refused records already logged
 
-	// mu guards state, stop, done, events, routing and indexSeries (the app's running lifetime).
+	// mu guards state, stop, done, events and routing (the app's running lifetime).
 	mu      sync.Mutex
 	state   *natsState
 	stop    context.CancelFunc
 	done    chan struct{}
 	events  *eventCore   // shared with other configs through the NATS state
 	routing *routingCore // this config's router; nil without model_dir
-	// indexSeries are the workers with a caddy_kvroute_index_blocks series set by this app.
-	indexSeries map[string]bool
 
 	// model is the model folder loaded by Validate (nil without model_dir); Start builds the
 	// router on it.
@@ -401,12 +399,20 @@ func (a *App) refreshWorkers() {
 	if rcore != nil {
 		// the router gets the list here, when it changes, not with every request
 		rcore.router.SetWorkers(set.routed)
+		vals := map[string]float64{}
 		for _, ag := range rcore.router.Agreements(set.routed) {
-			v := 0.0
+			vals[ag.Model] = 0
 			if ag.Agreed {
-				v = 1
+				vals[ag.Model] = 1
 			}
-			a.metrics.contractAgreement.WithLabelValues(ag.Model).Set(v)
+		}
+		newest := true
+		if st != nil {
+			owner := st.newest()
+			newest = owner == a || owner == nil
+		}
+		if newest {
+			a.metrics.agreementSeries.set(vals) // the models of the newest config only
 		}
 	}
 }

@@ -215,18 +215,9 @@ func (a *App) updateIndexGauges() {
 	if ec == nil {
 		return
 	}
-	live := map[string]bool{}
+	live := map[string]float64{}
 	for _, w := range ec.sub.Stats().Workers {
-		live[w.WorkerID] = true
-		kvMetrics.indexBlocks.WithLabelValues(w.WorkerID).Set(float64(w.Blocks))
+		live[w.WorkerID] = float64(w.Blocks)
 	}
-	a.mu.Lock()
-	gone := a.indexSeries
-	a.indexSeries = live
-	a.mu.Unlock()
-	for id := range gone {
-		if !live[id] {
-			kvMetrics.indexBlocks.DeleteLabelValues(id)
-		}
-	}
+	kvMetrics.indexSeries.set(live)
 }

@@ -17,6 +17,9 @@ type metrics struct {
 	events            *prometheus.CounterVec
 	indexBlocks       *prometheus.GaugeVec
 	contractAgreement *prometheus.GaugeVec
+	// indexSeries and agreementSeries keep the label sets of indexBlocks and contractAgreement
+	// to the live workers and models (gaugeseries.go).
+	indexSeries, agreementSeries *gaugeSeries
 	layoutVerified    *prometheus.CounterVec
 	// state reports the running app's per-worker and router operating state (state_metrics.go).
 	state *stateCollector
@@ -35,7 +38,7 @@ var kvMetrics = newMetrics()
 const metricsNamespace, metricsSubsystem = "caddy", "kvroute"
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		state: newStateCollector(metricsNamespace, metricsSubsystem),
 		decisions: counterVec("decisions_total",
 			"Routing decisions by model (a model some worker declares, else other), worker the request went to and fallback reason (empty when exact, not_routed when not routed by KV overlap).",
@@ -59,6 +62,9 @@ func newMetrics() *metrics {
 		contractAgreement: gaugeVec("contract_agreement", "1 when every worker of the model publishes agreeing video contracts, else 0.", "model"),
 		layoutVerified:    counterVec("layout_verified_total", "Run-time layout verifications against worker events, by result.", "result"),
 	}
+	m.indexSeries = &gaugeSeries{vec: m.indexBlocks}
+	m.agreementSeries = &gaugeSeries{vec: m.contractAgreement}
+	return m
 }
 
 // counterVec is the caddy_kvroute_<name> counter with labels.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/testkit/caddytest"
@@ -147,4 +148,23 @@ func (e *edgeEnv) postTo(t *testing.T, cl *http.Client, base string, body []byte
 	defer res.Body.Close()
 	_, _ = io.Copy(io.Discard, res.Body)
 	return res.StatusCode, res.Header.Get("X-Kvroute-Worker")
+}
+
+// TestReloadDropsGoneModelSeries: a reload that stops serving a model drops its
+// caddy_kvroute_contract_agreement series (a series left behind at 0 kept the contract alert
+// pending for a model nobody serves); the model still served keeps its series.
+func TestReloadDropsGoneModelSeries(t *testing.T) {
+	a, b := newFakeWorker(t, "a"), newFakeWorker(t, "b")
+	cfg := edgeConfig{Workers: []string{a.addr(), b.addr()}, Models: []string{"qwen", "gone"}}
+	e := startEdge(t, cfg)
+	has := func(model string) bool {
+		return strings.Contains(getText(t, http.DefaultClient, e.admin+"/metrics"), `caddy_kvroute_contract_agreement{model="`+model+`"}`)
+	}
+	if !has("qwen") || !has("gone") {
+		t.Fatalf("before the reload: qwen series %v, gone series %v; want both", has("qwen"), has("gone"))
+	}
+	e.reload(t, edgeConfig{Workers: []string{a.addr()}, Models: []string{"qwen"}})
+	if !has("qwen") || has("gone") {
+		t.Fatalf("after the reload: qwen series %v, gone series %v; want qwen alone", has("qwen"), has("gone"))
+	}
 }
