@@ -119,6 +119,8 @@ type RouteInput struct {
 	Body []byte
 	// Workers is the current worker list (static and live), sorted by id; shared, read-only.
 	Workers []registry.Worker
+	// Available reports whether a worker may be chosen (not marked down); nil means all may.
+	Available func(*router.Worker) bool
 
 	// routed is Workers in the router's shape when the handler has it (converted once per list
 	// change, workerSet); nil otherwise.

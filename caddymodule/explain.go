@@ -70,7 +70,8 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	if path == "" {
 		path = "/v1/chat/completions"
 	}
-	res, err := rc.router.Route(r.Context(), &router.Input{Path: path, Body: body, Workers: a.routable().routed}) // as the handler routes: without workers marked down
+	ws, available := a.decisionWorkers() // as the handler routes
+	res, err := rc.router.Route(r.Context(), &router.Input{Path: path, Body: body, Workers: ws.routed, Available: available})
 	if err != nil {
 		var re *reason.Error
 		if errors.As(err, &re) && re.Code.IsClientError() {

@@ -125,8 +125,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		body, pooled = b, pb
 	}
 
-	ws := h.app.routable()
-	d, err := dec.Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: ws.all, routed: ws.routed})
+	ws, available := h.app.decisionWorkers()
+	d, err := dec.Decide(r.Context(), &RouteInput{Request: r, RequestID: reqID, Body: body, Workers: ws.all, Available: available, routed: ws.routed})
 	if err != nil {
 		if code := reason.CodeOf(err); code.IsClientError() {
 			pooled.put() // the error holds no byte of the body (reason errors are text)

@@ -58,24 +58,30 @@ func (h *HealthChecks) setDefaults() {
 // concurrent use; a nil *workerHealth has every worker healthy (an unprovisioned app).
 type workerHealth struct {
 	mu   sync.Mutex
-	down map[string]time.Time // worker id → time of the failure that marked it down
+	down map[string]downMark // worker id → the failure that marked it down
 
 	onChange func(id string, healthy bool)
 	logger   *zap.Logger
 }
 
-func newWorkerHealth(logger *zap.Logger, onChange func(string, bool)) *workerHealth {
-	return &workerHealth{down: map[string]time.Time{}, logger: logger, onChange: onChange}
+// downMark is when a worker was marked down, and at which endpoint.
+type downMark struct {
+	at       time.Time
+	endpoint string // "" when not known
 }
 
-// fail marks worker id down (or keeps it down, with the newer failure time).
-func (h *workerHealth) fail(id string, cause string) {
+func newWorkerHealth(logger *zap.Logger, onChange func(string, bool)) *workerHealth {
+	return &workerHealth{down: map[string]downMark{}, logger: logger, onChange: onChange}
+}
+
+// fail marks worker id down at endpoint (or keeps it down, with the newer failure time).
+func (h *workerHealth) fail(id, endpoint, cause string) {
 	if h == nil || id == "" {
 		return
 	}
 	h.mu.Lock()
 	_, was := h.down[id]
-	h.down[id] = time.Now()
+	h.down[id] = downMark{at: time.Now(), endpoint: endpoint}
 	h.mu.Unlock()
 	if !was {
 		h.logger.Warn("worker marked down", zap.String("worker_id", id), zap.String("cause", cause))
@@ -94,7 +100,7 @@ func (h *workerHealth) ok(id string, cause string, since time.Time) {
 	}
 	h.mu.Lock()
 	failed, was := h.down[id]
-	if was && since.Before(failed) {
+	if was && since.Before(failed.at) {
 		h.mu.Unlock()
 		return
 	}
@@ -122,24 +128,26 @@ func (h *workerHealth) isDown(id string) bool {
 // downSince returns when worker id was marked down.
 func (h *workerHealth) downSince(id string) (time.Time, bool) {
 	h.mu.Lock()
-	t, d := h.down[id]
+	m, d := h.down[id]
 	h.mu.Unlock()
-	return t, d
+	return m.at, d
 }
 
-// forget drops the state of workers no longer listed.
+// forget drops the state of workers no longer listed, and of workers listed at another endpoint
+// than the one that failed (a reload that points a worker id somewhere else starts it healthy:
+// the down mark was about the old address).
 func (h *workerHealth) forget(ws []registry.Worker) {
 	if h == nil {
 		return
 	}
-	listed := make(map[string]bool, len(ws))
+	listed := make(map[string]string, len(ws))
 	for _, w := range ws {
-		listed[w.WorkerID] = true
+		listed[w.WorkerID] = w.Endpoint
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for id := range h.down {
-		if !listed[id] {
+	for id, m := range h.down {
+		if ep, ok := listed[id]; !ok || m.endpoint != "" && ep != m.endpoint {
 			delete(h.down, id)
 		}
 	}
@@ -185,7 +193,7 @@ func (p *prober) round(ctx context.Context) {
 				if ctx.Err() != nil {
 					return // the app stopped, not the worker
 				}
-				p.health.fail(w.WorkerID, "health probe: "+err.Error())
+				p.health.fail(w.WorkerID, w.Endpoint, "health probe: "+err.Error())
 				return
 			}
 			p.health.ok(w.WorkerID, "health probe", start)
@@ -215,7 +223,7 @@ func (p *prober) probe(ctx context.Context, endpoint string) error {
 // markFailed marks the worker at endpoint ep down after a failed proxy attempt.
 func (a *App) markFailed(ep, cause string) {
 	if w, ok := a.WorkerByEndpoint(ep); ok {
-		a.health.Load().fail(w.WorkerID, cause)
+		a.health.Load().fail(w.WorkerID, w.Endpoint, cause)
 	}
 }
 

@@ -20,28 +20,38 @@ func healthWorkers(eps ...string) []registry.Worker {
 	return ws
 }
 
-// TestWorkerHealthRoutable: a failed worker leaves the routable set until it is marked alive;
-// when every worker is down all are routable (the proxy tries them rather than answering 503).
+// TestWorkerHealthRoutable: a failed worker is down (not chosen: decisionWorkers) until it is
+// marked alive, and only evidence newer than the failure revives it; a worker that leaves the
+// list, or comes back at another endpoint, loses its down mark.
 func TestWorkerHealthRoutable(t *testing.T) {
 	changes := map[string]bool{}
 	h := newWorkerHealth(zap.NewNop(), func(id string, ok bool) { changes[id] = ok })
 	ws := healthWorkers("127.0.0.1:1", "127.0.0.1:2")
-	h.fail("a", "test")
-	if got := h.routable(ws); len(got) != 1 || got[0].WorkerID != "b" || changes["a"] {
-		t.Fatalf("a down: routable %v, gauge %v", got, changes)
+	h.fail("a", "127.0.0.1:1", "test")
+	if !h.isDown("a") || h.isDown("b") || changes["a"] {
+		t.Fatalf("a down: a %v, b %v, gauge %v", h.isDown("a"), h.isDown("b"), changes)
 	}
-	h.fail("b", "test")
-	if got := h.routable(ws); len(got) != 2 {
-		t.Fatalf("all down: routable %v, want all", got)
+	h.fail("b", "127.0.0.1:2", "test")
+	if !h.isDown("a") || !h.isDown("b") {
+		t.Fatal("all down: not both down")
 	}
 	h.ok("a", "test", time.Now().Add(-time.Minute))
 	if !h.isDown("a") {
 		t.Fatal("evidence older than the failure revived the worker")
 	}
 	h.ok("a", "test", time.Now())
-	if got := h.routable(ws); len(got) != 1 || got[0].WorkerID != "a" || !changes["a"] {
-		t.Fatalf("a alive: routable %v, gauge %v", got, changes)
+	if h.isDown("a") || !changes["a"] {
+		t.Fatalf("a alive: down %v, gauge %v", h.isDown("a"), changes)
 	}
+	h.forget(ws)
+	if !h.isDown("b") {
+		t.Error("a listed worker at its endpoint lost its down mark")
+	}
+	h.forget(healthWorkers("127.0.0.1:1", "127.0.0.1:9")) // b re-pointed by a reload
+	if h.isDown("b") {
+		t.Error("a worker listed at another endpoint keeps the old endpoint's down mark")
+	}
+	h.fail("b", "127.0.0.1:9", "test")
 	h.forget(ws[:1])
 	if h.isDown("b") {
 		t.Error("an unlisted worker keeps its state")
@@ -65,7 +75,7 @@ func TestProberRound(t *testing.T) {
 
 	ws := healthWorkers(ok.Listener.Addr().String(), bad.Listener.Addr().String(), deadAddr)
 	h := newWorkerHealth(zap.NewNop(), func(string, bool) {})
-	h.fail("a", "test")
+	h.fail("a", "127.0.0.1:1", "test")
 	cfg := HealthChecks{}
 	cfg.setDefaults()
 	p := &prober{cfg: cfg, client: &http.Client{}, health: h, workers: func() []registry.Worker { return ws }}

@@ -95,7 +95,7 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		}
 	}
 	if up == nil {
-		routable := s.app.routablePool(d.untried(pool))
+		routable := s.app.routablePool(s.app.modelPool(d.Model, d.untried(pool)))
 		if up = s.fallback.Select(routable, r, w); up == nil {
 			// the fallback policy asks Caddy's Available(), which stays false for the whole
 			// fail_duration after a counted failure even when kvroute has seen the worker
@@ -119,6 +119,33 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		d.attempt(worker)
 	}
 	return up
+}
+
+// modelPool returns the upstreams of pool that are workers of model when kvroute knows a worker of
+// it (static or registered, up or down): a request for a model is never sent to another model's
+// worker, even when all of its own are down (it then gets 503, or an attempt on its own workers).
+// For a model no worker declares (or none), pool is returned whole: the workers answer as they do
+// for an unknown model.
+func (a *App) modelPool(model string, pool reverseproxy.UpstreamPool) reverseproxy.UpstreamPool {
+	if model == "" {
+		return pool
+	}
+	eps := map[string]bool{}
+	for _, w := range a.WorkerList() {
+		if w.Model == model {
+			eps[w.Endpoint] = true
+		}
+	}
+	if len(eps) == 0 {
+		return pool
+	}
+	out := make(reverseproxy.UpstreamPool, 0, len(pool))
+	for _, up := range pool {
+		if ep, err := registry.NormalizeEndpoint(up.Dial); err == nil && eps[ep] {
+			out = append(out, up)
+		}
+	}
+	return out
 }
 
 // pickEndpoint returns the available upstream (App.upstreamAvailable) of pool whose normalized

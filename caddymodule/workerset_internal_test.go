@@ -26,8 +26,8 @@ func (d *inputRecorder) Decide(_ context.Context, in *RouteInput) (*Decision, er
 
 // TestWorkerListReachesRouterOnChange: the router's view of the worker list is converted when the
 // list changes, not per request: two requests get the same slice (no copy, no conversion, no
-// allocation to take it), equal to the registry list entry for entry; a worker marked down is
-// left out of both shapes alike.
+// allocation to take it), equal to the registry list entry for entry; a worker marked down stays
+// in it, not available.
 func TestWorkerListReachesRouterOnChange(t *testing.T) {
 	d := &inputRecorder{}
 	a := testApp(t, d)
@@ -51,17 +51,19 @@ func TestWorkerListReachesRouterOnChange(t *testing.T) {
 			t.Errorf("router worker %d: %+v, want %+v", i, w, want[i])
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = a.routable() }); n != 0 {
-		t.Errorf("taking the routable list allocates %v times with no worker down", n)
+	if n := testing.AllocsPerRun(100, func() { _, _ = a.decisionWorkers() }); n > 1 {
+		t.Errorf("taking the decision's worker list allocates %v times, want at most 1 (the availability check)", n)
 	}
 
 	hr := newWorkerHealth(zap.NewNop(), nil)
 	a.health.Store(hr)
-	hr.fail("w1", "test")
+	hr.fail("w1", "", "test")
 	serve(t, h, http.MethodPost, "/v1/chat/completions", `{"model":"m","messages":[]}`, nil)
 	last := d.inputs[len(d.inputs)-1]
-	if len(last.Workers) != 1 || len(last.routed) != 1 || last.Workers[0].WorkerID != "w2" || last.routed[0].ID != "w2" {
-		t.Fatalf("w1 down: workers %v, router view %v; want w2 alone in both", last.Workers, last.routed)
+	// w1 stays in the list (its model still has it), marked not available.
+	if len(last.Workers) != 2 || len(last.routed) != 2 || last.Available == nil ||
+		last.Available(&last.routed[0]) || !last.Available(&last.routed[1]) {
+		t.Fatalf("w1 down: workers %v, router view %v; want both, w1 not available", last.Workers, last.routed)
 	}
 	if len(a.WorkerList()) != 2 {
 		t.Errorf("marking a worker down changed the worker list: %v", a.WorkerList())

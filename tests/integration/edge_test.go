@@ -33,6 +33,9 @@ type edgeEnv struct {
 // edgeConfig is what varies between edge tests.
 type edgeConfig struct {
 	Workers []string // worker endpoints (host:port); worker i is named w<i>
+	// Models, when set, gives worker i's model (else qwen), and the site's upstreams are every
+	// worker of every model (`dynamic kvroute` without a model).
+	Models []string
 	Proxy   string   // extra reverse_proxy subdirectives (retries, request_buffers, health checks)
 	App     string   // extra kvroute app options
 	MaxBody string   // the kvroute directive's max_body_size; "" is 64MiB
@@ -44,7 +47,11 @@ type edgeConfig struct {
 func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) string {
 	workers := ""
 	for i, ep := range c.Workers {
-		workers += fmt.Sprintf("\t\tworker w%d {\n\t\t\tendpoint %s\n\t\t\tmodel qwen\n\t\t\tengine vllm\n\t\t\tblock_size 16\n\t\t}\n", i, ep)
+		model := "qwen"
+		if i < len(c.Models) {
+			model = c.Models[i]
+		}
+		workers += fmt.Sprintf("\t\tworker w%d {\n\t\t\tendpoint %s\n\t\t\tmodel %s\n\t\t\tengine vllm\n\t\t\tblock_size 16\n\t\t}\n", i, ep, model)
 	}
 	maxBody := c.MaxBody
 	if maxBody == "" {
@@ -56,6 +63,10 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	}
 	if readBody == "" {
 		readBody = "30s"
+	}
+	upstreamModel := " qwen"
+	if len(c.Models) > 0 {
+		upstreamModel = ""
 	}
 	site := fmt.Sprintf(`{
 	encode zstd gzip
@@ -72,7 +83,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 			read_timeout %s
 		}
 		reverse_proxy {
-			dynamic kvroute qwen
+			dynamic kvroute%s
 			lb_policy kvroute {
 				fallback least_conn
 			}
@@ -87,7 +98,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	log {
 		output file %s
 	}
-}`, maxBody, readTimeout, c.Proxy, filepath.Join(dir, "access.log"))
+}`, maxBody, readTimeout, upstreamModel, c.Proxy, filepath.Join(dir, "access.log"))
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%[1]d
 	http_port %[2]d
