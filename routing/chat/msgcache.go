@@ -209,5 +209,6 @@ func (t *Template) cachedMessage(req *Request, m *node, c *converter) (jinja.Val
 		}
 	}
 	c.add(&cv.stats)
+	c.recorded += jinja.MemoBytes(cv.val)
 	return cv.val, nil
 }

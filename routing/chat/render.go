@@ -240,9 +240,10 @@ func (t *Template) renderPieces(c *converter, msgs, tools, docs jinja.Value, add
 		}
 	}()
 	if split && !c.big {
-		// The written text between replays is small (the new turns, the template's own text):
-		// no buffer of the whole prompt's size.
-		pieces, err := t.tmpl.RenderPieces(data, 0)
+		// The buffer holds what is written, not what is replayed: the prompt's size less the text
+		// recorded for the cached messages (a cold prompt gets its whole size, as Render does; a
+		// conversation's replayed turns take no room).
+		pieces, err := t.tmpl.RenderPieces(data, max(c.renderSize()-c.recorded, 4096))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRender, err)
 		}

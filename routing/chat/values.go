@@ -31,6 +31,9 @@ type converter struct {
 	// strBytes and strs are the length and the number of the strings converted: the bulk of a
 	// rendered prompt, which sizes the engine's output buffer (renderSize).
 	strBytes, strs int
+	// recorded is the text the template engine holds recorded for the cached messages (their
+	// replays, which a render in pieces does not copy: renderPieces sizes its buffer without it).
+	recorded int
 	// vals is the number of JSON values converted (the message cache charges them).
 	vals int
 }
