@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/testkit/cputime"
+	"github.com/kvroute/kvroute/kvevents/wire"
 
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
@@ -16,8 +17,8 @@ import (
 
 // BenchmarkRequestPath runs kvroute's per-request text path in process, without HTTP: parse
 // (chat.ParseRequestLimited), template (Template.RenderPrompt: in pieces, as the router renders a
-// text chat), tokenize (Model.EncodePromptPieces, with the default segment cache, warm from the
-// earlier requests) and block hashes (blocks.HashBlocks as the router, block_size
+// text chat), tokenize (Model.EncodePromptRuns, with the default segment cache, warm from the
+// earlier requests) and block hashes (blocks.HashRuns with the router's block memo, block_size
 // 16), on the bench/proxy workloads' bodies. One op is one request. multiturn100k feeds one
 // conversation growing by one turn per op, as a client of the harness does; cold111k a new
 // document per op. Run with a fixed count, e.g. -benchtime 30x: the bodies are built up front.
@@ -61,12 +62,13 @@ func BenchmarkRequestPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				c2 := cputime.Process()
-				ids, err := m.EncodePromptPieces(prompt, false)
+				runs, err := m.EncodePromptRuns(prompt, false) // not joined, as the router keeps them
 				if err != nil {
 					b.Fatal(err)
 				}
 				c3 := cputime.Process()
-				if _, err := blocks.HashBlocks(blocks.Config{BlockSize: 16}, blocks.SeedFor("", ""), ids, nil); err != nil {
+				memo := &runMemo{cache: m.Tokenizer.SegmentCache(), runs: runs, seed: blocks.SeedFor("", "")}
+				if _, _, err := blocks.HashRuns(blocks.Config{BlockSize: 16}, memo.seed, runs.IDs, memo); err != nil {
 					b.Fatal(err)
 				}
 				c4 := cputime.Process()
@@ -92,4 +94,20 @@ func BenchmarkRequestPath(b *testing.B) {
 			b.ReportMetric(float64(total.Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
+}
+
+// runMemo is the router's block memo of a text chat's runs (routing/router prompt.go runMemo),
+// for block size 16.
+type runMemo struct {
+	cache *tokenizer.SegmentCache
+	runs  tokenizer.Runs
+	seed  uint64
+}
+
+func (m *runMemo) Load(run, skip int, dst []wire.BlockHash) bool {
+	return tokenizer.LoadRunHashes(m.runs, m.cache, run, skip, 16, m.seed, dst)
+}
+
+func (m *runMemo) Store(run, skip int, hashes []wire.BlockHash) {
+	tokenizer.StoreRunHashes(m.runs, m.cache, run, skip, 16, m.seed, hashes)
 }
