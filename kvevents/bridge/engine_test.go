@@ -75,27 +75,45 @@ func bindRetry(t testing.TB, s *zmq.Socket, ep string) {
 
 func (e *fakeEngine) open() {
 	t := e.t
+	// A socket left open when open fails half-way (a port taken by another test process) would
+	// make the environment's zmq_ctx_term wait forever: the run hung until the 10-minute test
+	// timeout instead of failing. t.Fatal runs this on its way out.
+	var made []*zmq.Socket
+	opened := false
+	defer func() {
+		if !opened {
+			for _, s := range made {
+				_ = s.Close()
+			}
+		}
+	}()
 	pub, err := e.zctx.NewSocket(zmq.XPUB)
 	if err != nil {
 		t.Fatal(err)
 	}
+	made = append(made, pub)
 	must(t, pub.SetLinger(0))
 	must(t, pub.SetSndhwm(100_000))
 	must(t, pub.SetXpubVerbose(1))
 	bindRetry(t, pub, e.pubEP)
-	e.pub, e.closed = pub, false
-	e.stop, e.done = make(chan struct{}), make(chan struct{})
 	if e.replayEP == "" {
+		e.pub, e.closed = pub, false
+		e.stop, e.done = make(chan struct{}), make(chan struct{})
 		close(e.done)
+		opened = true
 		return
 	}
 	router, err := e.zctx.NewSocket(zmq.ROUTER)
 	if err != nil {
 		t.Fatal(err)
 	}
+	made = append(made, router)
 	must(t, router.SetLinger(0))
 	must(t, router.SetSndhwm(0))
 	bindRetry(t, router, e.replayEP)
+	e.pub, e.closed = pub, false
+	e.stop, e.done = make(chan struct{}), make(chan struct{})
+	opened = true
 	go e.serveReplay(router)
 }
 
@@ -229,15 +247,18 @@ func (e *fakeEngine) closeSockets() {
 // reopen binds the sockets again after closeSockets.
 func (e *fakeEngine) reopen() { e.open() }
 
-// freeTCPPair returns a loopback port p with p+1 free too (vLLM binds rank r on port + r).
+// freeTCPPair returns a loopback port p with p+1 free too (vLLM binds rank r on port + r). It
+// picks below Linux's ephemeral range (32768–60999): a port the kernel handed out for port 0 was
+// free when checked but could be handed to another test process's connection or listener before
+// the engine bound it (go test runs packages in parallel), and the bind then failed.
 func freeTCPPair(t testing.TB) int {
 	t.Helper()
 	for range 100 {
-		l1, err := net.Listen("tcp", "127.0.0.1:0")
+		p := 20000 + rand.IntN(12000)
+		l1, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		p := l1.Addr().(*net.TCPAddr).Port
 		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
 		l1.Close()
 		if err == nil {

@@ -6,13 +6,16 @@ package caddytest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+
 	// the Caddyfile adapter and the standard modules (reverse_proxy, header, log, TLS) the
 	// configurations use
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -27,6 +30,16 @@ const QuietGlobals = "auto_https off\n\tpersist_config off\n\tlog {\n\t\toutput 
 
 // FreePort returns a TCP port of 127.0.0.1 that nothing listened on a moment ago.
 func FreePort() (int, error) {
+	// Below Linux's ephemeral range (32768–60999) first: a port the kernel hands out for port 0
+	// is free when checked, but can be handed to another test process's connection before the
+	// caller binds it (go test runs packages in parallel; a bridge test failed that way).
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(20000+rand.IntN(12000)))
+		if err == nil {
+			defer ln.Close()
+			return ln.Addr().(*net.TCPAddr).Port, nil
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
