@@ -20,7 +20,7 @@ type metrics struct {
 	// indexSeries and agreementSeries keep the label sets of indexBlocks and contractAgreement
 	// to the live workers and models (gaugeseries.go).
 	indexSeries, agreementSeries *gaugeSeries
-	layoutVerified    *prometheus.CounterVec
+	layoutVerified               *prometheus.CounterVec
 	// state reports the running app's per-worker and router operating state (state_metrics.go).
 	state *stateCollector
 }

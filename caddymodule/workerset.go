@@ -25,4 +25,3 @@ func (a *App) decisionWorkers() (*workerSet, func(*router.Worker) bool) {
 	h := a.health.Load()
 	return a.workers.Load(), func(w *router.Worker) bool { return !h.isDown(w.ID) }
 }
-

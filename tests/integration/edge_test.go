@@ -35,10 +35,10 @@ type edgeConfig struct {
 	Workers []string // worker endpoints (host:port); worker i is named w<i>
 	// Models, when set, gives worker i's model (else qwen), and the site's upstreams are every
 	// worker of every model (`dynamic kvroute` without a model).
-	Models []string
-	Proxy   string   // extra reverse_proxy subdirectives (retries, request_buffers, health checks)
-	App     string   // extra kvroute app options
-	MaxBody string   // the kvroute directive's max_body_size; "" is 64MiB
+	Models  []string
+	Proxy   string // extra reverse_proxy subdirectives (retries, request_buffers, health checks)
+	App     string // extra kvroute app options
+	MaxBody string // the kvroute directive's max_body_size; "" is 64MiB
 	// ReadTimeout is the kvroute directive's read_timeout and ReadBody the server's
 	// `timeouts { read_body }`; "" is 30s for both.
 	ReadTimeout, ReadBody string
