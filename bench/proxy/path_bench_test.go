@@ -67,7 +67,7 @@ func BenchmarkRequestPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				c3 := cputime.Process()
-				memo := &runMemo{cache: m.Tokenizer.SegmentCache(), runs: runs, seed: blocks.SeedFor("", "")}
+				memo := &runMemo{runs: runs, seed: blocks.SeedFor("", "")}
 				if _, _, err := blocks.HashRuns(blocks.Config{BlockSize: 16}, memo.seed, runs.IDs, memo); err != nil {
 					b.Fatal(err)
 				}
@@ -99,15 +99,14 @@ func BenchmarkRequestPath(b *testing.B) {
 // runMemo is the router's block memo of a text chat's runs (routing/router prompt.go runMemo),
 // for block size 16.
 type runMemo struct {
-	cache *tokenizer.SegmentCache
-	runs  tokenizer.Runs
-	seed  uint64
+	runs tokenizer.Runs
+	seed uint64
 }
 
 func (m *runMemo) Load(run, skip int, dst []wire.BlockHash) bool {
-	return tokenizer.LoadRunHashes(m.runs, m.cache, run, skip, 16, m.seed, dst)
+	return tokenizer.LoadRunHashes(m.runs, run, skip, 16, m.seed, dst)
 }
 
 func (m *runMemo) Store(run, skip int, hashes []wire.BlockHash) {
-	tokenizer.StoreRunHashes(m.runs, m.cache, run, skip, 16, m.seed, hashes)
+	tokenizer.StoreRunHashes(m.runs, run, skip, 16, m.seed, hashes)
 }

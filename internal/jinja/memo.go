@@ -5,8 +5,6 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
-
-	"github.com/zeebo/xxh3"
 )
 
 // kvroute addition (README.md, change 4): the output of a for-loop iteration over a shared,
@@ -71,8 +69,7 @@ type memoEntry struct {
 	loop *forNode
 	deps []memoDep
 	out  string
-	key  xxh3.Uint128 // XXH3-128(out), the key of the replayed piece (output.go)
-	note *Note        // beside the recording, for a consumer of replayed pieces (output.go)
+	note *Note // beside the recording, for a consumer of replayed pieces (output.go)
 }
 
 type depKind uint8
@@ -171,7 +168,7 @@ func MemoBytes(v Value) int {
 }
 
 func (m *memoSlot) store(loop *forNode, deps []memoDep, out string) memoEntry {
-	ent := memoEntry{loop: loop, deps: deps, out: out, key: xxh3.HashString128(out), note: &Note{charge: m.charge}}
+	ent := memoEntry{loop: loop, deps: deps, out: out, note: &Note{charge: m.charge}}
 	for {
 		old := m.entries.Load()
 		var next []memoEntry
@@ -502,7 +499,7 @@ func (e *evaluator) runIteration(n *forNode, item Value, child *scope, ls *loopS
 		return false, e.execNodes(n.body)
 	}
 	if ent, ok := e.memoHit(slot, n, child, ls); ok {
-		e.output.replay(ent.out, ent.key, ent.note)
+		e.output.replay(ent.out, ent.note)
 		memoReplays.Add(1)
 		return true, nil
 	}
@@ -520,7 +517,7 @@ func (e *evaluator) runIteration(n *forNode, item Value, child *scope, ls *loopS
 		if e.output.split {
 			// the recorded text becomes its piece now, as a replay of it will be
 			e.output.truncate(start)
-			e.output.replay(ent.out, ent.key, ent.note)
+			e.output.replay(ent.out, ent.note)
 		}
 	}
 	return false, err

@@ -4,15 +4,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/zeebo/xxh3"
 )
 
 // kvroute addition (README.md, change 5): a render can return its output as pieces, each
 // replayed iteration (memo.go) its own piece that shares the recorded text instead of copying it,
-// with the text's XXH3-128 computed once when it was recorded. A 100k-token conversation's prompt
-// is then a list of a few hundred string headers instead of a fresh multi-megabyte copy, and
-// routing/tokenizer reuses each replayed piece's ids by its key (Tokenizer.EncodePieces).
+// with the recording's note. A 100k-token conversation's prompt is then a list of a few hundred
+// string headers instead of a fresh multi-megabyte copy, and routing/tokenizer keeps each
+// replayed piece's ids in its note (Tokenizer.EncodePieces).
 
 // Piece is one part of a rendered output; the output is the concatenation of its pieces' texts in
 // order.
@@ -20,8 +18,6 @@ type Piece struct {
 	// Text is the piece's text. A replayed piece's text is the recorded iteration's and is shared
 	// by every render that replays it: it must not be modified (Go strings are not).
 	Text string
-	// Key is XXH3-128(Text) when Replayed, else zero.
-	Key xxh3.Uint128
 	// Replayed is true for the output of one loop iteration replayed from a recorded render.
 	Replayed bool
 	// Note is the recorded iteration's note (nil when not Replayed).
@@ -68,13 +64,13 @@ func (o *outBuf) since(start int) string { return string(o.buf[o.from+start-o.n:
 func (o *outBuf) truncate(start int) { o.buf = o.buf[:o.from+start-o.n] }
 
 // replay writes a recorded iteration's text: as its own piece when split, else copied.
-func (o *outBuf) replay(text string, key xxh3.Uint128, note *Note) {
+func (o *outBuf) replay(text string, note *Note) {
 	if !o.split {
 		o.buf = append(o.buf, text...)
 		return
 	}
 	o.flush()
-	o.pieces = append(o.pieces, Piece{Text: text, Key: key, Replayed: true, Note: note})
+	o.pieces = append(o.pieces, Piece{Text: text, Replayed: true, Note: note})
 	o.n += len(text)
 }
 

@@ -33,8 +33,8 @@ func (t *Template) Render(req *Request) (string, error) {
 
 // Prompt is a rendered prompt as pieces (internal/jinja's output pieces): the prompt text is their
 // texts joined (String). Each chat message iteration the template cache replayed is its own
-// piece, sharing the recorded text, with Replayed set and Key its XXH3-128; the tokenizer reuses
-// such a piece's ids by its key (tokenizer.Tokenizer.EncodePieces).
+// piece, sharing the recorded text, with Replayed set and the recording's Note, where the
+// tokenizer keeps such a piece's ids (tokenizer.Tokenizer.EncodePieces).
 type Prompt []jinja.Piece
 
 // String joins the pieces' texts.

@@ -197,21 +197,11 @@ func (m *Model) EncodePrompt(prompt string, addSpecial bool) ([]uint32, error) {
 }
 
 // EncodePromptPieces is EncodePrompt(p.String(), addSpecial) without joining p: the pieces the
-// template cache replayed are encoded by their keys (tokenizer.Tokenizer.EncodePieces), so a
+// template cache replayed are encoded from their notes (tokenizer.Tokenizer.EncodePieces), so a
 // conversation's earlier turns are neither copied nor scanned again.
 func (m *Model) EncodePromptPieces(p chat.Prompt, addSpecial bool) ([]uint32, error) {
 	runs, err := m.EncodePromptRuns(p, addSpecial)
-	if err != nil {
-		return nil, err
-	}
-	if len(runs.IDs) == 1 {
-		return runs.IDs[0], nil
-	}
-	ids := make([]uint32, 0, runs.Len())
-	for _, r := range runs.IDs {
-		ids = append(ids, r...)
-	}
-	return ids, nil
+	return runs.Join(), err
 }
 
 // EncodePromptRuns is EncodePromptPieces without joining the ids: they are the runs concatenated
@@ -220,7 +210,7 @@ func (m *Model) EncodePromptPieces(p chat.Prompt, addSpecial bool) ([]uint32, er
 func (m *Model) EncodePromptRuns(p chat.Prompt, addSpecial bool) (tokenizer.Runs, error) {
 	pieces := make([]tokenizer.Piece, len(p))
 	for i, x := range p {
-		pieces[i] = tokenizer.Piece{Text: x.Text, Key: x.Key, Keyed: x.Replayed}
+		pieces[i].Text = x.Text
 		if x.Note != nil { // a nil *jinja.Note must not become a non-nil interface
 			pieces[i].Note = x.Note
 		}

@@ -121,10 +121,7 @@ func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint
 // tokenizer's segment cache instead of hashed (runMemo).
 func (r *Router) routeRuns(ctx context.Context, res *Result, workers []Worker, in *Input, bs int, seed uint64, runs tokenizer.Runs) (*Result, error) {
 	t := time.Now()
-	var memo blocks.RunMemo
-	if c := r.model.Tokenizer.SegmentCache(); c != nil {
-		memo = &runMemo{cache: c, runs: runs, blockSize: bs, seed: seed}
-	}
+	memo := &runMemo{runs: runs, blockSize: bs, seed: seed}
 	hashes, n, err := blocks.HashRuns(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}, seed, runs.IDs, memo)
 	r.stage(ctx, "hash", t)
 	if err != nil {
@@ -135,19 +132,18 @@ func (r *Router) routeRuns(ctx context.Context, res *Result, workers []Worker, i
 	return res, nil
 }
 
-// runMemo is the blocks.RunMemo of one request's runs: a keyed run's inner block hashes are kept
-// in its piece's note (the template cache's recorded turn), else in the segment cache.
+// runMemo is the blocks.RunMemo of one request's runs: a noted run's inner block hashes are kept
+// in its piece's note (the template cache's recorded turn).
 type runMemo struct {
-	cache     *tokenizer.SegmentCache
 	runs      tokenizer.Runs
 	blockSize int
 	seed      uint64
 }
 
 func (m *runMemo) Load(run, skip int, dst []wire.BlockHash) bool {
-	return tokenizer.LoadRunHashes(m.runs, m.cache, run, skip, m.blockSize, m.seed, dst)
+	return tokenizer.LoadRunHashes(m.runs, run, skip, m.blockSize, m.seed, dst)
 }
 
 func (m *runMemo) Store(run, skip int, hashes []wire.BlockHash) {
-	tokenizer.StoreRunHashes(m.runs, m.cache, run, skip, m.blockSize, m.seed, hashes)
+	tokenizer.StoreRunHashes(m.runs, run, skip, m.blockSize, m.seed, hashes)
 }

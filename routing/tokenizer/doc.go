@@ -58,10 +58,9 @@
 // (ErrSpecialTokens).
 //
 // A prompt given in pieces (EncodePieces, EncodePiecesRuns: a chat prompt whose earlier turns the
-// template cache replayed) encodes to Encode of the joined text. A keyed piece's region, from its
+// template cache replayed) encodes to Encode of the joined text. A noted piece's region, from its
 // first added token to the end of its last added token whose leftmost-longest match cannot depend
-// on what follows the piece, is encoded once and kept (in the piece's note, else the segment
-// cache); the text between regions is encoded as Encode would, after checking that no added token
+// on what follows the piece, is encoded once and kept in the piece's note; the text between regions is encoded as Encode would, after checking that no added token
 // straddles into the next region (pieces.go states the argument).
 //
 // Load fails with a descriptive error wrapping ErrUnsupported for anything

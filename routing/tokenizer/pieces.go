@@ -3,21 +3,14 @@ package tokenizer
 import (
 	"strings"
 	"sync/atomic"
-
-	"github.com/zeebo/xxh3"
 )
 
 // Piece is one part of a text given in parts to EncodePieces.
 type Piece struct {
 	Text string
-	// Key must be XXH3-128(Text) when Keyed: the piece's tokenization is cached under it, so a
-	// text that recurs across requests (a chat message's rendered turn replayed by the template
-	// cache) is not scanned or hashed again.
-	Key   xxh3.Uint128
-	Keyed bool
-	// Note, when not nil, keeps what EncodePieces derives from a keyed piece (its region's ids,
-	// the hashes of its blocks) beside the piece's owner, so a recurring piece costs no cache
-	// lookup; without it the segment cache keeps them.
+	// Note, when not nil, marks a piece whose text recurs across requests (a chat turn the
+	// template cache replayed) and keeps what EncodePieces derives from it (its region's ids, the
+	// hashes of its blocks) beside the piece's owner: the same note must come with the same text.
 	Note PieceNote
 }
 
@@ -28,7 +21,7 @@ type PieceNote interface {
 	Store(v any, bytes int64)
 }
 
-// pieceTok is what a keyed piece's note keeps: the piece's region and its ids for one tokenizer,
+// pieceTok is what a noted piece's note keeps: the piece's region and its ids for one tokenizer,
 // and the hashes of the blocks inside the region for one alignment, block size and seed.
 type pieceTok struct {
 	tok    uint64 // Tokenizer.id: a pointer would keep a replaced tokenizer alive across reloads
@@ -45,44 +38,28 @@ type regionHashes struct {
 	h               []uint64
 }
 
-// pieceKeyTag separates the key space of keyed pieces from that of segments in the shared
-// SegmentCache (a segment is keyed by the XXH3-128 of its own text).
-const pieceKeyTag = 0x5bd1e9955bd1e995
+// minNotedPiece is the shortest piece whose tokenization is kept in its note, in bytes.
+const minNotedPiece = 64
 
-// minKeyedPiece is the shortest keyed piece whose tokenization is cached, in bytes.
-const minKeyedPiece = 64
-
-// EncodePieces returns Encode(the pieces' texts joined), without joining the keyed pieces.
+// EncodePieces returns Encode(the pieces' texts joined), without joining the noted pieces.
 //
 // How. Encode splits its text at added tokens (leftmost-longest) and encodes the segments
-// between them independently. A keyed piece's region from its first added token to the end of
+// between them independently. A noted piece's region from its first added token to the end of
 // its last added token whose match cannot depend on text after the piece (no added token extends
-// the text from that position on: region below) is encoded once, standalone, and cached under
-// the piece's key; the text around regions (a piece's head and tail, unkeyed pieces) forms gaps
-// that are encoded as Encode would. The result is Encode's exactly when every region starts at a
+// the text from that position on: region below) is encoded once, standalone, and kept in the
+// piece's note; the text around regions (a piece's head and tail, other pieces) forms gaps that
+// are encoded as Encode would. The result is Encode's exactly when every region starts at a
 // match boundary of the joined text: the gap before it must hold no added token that would run
 // into the region (checked at each boundary, straddles); otherwise the piece is taken as gap
 // text. Without a segment cache or without added tokens the texts are joined and encoded.
 func (t *Tokenizer) EncodePieces(pieces []Piece) []uint32 {
-	runs := t.EncodePiecesRuns(pieces).IDs
-	if len(runs) == 1 {
-		return runs[0]
-	}
-	n := 0
-	for _, r := range runs {
-		n += len(r)
-	}
-	ids := make([]uint32, 0, n)
-	for _, r := range runs {
-		ids = append(ids, r...)
-	}
-	return ids
+	return t.EncodePiecesRuns(pieces).Join()
 }
 
-// EncodePiecesRuns is EncodePieces without joining its result. A keyed piece's region is a run
-// shared with the cache, and the gaps' ids share one new slice. A long conversation's ids are
+// EncodePiecesRuns is EncodePieces without joining its result. A noted piece's region is a run
+// shared with the note, and the gaps' ids share one new slice. A long conversation's ids are
 // then not copied at all (blocks.HashRuns hashes them in place, and reuses the hashes of a
-// keyed run's blocks through SegmentCache's block memo).
+// noted run's blocks through LoadRunHashes).
 func (t *Tokenizer) EncodePiecesRuns(pieces []Piece) Runs {
 	var runs Runs
 	if t.segs == nil || len(t.added.first) == 0 {
@@ -99,7 +76,7 @@ func (t *Tokenizer) EncodePiecesRuns(pieces []Piece) Runs {
 	gapBytes := 0
 	for i := range pieces {
 		p := &pieces[i]
-		if !p.Keyed || len(p.Text) < minKeyedPiece {
+		if p.Note == nil || len(p.Text) < minNotedPiece {
 			gap.add(p.Text)
 			continue
 		}
@@ -163,42 +140,19 @@ func (t *Tokenizer) EncodePiecesRuns(pieces []Piece) Runs {
 	return runs
 }
 
-// regionKey is the cache key of a keyed piece's region entry.
-func regionKey(pieceKey xxh3.Uint128) xxh3.Uint128 {
-	pieceKey.Lo ^= pieceKeyTag
-	return pieceKey
-}
-
-// pieceRegion returns the region [s1, e2) of a keyed piece, its ids and where they are kept:
-// in the piece's note when it has one, else in the segment cache; computed and stored on a
-// miss. e2 = 0 means the piece has no region.
+// pieceRegion returns the region [s1, e2) of a noted piece and its ids, from the note or
+// computed and stored there. e2 = 0 means the piece has no region.
 func (t *Tokenizer) pieceRegion(p *Piece) (s1, e2 int, inner []uint32, src runSource) {
-	key := regionKey(p.Key)
-	src = runSource{keyed: true, key: key, note: p.Note}
-	if p.Note != nil {
-		if pt, ok := p.Note.Load().(*pieceTok); ok && pt.tok == t.id {
-			src.pt = pt
-			return pt.s1, pt.e2, pt.ids, src
-		}
-		pt := &pieceTok{tok: t.id}
+	pt, ok := p.Note.Load().(*pieceTok)
+	if !ok || pt.tok != t.id {
+		pt = &pieceTok{tok: t.id}
 		pt.s1, pt.e2 = t.added.region(p.Text)
 		if pt.e2 > 0 {
 			pt.ids = t.appendWithSegments(nil, p.Text[pt.s1:pt.e2], false)
 		}
 		p.Note.Store(pt, pt.bytes())
-		src.pt = pt
-		return pt.s1, pt.e2, pt.ids, src
 	}
-	if v, ok := t.segs.get(key, len(p.Text)); ok && len(v) >= 2 {
-		return int(v[0]), int(v[1]), v[2:], src
-	}
-	s1, e2 = t.added.region(p.Text)
-	v := []uint32{uint32(s1), uint32(e2)}
-	if e2 > 0 {
-		v = t.appendWithSegments(v, p.Text[s1:e2], false)
-	}
-	t.segs.put(key, len(p.Text), v)
-	return s1, e2, v[2:], src
+	return pt.s1, pt.e2, pt.ids, runSource{note: p.Note, pt: pt}
 }
 
 // gapText collects the text between two regions: one part is kept as is, more are joined.

@@ -4,15 +4,36 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
-
-	"github.com/zeebo/xxh3"
 )
 
+// testNote is a PieceNote as the template cache keeps one beside a recorded turn.
+type testNote struct {
+	v       atomic.Value
+	charged atomic.Int64
+}
+
+func (n *testNote) Load() any { return n.v.Load() }
+
+func (n *testNote) Store(v any, bytes int64) { n.v.Store(v); n.charged.Store(bytes) }
+
+// notes gives every distinct text one note, as the template cache gives a recorded turn one.
+type notes map[string]*testNote
+
+func (ns notes) of(text string) *testNote {
+	n := ns[text]
+	if n == nil {
+		n = &testNote{}
+		ns[text] = n
+	}
+	return n
+}
+
 // cutPieces splits text into pieces at random byte offsets (some at added-token starts, so
-// that regions begin where a chat turn would), keys about three in four of them, and returns
-// the pieces.
-func cutPieces(rng *rand.Rand, text string, marks []string, maxPieces int) []Piece {
+// that regions begin where a chat turn would), gives about three in four of them their note
+// (from ns), and returns the pieces.
+func cutPieces(rng *rand.Rand, ns notes, text string, marks []string, maxPieces int) []Piece {
 	var cuts []int
 	for i := 0; i < rng.IntN(maxPieces); i++ {
 		if len(text) == 0 {
@@ -32,7 +53,11 @@ func cutPieces(rng *rand.Rand, text string, marks []string, maxPieces int) []Pie
 	var out []Piece
 	for i := 0; i+1 < len(cuts); i++ {
 		s := text[cuts[i]:cuts[i+1]]
-		out = append(out, Piece{Text: s, Key: xxh3.HashString128(s), Keyed: rng.IntN(4) != 0})
+		p := Piece{Text: s}
+		if rng.IntN(4) != 0 {
+			p.Note = ns.of(s)
+		}
+		out = append(out, p)
 	}
 	if len(out) == 0 {
 		out = append(out, Piece{Text: text})
@@ -67,9 +92,10 @@ func TestEncodePiecesGoldens(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			s.tok.SetSegmentCache(NewSegmentCache(DefaultSegmentCacheBytes))
 			rng := rand.New(rand.NewPCG(1, 2))
+			ns := notes{}
 			for _, tc := range s.cases {
 				for cut := 0; cut < 3; cut++ {
-					pieces := cutPieces(rng, tc.Text, marks, 12)
+					pieces := cutPieces(rng, ns, tc.Text, marks, 12)
 					if got := s.tok.EncodePieces(pieces); !slices.Equal(got, tc.IDs) {
 						t.Fatalf("%s cut %d (%d pieces): ids differ from the golden ids", tc.Name, cut, len(pieces))
 					}
@@ -107,6 +133,7 @@ func TestEncodePiecesAdversarialTokens(t *testing.T) {
 		"<|e|>", "<|s|>", "<|e|>\n", "\n<|", "ab<|x", strings.Repeat("abc ", 20)}
 	marks := []string{"<|", "<|e|>", "<|s|>", "\n"}
 	rng := rand.New(rand.NewPCG(5, 8))
+	ns := notes{}
 	// A pool of texts reused as pieces of later texts, as turns recur across requests.
 	var pool []string
 	for i := 0; i < 4000; i++ {
@@ -121,19 +148,25 @@ func TestEncodePiecesAdversarialTokens(t *testing.T) {
 		text := sb.String()
 		want := plain.Encode(text)
 		for cut := 0; cut < 3; cut++ {
-			pieces := cutPieces(rng, text, marks, 8)
+			pieces := cutPieces(rng, ns, text, marks, 8)
 			if got := cached.EncodePieces(pieces); !slices.Equal(got, want) {
 				t.Fatalf("text %q as %d pieces %q: ids %v, want %v", text, len(pieces), pieceTexts(pieces), got, want)
 			}
 			for _, p := range pieces {
-				if len(p.Text) >= minKeyedPiece && rng.IntN(3) == 0 {
+				if len(p.Text) >= minNotedPiece && rng.IntN(3) == 0 {
 					pool = append(pool, p.Text)
 				}
 			}
 		}
 	}
-	if st := c.Stats(); st.Hits == 0 {
-		t.Fatalf("no piece or segment was reused: %+v", st)
+	reused := 0
+	for _, n := range ns {
+		if n.Load() != nil {
+			reused++
+		}
+	}
+	if st := c.Stats(); st.Hits == 0 || reused == 0 {
+		t.Fatalf("no segment (%+v) or noted piece (%d) was reused", st, reused)
 	}
 }
 
@@ -161,11 +194,12 @@ func TestEncodePiecesConversation(t *testing.T) {
 		return "<|im_start|>" + role + "\n" + strings.Repeat("Turn "+string(rune('a'+i%26))+" says something about routing. ", 20) + "<|im_end|>\n"
 	}
 	var turns []string
+	ns := notes{}
 	for i := 0; i < 30; i++ {
 		turns = append(turns, turn([]string{"user", "assistant"}[i%2], i))
 		var pieces []Piece
 		for _, s := range turns[:len(turns)-1] {
-			pieces = append(pieces, Piece{Text: s, Key: xxh3.HashString128(s), Keyed: true})
+			pieces = append(pieces, Piece{Text: s, Note: ns.of(s)})
 		}
 		pieces = append(pieces, Piece{Text: turns[len(turns)-1] + "<|im_start|>assistant\n"})
 		want := plain.Encode(joinPieces(pieces))
@@ -209,9 +243,10 @@ func benchConversation(b *testing.B, pieces bool) {
 		return sb.String()
 	}
 	var ps []Piece
+	ns := notes{}
 	for i := 0; i < 160; i++ {
 		s := "<|im_start|>" + []string{"user", "assistant"}[i%2] + "\n" + doc(1000-(i%2)*660) + "<|im_end|>\n"
-		ps = append(ps, Piece{Text: s, Key: xxh3.HashString128(s), Keyed: true})
+		ps = append(ps, Piece{Text: s, Note: ns.of(s)})
 	}
 	ps = append(ps, Piece{Text: "<|im_start|>user\n" + doc(1000) + "<|im_end|>\n<|im_start|>assistant\n"})
 	joined := joinPieces(ps)

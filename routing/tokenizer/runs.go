@@ -1,23 +1,19 @@
 package tokenizer
 
-import "github.com/zeebo/xxh3"
-
-// Runs is a text's ids in runs: the ids are IDs concatenated in order. Runs are shared (with the
-// cache, a piece's note, or each other) and only read. A run that is a keyed piece's region is
-// the same ids wherever and whenever the piece recurs; LoadRunHashes and StoreRunHashes keep
-// the hashes of its blocks.
+// Runs is a text's ids in runs: the ids are IDs concatenated in order. Runs are shared (with a
+// piece's note, or each other) and only read. A run that is a noted piece's region is the same
+// ids wherever and whenever the piece recurs; LoadRunHashes and StoreRunHashes keep the hashes of
+// its blocks in the note.
 type Runs struct {
 	IDs [][]uint32
 	src []runSource // parallel to IDs
 }
 
-// runSource says where a run came from: a keyed piece's region (with its key, and its note's
-// value when the piece has a note) or not.
+// runSource says where a run came from: a noted piece's region (its note and the note's value),
+// or nothing (pt nil).
 type runSource struct {
-	keyed bool
-	key   xxh3.Uint128 // the region's segment cache key
-	note  PieceNote
-	pt    *pieceTok
+	note PieceNote
+	pt   *pieceTok
 }
 
 // Len is the number of ids.
@@ -27,6 +23,18 @@ func (r Runs) Len() int {
 		n += len(x)
 	}
 	return n
+}
+
+// Join returns the ids as one slice (the only run itself when there is one).
+func (r Runs) Join() []uint32 {
+	if len(r.IDs) == 1 {
+		return r.IDs[0]
+	}
+	ids := make([]uint32, 0, r.Len())
+	for _, x := range r.IDs {
+		ids = append(ids, x...)
+	}
+	return ids
 }
 
 func (r *Runs) add(ids []uint32, src runSource) {
@@ -39,18 +47,15 @@ func (r *Runs) addRuns(o Runs) {
 	r.src = append(r.src, o.src...)
 }
 
-// LoadRunHashes writes into dst the kept hashes of the blocks inside run (a keyed piece's region)
-// whose first block boundary is skip tokens in, for blockSize and seed, and reports whether
-// exactly len(dst) were kept: from the piece's note, else from c (nil: none).
-func LoadRunHashes[H ~uint64](r Runs, c *SegmentCache, run, skip, blockSize int, seed uint64, dst []H) bool {
-	src := &r.src[run]
-	if !src.keyed {
+// LoadRunHashes writes into dst the hashes kept in its piece's note of the blocks inside run (a
+// noted piece's region) whose first block boundary is skip tokens in, for blockSize and seed, and
+// reports whether exactly len(dst) were kept.
+func LoadRunHashes[H ~uint64](r Runs, run, skip, blockSize int, seed uint64, dst []H) bool {
+	pt := r.src[run].pt
+	if pt == nil {
 		return false
 	}
-	if src.pt == nil {
-		return LoadBlockHashes(c, src.key, skip, blockSize, seed, dst)
-	}
-	rh := src.pt.hashes.Load()
+	rh := pt.hashes.Load()
 	if rh == nil || rh.skip != skip || rh.blockSize != blockSize || rh.seed != seed || len(rh.h) != len(dst) {
 		return false
 	}
@@ -60,15 +65,11 @@ func LoadRunHashes[H ~uint64](r Runs, c *SegmentCache, run, skip, blockSize int,
 	return true
 }
 
-// StoreRunHashes keeps what LoadRunHashes returns for the same arguments: in the piece's note
-// (replacing the hashes of another alignment, block size or seed), else in c.
-func StoreRunHashes[H ~uint64](r Runs, c *SegmentCache, run, skip, blockSize int, seed uint64, hashes []H) {
+// StoreRunHashes keeps in the piece's note what LoadRunHashes returns for the same arguments
+// (replacing the hashes of another alignment, block size or seed).
+func StoreRunHashes[H ~uint64](r Runs, run, skip, blockSize int, seed uint64, hashes []H) {
 	src := &r.src[run]
-	if !src.keyed || len(hashes) == 0 {
-		return
-	}
-	if src.pt == nil {
-		StoreBlockHashes(c, src.key, skip, blockSize, seed, hashes)
+	if src.pt == nil || len(hashes) == 0 {
 		return
 	}
 	rh := &regionHashes{skip: skip, blockSize: blockSize, seed: seed, h: make([]uint64, len(hashes))}

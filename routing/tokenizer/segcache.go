@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"encoding/binary"
 	"slices"
 
 	"github.com/zeebo/xxh3"
@@ -23,9 +22,6 @@ const segmentEntryOverhead = 96
 // SegmentCache memoizes the ids of prompt segments: the text between two added tokens, which
 // encodes independently of the rest of the prompt (Encode splits there first). A conversation's
 // earlier turns, a shared system prompt or a repeated document are then a hash and a lookup.
-//
-// A keyed piece without a note (EncodePiecesRuns) keeps its region's ids here too, and a keyed
-// run the hashes of its blocks (LoadBlockHashes), each in a key space of its own.
 //
 // Entries are keyed by the 128-bit XXH3 hash of the segment (zeebo/xxh3) and its length, and
 // evicted least recently used (internal/lru) once the entries' bytes (4 per id plus a fixed
@@ -76,52 +72,6 @@ func (c *SegmentCache) put(key xxh3.Uint128, n int, ids []uint32) {
 		return // not stored: no copy
 	}
 	c.lru.Put(&lru.Entry[xxh3.Uint128, []uint32]{Key: key, N: n, Val: append([]uint32(nil), ids...)}, size, false)
-}
-
-// Block hashes of keyed regions (EncodePiecesRuns): a region recurs at the same token offset
-// modulo the block size in a growing conversation, so the hashes of the blocks wholly inside it
-// are kept too, keyed by the region, the offset of its first block boundary (skip), the block
-// size and the hash seed. They are stored as two ids per hash (low, high half) under the same
-// budget.
-
-// blockHashKey is the cache key of a region's block hashes.
-func blockHashKey(region xxh3.Uint128, skip, blockSize int, seed uint64) xxh3.Uint128 {
-	var b [24]byte
-	binary.LittleEndian.PutUint64(b[0:], uint64(skip)<<32|uint64(blockSize))
-	binary.LittleEndian.PutUint64(b[8:], seed)
-	binary.LittleEndian.PutUint64(b[16:], region.Lo)
-	k := xxh3.Hash128Seed(b[:], region.Hi)
-	k.Hi ^= 0x2545f4914f6cdd1d // apart from segment and region keys
-	return k
-}
-
-// LoadBlockHashes writes the stored hashes of the blocks inside the keyed run region (see Runs)
-// whose first block boundary is skip tokens in, into dst (one per block), and reports whether c
-// held exactly len(dst) of them. A nil cache holds none.
-func LoadBlockHashes[H ~uint64](c *SegmentCache, region xxh3.Uint128, skip, blockSize int, seed uint64, dst []H) bool {
-	if c == nil {
-		return false
-	}
-	v, ok := c.get(blockHashKey(region, skip, blockSize, seed), len(dst))
-	if !ok || len(v) != 2*len(dst) {
-		return false
-	}
-	for i := range dst {
-		dst[i] = H(uint64(v[2*i]) | uint64(v[2*i+1])<<32)
-	}
-	return true
-}
-
-// StoreBlockHashes stores the hashes LoadBlockHashes returns for the same arguments.
-func StoreBlockHashes[H ~uint64](c *SegmentCache, region xxh3.Uint128, skip, blockSize int, seed uint64, hashes []H) {
-	if c == nil || len(hashes) == 0 {
-		return
-	}
-	v := make([]uint32, 2*len(hashes))
-	for i, h := range hashes {
-		v[2*i], v[2*i+1] = uint32(h), uint32(h>>32)
-	}
-	c.put(blockHashKey(region, skip, blockSize, seed), len(hashes), v)
 }
 
 // SetSegmentCache makes Encode look up and store segments of at least 64 bytes in c; nil turns
