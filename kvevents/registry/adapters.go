@@ -25,9 +25,9 @@ type Adapter struct {
 	BaseModel string `json:"base_model,omitempty"`
 }
 
-// validAdapterName reports whether s is a usable adapter or base model name: 1 to
+// ValidAdapterName reports whether s is a usable adapter or base model name: 1 to
 // MaxAdapterNameBytes bytes of valid UTF-8 without control characters.
-func validAdapterName(s string) bool {
+func ValidAdapterName(s string) bool {
 	if s == "" || len(s) > MaxAdapterNameBytes || !utf8.ValidString(s) {
 		return false
 	}
@@ -55,7 +55,7 @@ func (w *Worker) normalizeAdapters() error {
 		if a.BaseModel == "" {
 			a.BaseModel = w.Model
 		}
-		if !validAdapterName(a.Name) || !validAdapterName(a.BaseModel) {
+		if !ValidAdapterName(a.Name) || !ValidAdapterName(a.BaseModel) {
 			return fmt.Errorf("%w: worker %s: adapter %.64q (base %.64q): names must be 1 to %d bytes of UTF-8 without control characters",
 				ErrInvalidWorker, w.WorkerID, a.Name, a.BaseModel, MaxAdapterNameBytes)
 		}
