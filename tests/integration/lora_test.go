@@ -227,6 +227,24 @@ func TestLoRAAgentLoop(t *testing.T) {
 	}
 	t.Logf("turn 20: %d blocks cached on %s (overlaps by turn: %v)", prev, holder, overlaps)
 
+	// explain says which adapter and lists only its workers.
+	var ex struct {
+		Adapter    string `json:"adapter"`
+		Candidates []struct {
+			WorkerID      string `json:"worker_id"`
+			OverlapBlocks int    `json:"overlap_blocks"`
+		} `json:"candidates"`
+	}
+	res, err := c.Post(e.admin+"/kvroute/explain", "application/json", bytes.NewReader(agentTurn(t, "agent-lora", task, 20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(res.Body).Decode(&ex)
+	res.Body.Close()
+	if err != nil || ex.Adapter != "agent-lora" || len(ex.Candidates) != 2 || ex.Candidates[0].WorkerID != holder || !serving[ex.Candidates[1].WorkerID] {
+		t.Fatalf("explain: %v %+v", err, ex)
+	}
+
 	// Ten more conversations on the adapter, cold: spread over the adapter's workers only.
 	for i := range 10 {
 		a := edgePost(t, c, e.https, agentTurn(t, "agent-lora", fmt.Sprintf("Conversation %d: list the top customers of quarter %d.", i, i), 1+i%3))
