@@ -199,8 +199,13 @@ func TestSelectionKeepsAdapterRequests(t *testing.T) {
 	if got := pick(&Decision{Result: router.Result{Model: "m"}}); got != "127.0.0.1:9001" {
 		t.Errorf("base model request went to %q", got)
 	}
-	if got := pick(&Decision{Result: router.Result{Model: "sql"}}); got != "127.0.0.1:9000" {
-		t.Errorf("a request the router did not mark as an adapter's: %q, want the whole pool's first", got)
+	// a decision without the router's mark (a decider error routed on load) still keeps to the
+	// adapter's workers; a model nobody declares or lists gets the whole pool
+	if got := pick(&Decision{Result: router.Result{Model: "sql"}}); got != "http://127.0.0.1:9002" {
+		t.Errorf("an unmarked adapter request went to %q, want the worker serving it", got)
+	}
+	if got := pick(&Decision{Result: router.Result{Model: "nobody"}}); got != "127.0.0.1:9000" {
+		t.Errorf("an unknown model went to %q, want the whole pool's first", got)
 	}
 	ups, _ := (&Upstreams{Model: "sql", app: a}).GetUpstreams(nil)
 	if len(ups) != 1 || ups[0].Dial != "127.0.0.1:9002" {
