@@ -23,8 +23,14 @@ const tenantSeed = 17185577506994870600
 // the same prompt on the base model hits nothing (another chain) and vice versa; an adapter loaded at
 // run time is served, one unloaded is 404 like an unknown model.
 func TestLoRAServedLikeVLLM(t *testing.T) {
+	for name, form := range map[string]codec.Form{"map events": codec.MapForm, "array events": codec.ArrayForm} {
+		t.Run(name, func(t *testing.T) { testLoRAServed(t, form) })
+	}
+}
+
+func testLoRAServed(t *testing.T, form codec.Form) {
 	rec := &recorder{}
-	pub, err := sim.NewPublisher(&sim.PublisherConfig{WorkerID: "w1", OnPublish: rec.add})
+	pub, err := sim.NewPublisher(&sim.PublisherConfig{WorkerID: "w1", OnPublish: rec.add, EventForm: form})
 	if err != nil {
 		t.Fatal(err)
 	}
