@@ -197,6 +197,18 @@ func TestLoRAAgentLoop(t *testing.T) {
 	defer c.CloseIdleConnections()
 	sims := startLoRASims(t, []string{"lora-a", "lora-b", "base-c"}, map[string][]string{"lora-a": {"agent-lora"}, "lora-b": {"agent-lora", "other-lora"}})
 	serving := map[string]bool{"lora-a": true, "lora-b": true}
+	var listed []struct {
+		WorkerID string `json:"worker_id"`
+		Adapters []struct {
+			Name      string `json:"name"`
+			BaseModel string `json:"base_model"`
+		} `json:"adapters"`
+	}
+	getJSON(t, c, e.admin+"/kvroute/workers", &listed)
+	if len(listed) != 3 || len(listed[0].Adapters) != 0 || listed[1].WorkerID != "lora-a" || len(listed[1].Adapters) != 1 ||
+		listed[1].Adapters[0].Name != "agent-lora" || listed[1].Adapters[0].BaseModel != "qwen" || len(listed[2].Adapters) != 2 {
+		t.Fatalf("/kvroute/workers adapters: %+v", listed)
+	}
 
 	const task = "Which region grew fastest over the last twenty quarters? Check every quarter."
 	var holder string
