@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -24,7 +25,8 @@ func parseAdapterArgs(args []string) []registry.Adapter {
 	return out
 }
 
-// routerAdapters converts a record's adapters to the router's view (nil for none).
+// routerAdapters converts a record's adapters to the router's view (nil for none), sorted by name
+// as the router's lookup needs (a normalized record's already are; a test's may not be).
 func routerAdapters(as []registry.Adapter) []router.Adapter {
 	if len(as) == 0 {
 		return nil
@@ -33,6 +35,7 @@ func routerAdapters(as []registry.Adapter) []router.Adapter {
 	for i, a := range as {
 		out[i] = router.Adapter{Name: a.Name, BaseModel: a.BaseModel}
 	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

@@ -28,13 +28,13 @@ type Adapter struct {
 	BaseModel string
 }
 
-// adapter returns w's adapter named name (a linear scan: records list at most
-// registry.MaxAdapters, and only requests whose model no worker declares look).
+// adapter returns w's adapter named name by binary search: w.Adapters is sorted by name (the
+// registry normalizes records so, and caddymodule converts them in that order).
 func (w *Worker) adapter(name string) (Adapter, bool) {
-	for _, a := range w.Adapters {
-		if a.Name == name {
-			return a, true
-		}
+	as := w.Adapters
+	i := sort.Search(len(as), func(i int) bool { return as[i].Name >= name })
+	if i < len(as) && as[i].Name == name {
+		return as[i], true
 	}
 	return Adapter{}, false
 }

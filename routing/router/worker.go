@@ -21,7 +21,7 @@ type Worker struct {
 	Features  []string
 	// Contract is the worker's raw contract JSON (nil when it publishes none).
 	Contract json.RawMessage
-	// Adapters are the LoRA adapters the worker serves (adapter.go).
+	// Adapters are the LoRA adapters the worker serves, sorted by Name (adapter.go).
 	Adapters []Adapter
 }
 
