@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 )
 
@@ -320,5 +321,53 @@ func TestLoRAAgentLoop(t *testing.T) {
 	}
 	if n := sumSamples(t, metrics, "caddy_kvroute_decisions_total", `fallback="adapter_not_served"`); n != 1 {
 		t.Errorf("adapter_not_served decisions %v, want 1", n)
+	}
+}
+
+// TestStaticWorkerAdapters: static workers declare their adapters in the Caddyfile (`adapters`),
+// through the operator's chain over TLS: requests on an adapter go only to the worker listing it,
+// whatever their load; while the only worker of an adapter is down, its requests get 502/503 and
+// never reach a worker without it; base model requests use every worker of the model.
+func TestStaticWorkerAdapters(t *testing.T) {
+	plain, lora := newFakeWorker(t, "plain"), newFakeWorker(t, "lora")
+	dead := fmt.Sprintf("127.0.0.1:%d", caddytest.Port(t))
+	workers := ""
+	for _, w := range []struct{ id, ep, adapters string }{{"w0", plain.addr(), ""}, {"w1", lora.addr(), "\t\t\tadapters agent-lora\n"},
+		{"w2", dead, "\t\t\tadapters dead-lora=qwen\n"}} {
+		workers += fmt.Sprintf("\t\tworker %s {\n\t\t\tendpoint %s\n\t\t\tmodel qwen\n\t\t\tengine vllm\n\t\t\tblock_size 16\n%s\t\t}\n", w.id, w.ep, w.adapters)
+	}
+	e := startEdge(t, edgeConfig{App: workers})
+	c := e.client(false)
+	defer c.CloseIdleConnections()
+	body := func(model string, i int) []byte {
+		return []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"question %d for %s"}]}`, model, i, model))
+	}
+	for i := range 6 {
+		if a := edgePost(t, c, e.https, body("agent-lora", i)); a.status != 200 || a.worker != "w1" || a.fallback != "" {
+			t.Fatalf("agent-lora request %d: status %d worker %q fallback %q", i, a.status, a.worker, a.fallback)
+		}
+	}
+	if plain.count.Load() != 0 || lora.count.Load() != 6 {
+		t.Fatalf("adapter requests: w0 got %d, w1 got %d; want 0 and 6", plain.count.Load(), lora.count.Load())
+	}
+	for i := range 4 { // the first attempt marks w2 down; the later ones find it down
+		a := edgePost(t, c, e.https, body("dead-lora", i))
+		if a.status != http.StatusBadGateway && a.status != http.StatusServiceUnavailable {
+			t.Fatalf("dead-lora request %d: status %d worker %q; want 502 or 503", i, a.status, a.worker)
+		}
+	}
+	if plain.count.Load() != 0 || lora.count.Load() != 6 {
+		t.Fatalf("a request for the down worker's adapter reached another worker: w0 %d, w1 %d", plain.count.Load(), lora.count.Load())
+	}
+	seen := map[string]bool{}
+	for i := range 6 {
+		a := edgePost(t, c, e.https, body("qwen", i))
+		if a.status != 200 {
+			t.Fatalf("base request %d: status %d worker %q", i, a.status, a.worker)
+		}
+		seen[a.worker] = true
+	}
+	if !seen["w0"] || seen["w2"] {
+		t.Fatalf("base requests went to %v, want the live workers of qwen", seen)
 	}
 }
