@@ -28,7 +28,8 @@ func vllmModels(adapters ...string) string {
 }
 
 // TestBridgeRegistersAdapters: the bridge lists the engine's LoRA adapters (model cards with a
-// parent) in the worker record at registration, and an adapter loaded at run time appears in the
+// parent; /v1/models behind vLLM's --api-key, the key read from --engine-api-key-file) in the worker
+// record at registration, and an adapter loaded at run time appears in the
 // record after the next refresh; one unloaded leaves it.
 func TestBridgeRegistersAdapters(t *testing.T) {
 	var page atomic.Value
@@ -36,6 +37,10 @@ func TestBridgeRegistersAdapters(t *testing.T) {
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/models" {
 			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer s3cret-key" { // vLLM --api-key s3cret-key
+			http.Error(w, `{"error":"Unauthorized"}`, http.StatusUnauthorized)
 			return
 		}
 		_, _ = io.WriteString(w, page.Load().(string))
@@ -49,12 +54,13 @@ func TestBridgeRegistersAdapters(t *testing.T) {
 	}
 	defer nc.Close()
 	kv := natstest.Bucket(t, nc)
+	keyFile := write(t, t.TempDir(), "engine.key", "s3cret-key\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--nats-url", srv.ClientURL(), "--worker-id", "w7", "--endpoint", engine.URL,
 			"--model", "Qwen/Qwen3-8B", "--block-size", "16", "--zmq-endpoint", "tcp://127.0.0.1:1",
-			"--adapters-refresh", "50ms", "--log-level", "error"}, io.Discard)
+			"--adapters-refresh", "50ms", "--engine-api-key-file", keyFile, "--log-level", "error"}, io.Discard)
 	}()
 	defer func() {
 		cancel()

@@ -91,7 +91,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	if len(configs) > 0 {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, n := range []string{"worker-id", "endpoint", "model", "engine", "engine-version", "block-size", "metrics-url", "models-url", "dp-size", "features", "contract", "zmq-endpoint", "replay-endpoint", "topic", "encoding"} {
+		for _, n := range []string{"worker-id", "endpoint", "model", "engine", "engine-version", "block-size", "metrics-url", "models-url", "engine-api-key-file", "dp-size", "features", "contract", "zmq-endpoint", "replay-endpoint", "topic", "encoding"} {
 			if set[n] {
 				return nil, fmt.Errorf("%w: --%s cannot be combined with --config", errUsage, n)
 			}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,10 +33,16 @@ const DefaultAdaptersRefresh = 15 * time.Second
 // card with a non-empty `parent`, as {name: id, base_model: parent}. Cards whose names are not
 // valid adapter names (registry.ValidAdapterName) are left out; beyond registry.MaxAdapters the
 // rest are left out (truncated reports how many). The page is read up to 4 MiB.
-func ProbeAdapters(ctx context.Context, client *http.Client, url string) (as []registry.Adapter, truncated int, err error) {
+//
+// apiKey, when not empty, is sent as `Authorization: Bearer <apiKey>` (vLLM started with --api-key
+// protects /v1/models).
+func ProbeAdapters(ctx context.Context, client *http.Client, url, apiKey string) (as []registry.Adapter, truncated int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading adapters: %w", err)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -113,7 +121,12 @@ func (r *liveRecord) setAdapters(as []registry.Adapter) (rec registry.Worker, ch
 
 // probeAdapters reads the worker's adapters once (nil, logged, when the engine does not answer).
 func (b *Bridge) probeAdapters(ctx context.Context, log *zap.Logger, client *http.Client, w WorkerConfig) ([]registry.Adapter, bool) {
-	as, truncated, err := ProbeAdapters(ctx, client, w.ModelsURL)
+	key, err := w.engineAPIKey()
+	if err != nil {
+		log.Warn("reading the engine's API key", zap.Error(err))
+		return nil, false
+	}
+	as, truncated, err := ProbeAdapters(ctx, client, w.ModelsURL, key)
 	if err != nil {
 		log.Debug("reading the engine's LoRA adapters", zap.String("models_url", w.ModelsURL), zap.Error(err))
 		return nil, false
@@ -155,4 +168,28 @@ func (b *Bridge) refreshAdapters(ctx context.Context, log *zap.Logger, client *h
 		}
 		log.Info("LoRA adapters changed; re-registered", zap.Strings("adapters", names))
 	}
+}
+
+// maxAPIKeyBytes bounds an engine API key file.
+const maxAPIKeyBytes = 4 << 10
+
+// engineAPIKey reads w.EngineAPIKeyFile (at every probe, so a rotated key is picked up): its
+// content without surrounding white space; "" when no file is configured.
+func (w *WorkerConfig) engineAPIKey() (string, error) {
+	if w.EngineAPIKeyFile == "" {
+		return "", nil
+	}
+	f, err := os.Open(w.EngineAPIKeyFile)
+	if err != nil {
+		return "", fmt.Errorf("reading engine API key: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxAPIKeyBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("reading engine API key: %w", err)
+	}
+	if len(b) > maxAPIKeyBytes {
+		return "", fmt.Errorf("reading engine API key: %s is larger than %d bytes", w.EngineAPIKeyFile, maxAPIKeyBytes)
+	}
+	return strings.TrimSpace(string(b)), nil
 }

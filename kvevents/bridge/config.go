@@ -46,6 +46,9 @@ type WorkerConfig struct {
 	// ModelsURL is the engine's OpenAI model list, read for the LoRA adapters it serves (cards with
 	// a `parent`) at registration and every Config.AdaptersRefresh. Default: http://<Endpoint>/v1/models.
 	ModelsURL string `json:"models_url,omitempty"`
+	// EngineAPIKeyFile is a file holding the engine's API key (vLLM --api-key), sent as a bearer
+	// token with the ModelsURL request; read at every request. Default: none.
+	EngineAPIKeyFile string `json:"engine_api_key_file,omitempty"`
 	// DPSize is the number of data-parallel ranks; rank r publishes on the ZMQ ports + r. Default 1.
 	DPSize int `json:"dp_size,omitempty"`
 	// Features are recorded as given (e.g. ["mm_hashes"]).
