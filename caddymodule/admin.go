@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/router"
 )
 
@@ -60,6 +61,8 @@ type WorkerStatus struct {
 	ActiveDecodeBlocks  int64    `json:"active_decode_blocks"`
 	RequestsInFlight    int64    `json:"requests_in_flight"`
 	LastEventAgeSeconds *float64 `json:"last_event_age_seconds"`
+	// Adapters are the LoRA adapters the worker's record lists; absent when none.
+	Adapters []registry.Adapter `json:"adapters,omitempty"`
 }
 
 // Stats is the body of GET /kvroute/stats.
@@ -149,6 +152,7 @@ func workerStatuses(a *App) []WorkerStatus {
 		st := WorkerStatus{
 			WorkerID: wk.WorkerID, Endpoint: wk.Endpoint, Model: wk.Model, Engine: wk.Engine,
 			BlockSize: wk.BlockSize, ContractDigest: router.ContractDigest(wk.Contract), Healthy: !a.health.Load().isDown(wk.WorkerID),
+			Adapters: wk.Adapters,
 		}
 		if ec != nil {
 			if s, ok := ec.sub.Worker(wk.WorkerID); ok {

@@ -49,6 +49,7 @@ func init() {
 //	        dp_size        <n>
 //	        features       <feature...>
 //	        contract_file  <file>
+//	        adapters       <name>[=<base_model>]...
 //	    }
 //	}
 //
@@ -199,15 +200,17 @@ func (sw *StaticWorker) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	set := map[string]bool{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
-		if set[opt] {
+		if set[opt] && opt != "adapters" {
 			return d.Errf("%s already specified", opt)
 		}
 		set[opt] = true
 		args := d.RemainingArgs()
-		if len(args) == 0 || (opt != "features" && len(args) != 1) {
+		if len(args) == 0 || (opt != "features" && opt != "adapters" && len(args) != 1) {
 			return d.ArgErr()
 		}
 		switch opt {
+		case "adapters":
+			sw.Adapters = append(sw.Adapters, parseAdapterArgs(args)...)
 		case "endpoint":
 			sw.Endpoint = args[0]
 		case "model":

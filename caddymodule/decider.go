@@ -144,7 +144,7 @@ func routerWorkers(ws []registry.Worker) []router.Worker {
 	out := make([]router.Worker, len(ws))
 	for i, w := range ws {
 		out[i] = router.Worker{ID: w.WorkerID, Endpoint: w.Endpoint, Model: w.Model, Engine: w.Engine,
-			BlockSize: w.BlockSize, DPSize: w.DPSize, Features: w.Features, Contract: w.Contract}
+			BlockSize: w.BlockSize, DPSize: w.DPSize, Features: w.Features, Contract: w.Contract, Adapters: routerAdapters(w.Adapters)}
 	}
 	return out
 }

@@ -18,7 +18,10 @@ const maxExplainBody = DefaultMaxBodySize
 // whose media and candidates are the router's own types (router.MediaSummary, router.Candidate),
 // so a field added there reaches explain without a copy here.
 type ExplainResponse struct {
-	Model    string  `json:"model"`
+	Model string `json:"model"`
+	// Adapter is the model when it names a LoRA adapter (its blocks are hashed with its name and
+	// it goes only to the workers listing it); absent otherwise.
+	Adapter  string  `json:"adapter,omitempty"`
 	Fallback *string `json:"fallback"` // null when routed exactly
 	Detail   string  `json:"detail,omitempty"`
 	// TotalBlocks is the request's complete blocks.
@@ -86,7 +89,7 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 
 // explainResponse is the explain view of res.
 func explainResponse(res *router.Result) ExplainResponse {
-	out := ExplainResponse{Model: res.Model, Detail: res.Detail, TotalBlocks: res.TotalBlocks,
+	out := ExplainResponse{Model: res.Model, Adapter: res.Adapter, Detail: res.Detail, TotalBlocks: res.TotalBlocks,
 		Media: res.Media, Candidates: res.Ranked, CostModel: res.CostModel, RequestTokens: res.RequestTokens}
 	if res.Fallback != "" {
 		f := string(res.Fallback)

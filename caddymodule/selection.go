@@ -95,7 +95,7 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		}
 	}
 	if up == nil {
-		routable := s.app.routablePool(s.app.modelPool(d.Model, d.untried(pool)))
+		routable := s.app.routablePool(s.app.requestPool(d, d.untried(pool)))
 		if up = s.fallback.Select(routable, r, w); up == nil {
 			// the fallback policy asks Caddy's Available(), which stays false for the whole
 			// fail_duration after a counted failure even when kvroute has seen the worker

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/routing/router"
 )
 
@@ -162,5 +163,58 @@ func TestSelectionRetriesSkipTriedUpstreams(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("attempts %v, want %v", got, want)
 		}
+	}
+}
+
+// TestSelectionKeepsAdapterRequests: when the decision names no available worker, an adapter
+// request's fallback pick stays on the workers listing the adapter (up or down); an adapter no
+// worker lists stays on its base model's workers; a base model request on its model's workers.
+func TestSelectionKeepsAdapterRequests(t *testing.T) {
+	a := testApp(t, nil)
+	ws := []registry.Worker{
+		{WorkerID: "w0", Endpoint: "127.0.0.1:9000", Model: "llama", Engine: "vllm", BlockSize: 16, DPSize: 1},
+		{WorkerID: "w1", Endpoint: "127.0.0.1:9001", Model: "m", Engine: "vllm", BlockSize: 16, DPSize: 1},
+		{WorkerID: "w2", Endpoint: "127.0.0.1:9002", Model: "m", Engine: "vllm", BlockSize: 16, DPSize: 1,
+			Adapters: []registry.Adapter{{Name: "sql", BaseModel: "m"}}},
+	}
+	a.static = ws
+	a.workers.Store(newWorkerSet(registry.Merge(ws, nil)))
+	s := &Selection{fallback: reverseproxy.FirstSelection{}, app: a}
+	pick := func(d *Decision) string {
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		req = req.WithContext(WithDecision(context.WithValue(req.Context(), caddyhttp.VarsCtxKey, map[string]any{}), d))
+		up := s.Select(testPool(), req, nil)
+		if up == nil {
+			return ""
+		}
+		return up.Dial
+	}
+	// no preference (load-only): FirstSelection would take 9000 (llama) or 9001 (no adapter)
+	if got := pick(&Decision{Result: router.Result{Model: "sql", Adapter: "sql", AdapterBase: "m"}}); got != "http://127.0.0.1:9002" {
+		t.Errorf("adapter request went to %q, want the worker serving it", got)
+	}
+	if got := pick(&Decision{Result: router.Result{Model: "gone", Adapter: "gone", AdapterBase: "m"}}); got != "127.0.0.1:9001" {
+		t.Errorf("adapter_not_served request went to %q, want the first worker of its base model", got)
+	}
+	if got := pick(&Decision{Result: router.Result{Model: "m"}}); got != "127.0.0.1:9001" {
+		t.Errorf("base model request went to %q", got)
+	}
+	// a decision without the router's mark (a decider error routed on load) still keeps to the
+	// adapter's workers; a model nobody declares or lists gets the whole pool
+	if got := pick(&Decision{Result: router.Result{Model: "sql"}}); got != "http://127.0.0.1:9002" {
+		t.Errorf("an unmarked adapter request went to %q, want the worker serving it", got)
+	}
+	if got := pick(&Decision{Result: router.Result{Model: "nobody"}}); got != "127.0.0.1:9000" {
+		t.Errorf("an unknown model went to %q, want the whole pool's first", got)
+	}
+	ups, _ := (&Upstreams{Model: "sql", app: a}).GetUpstreams(nil)
+	if len(ups) != 1 || ups[0].Dial != "127.0.0.1:9002" {
+		t.Errorf("dynamic kvroute sql: %+v", ups)
+	}
+	if ups, _ := (&Upstreams{Model: "m", app: a}).GetUpstreams(nil); len(ups) != 2 {
+		t.Errorf("dynamic kvroute m: %d upstreams, want 2 (the adapter's worker is m's)", len(ups))
+	}
+	if got := modelLabel("sql", ws); got != "m" {
+		t.Errorf("modelLabel(sql) = %q, want its worker's model", got)
 	}
 }

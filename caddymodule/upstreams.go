@@ -17,7 +17,8 @@ func init() {
 // so operators do not list workers twice. It serves the app's in-memory snapshot and never blocks
 // on NATS.
 type Upstreams struct {
-	// Model restricts the upstreams to the workers serving this model. Default: every worker.
+	// Model restricts the upstreams to the workers serving this model, or listing it as a LoRA
+	// adapter. Default: every worker.
 	Model string `json:"model,omitempty"`
 
 	app *App
@@ -46,7 +47,7 @@ func (u *Upstreams) GetUpstreams(*http.Request) ([]*reverseproxy.Upstream, error
 	ws := u.app.WorkerList()
 	ups := make([]*reverseproxy.Upstream, 0, len(ws))
 	for _, w := range ws {
-		if u.Model != "" && w.Model != u.Model {
+		if u.Model != "" && !servesModel(&w, u.Model) {
 			continue
 		}
 		ups = append(ups, &reverseproxy.Upstream{Dial: w.Endpoint})

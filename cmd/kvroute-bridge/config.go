@@ -33,6 +33,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // workerFlags are the flags describing one worker (when no --config file is given).
 type workerFlags struct {
 	id, endpoint, model, engine, engineVersion, metricsURL string
+	modelsURL, apiKeyFile                                  string
 	features, contract, zmqEndpoint, replayEndpoint, topic string
 	encoding                                               string
 	blockSize, dpSize, maxBlocks                           int
@@ -46,6 +47,8 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.engineVersion, "engine-version", "", "engine version recorded in the registry")
 	fs.IntVar(&w.blockSize, "block-size", 0, "KV block size in tokens; 0 takes the main-attention KV cache group's from the engine's KV events (hybrid models: 528–2096), reading the engine's /metrics (vllm:cache_config_info) until the first arrives")
 	fs.StringVar(&w.metricsURL, "metrics-url", "", "engine Prometheus URL for the block size (default http://<endpoint>/metrics)")
+	fs.StringVar(&w.apiKeyFile, "engine-api-key-file", "", "file holding the engine's API key (vLLM --api-key), sent with the --models-url request")
+	fs.StringVar(&w.modelsURL, "models-url", "", "engine OpenAI model list read for the LoRA adapters it serves (cards with a parent; default http://<endpoint>/v1/models)")
 	fs.IntVar(&w.dpSize, "dp-size", 1, "data-parallel ranks; rank r publishes on the ZMQ ports + r")
 	fs.StringVar(&w.features, "features", "", "comma-separated worker features, e.g. mm_hashes")
 	fs.StringVar(&w.contract, "contract", "", "video contract JSON file (DESIGN.md §2.3) recorded with the worker")
@@ -59,7 +62,7 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 func (w *workerFlags) worker() (bridge.WorkerConfig, error) {
 	wc := bridge.WorkerConfig{
 		WorkerID: w.id, Endpoint: w.endpoint, Model: w.model, Engine: w.engine, EngineVersion: w.engineVersion,
-		BlockSize: w.blockSize, MetricsURL: w.metricsURL, DPSize: w.dpSize, ZMQEndpoint: w.zmqEndpoint,
+		BlockSize: w.blockSize, MetricsURL: w.metricsURL, ModelsURL: w.modelsURL, EngineAPIKeyFile: w.apiKeyFile, DPSize: w.dpSize, ZMQEndpoint: w.zmqEndpoint,
 		ReplayEndpoint: w.replayEndpoint, Topic: w.topic, Encoding: w.encoding, MaxBlocks: w.maxBlocks,
 	}
 	for _, f := range strings.Split(w.features, ",") {

@@ -75,6 +75,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	ringBytes := fs.Int64("ring-bytes", 64<<20, "bytes kept per rank to answer routers' replay requests")
 	replayTimeout := fs.Duration("replay-timeout", 2*time.Second, "longest wait for the engine replay socket's next reply")
 	noRegister := fs.Bool("no-register", false, "forward events only; do not write the worker record")
+	adaptersRefresh := fs.Duration("adapters-refresh", bridge.DefaultAdaptersRefresh, "how often each worker's LoRA adapters are read again from its /v1/models (negative: once at registration)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	statsEvery := fs.Duration("stats-interval", time.Minute, "log the forwarding counters this often (0: never)")
 	if err := fs.Parse(args); err != nil {
@@ -90,7 +91,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	if len(configs) > 0 {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, n := range []string{"worker-id", "endpoint", "model", "engine", "engine-version", "block-size", "metrics-url", "dp-size", "features", "contract", "zmq-endpoint", "replay-endpoint", "topic", "encoding"} {
+		for _, n := range []string{"worker-id", "endpoint", "model", "engine", "engine-version", "block-size", "metrics-url", "models-url", "engine-api-key-file", "dp-size", "features", "contract", "zmq-endpoint", "replay-endpoint", "topic", "encoding"} {
 			if set[n] {
 				return nil, fmt.Errorf("%w: --%s cannot be combined with --config", errUsage, n)
 			}
@@ -116,7 +117,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.cfg = bridge.Config{
 		Workers: o.workers, RingBatches: *ringBatches, RingBytes: *ringBytes, ReplayTimeout: *replayTimeout,
-		DisableRegistration: *noRegister,
+		DisableRegistration: *noRegister, AdaptersRefresh: *adaptersRefresh,
 	}
 	if *creds != "" {
 		o.natsOpts = append(o.natsOpts, nats.UserCredentials(*creds))

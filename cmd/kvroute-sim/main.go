@@ -18,6 +18,11 @@
 // per worker, and at most -max-running sequences run at once with a queue beyond (internal/sim
 // engine.go).
 //
+// -lora-modules name=path (repeatable) serves LoRA adapters as vLLM's --enable-lora --lora-modules
+// does: /v1/models lists them with parent, a request naming one is cached under it (lora_name in its
+// events), the registry record lists them, and POST /v1/load_lora_adapter and /v1/unload_lora_adapter
+// change them at run time.
+//
 // -model also accepts a served model name that is not a directory (the first version's meaning of
 // the flag): the default model folder is loaded then. When the default folder is missing and -model
 // was not given, the simulator counts words instead of tokens and caches nothing.
@@ -63,6 +68,7 @@ type flags struct {
 	replayBytes                                         int64
 	prefill, perToken, prefillPerToken                  time.Duration
 	modelSet, hybrid, blockSizeSet                      bool
+	loraModules                                         []sim.LoRAModule
 }
 
 // hybridBlockSize is -block-size's default with -hybrid: a Qwen3.5 attention block size observed with
@@ -95,6 +101,13 @@ func parseFlags(args []string) (*flags, error) {
 	fs.DurationVar(&f.prefillPerToken, "prefill-per-token", 0, "prefill time per uncached prompt token, added to -prefill-delay; prefills then run one at a time, in arrival order (0: prefill takes -prefill-delay and never waits)")
 	fs.IntVar(&f.maxRunning, "max-running", 0, "sequences running at once (vLLM max_num_seqs); requests beyond it wait in arrival order (0: unbounded)")
 	fs.IntVar(&f.maxTokens, "max-tokens", 8, "completion tokens when the request sets none")
+	fs.Func("lora-modules", "a LoRA adapter served under the model, name=path or vLLM's JSON form (repeatable; vLLM's --lora-modules)", func(v string) error {
+		m, err := sim.ParseLoRAModule(v)
+		if err == nil {
+			f.loraModules = append(f.loraModules, m)
+		}
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -202,7 +215,8 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 		return nil, nil, errors.New("-prefill-per-token and -max-running must be >= 0")
 	}
 	cfg := &sim.Config{WorkerID: f.workerID, Model: f.served, BlockSize: f.blockSize, PrefillDelay: f.prefill,
-		TokenDelay: f.perToken, PrefillPerToken: f.prefillPerToken, MaxRunning: f.maxRunning, MaxTokens: f.maxTokens, Logger: logger}
+		TokenDelay: f.perToken, PrefillPerToken: f.prefillPerToken, MaxRunning: f.maxRunning, MaxTokens: f.maxTokens, Logger: logger,
+		LoRAModules: f.loraModules}
 	if f.features != "" {
 		cfg.Features = strings.Split(f.features, ",")
 	}

@@ -27,6 +27,10 @@ type Prompt struct {
 	Identifiers []string
 	// CacheSalt is the request's cache_salt ("" when absent).
 	CacheSalt string
+	// LoRAName is the adapter the request is served under ("" for the base model) and LoRAID its
+	// lora_int_id (lora.go): the name is the first extra key of every block, both go in the events.
+	LoRAName string
+	LoRAID   int64
 }
 
 // Chain is a prompt's complete blocks with their extra keys and engine hashes, computed once
@@ -40,6 +44,9 @@ type Chain struct {
 	Keys [][]codec.ExtraKey
 	// Hashes are the engine block hashes, chained from the first block.
 	Hashes []wire.EngineHash
+	// LoRAName and LoRAID are the prompt's adapter, published with its blocks.
+	LoRAName string
+	LoRAID   int64
 }
 
 // BlockCacheConfig configures a BlockCache.
@@ -129,7 +136,7 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 	}
 	bs := c.cfg.BlockSize
 	nb := len(p.Tokens) / bs
-	keys := extrakeys.For(bs, len(p.Tokens), p.Spans, "", p.CacheSalt, c.cfg.KeyStyle)
+	keys := extrakeys.For(bs, len(p.Tokens), p.Spans, p.LoRAName, p.CacheSalt, c.cfg.KeyStyle)
 	// extrakeys.For names each item by the forwarded form of its identity; an item whose identifier
 	// is another string (a client uuid of another form) is named by that string instead.
 	rename := map[string]string{}
@@ -144,14 +151,19 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 			if b == 0 && p.CacheSalt != "" {
 				n-- // the salt is the last key of block 0
 			}
-			for i := 0; i < n; i++ {
+			from := 0
+			if p.LoRAName != "" {
+				from = 1 // the adapter name is the first key
+			}
+			for i := from; i < n; i++ {
 				if to, ok := rename[ks[i].Str]; ok {
 					ks[i].Str = to
 				}
 			}
 		}
 	}
-	ch := &Chain{NumTokens: len(p.Tokens), Tokens: p.Tokens[: nb*bs : nb*bs], Keys: keys, Hashes: make([]wire.EngineHash, nb)}
+	ch := &Chain{NumTokens: len(p.Tokens), Tokens: p.Tokens[: nb*bs : nb*bs], Keys: keys, Hashes: make([]wire.EngineHash, nb),
+		LoRAName: p.LoRAName, LoRAID: p.LoRAID}
 	for b := 0; b < nb; b++ {
 		var parent wire.EngineHash
 		if b > 0 {
@@ -238,7 +250,8 @@ func (c *BlockCache) Commit(ch *Chain, emit func([]codec.Event)) int {
 		bs := c.cfg.BlockSize
 		ev := codec.Event{Type: codec.BlockStored, BlockHashes: append([]wire.EngineHash(nil), ch.Hashes[first:last]...),
 			TokenIDs: ch.Tokens[first*bs : last*bs : last*bs], BlockSize: bs, Medium: mediumGPU, HasMedium: true,
-			ExtraKeys: ch.Keys[first:last:last], HasExtraKeys: true}
+			ExtraKeys: ch.Keys[first:last:last], HasExtraKeys: true,
+			LoRAName: ch.LoRAName, HasLoRAName: ch.LoRAName != "", LoRAID: ch.LoRAID, HasLoRAID: ch.LoRAName != ""}
 		if first > 0 {
 			ev.Parent, ev.HasParent = ch.Hashes[first-1], true
 		}

@@ -90,6 +90,10 @@ type modelCard struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// Root is the model's path (an adapter's lora_path); Parent the base model of an adapter, null
+	// for the base model (vLLM's ModelCard).
+	Root   string  `json:"root,omitempty"`
+	Parent *string `json:"parent"`
 }
 
 type apiError struct {

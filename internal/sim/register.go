@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +20,7 @@ type Registration struct {
 	nc    *nats.Conn
 	owned bool // Close closes nc
 	pub   *registry.Publisher
+	s     *Server
 }
 
 // Register connects to natsURL and publishes the worker record for s, reachable at endpoint.
@@ -42,7 +44,7 @@ func (s *Server) Record(endpoint string) registry.Worker {
 	return registry.Worker{
 		WorkerID: s.cfg.WorkerID, Endpoint: endpoint, Model: s.cfg.Model, Engine: wire.EngineVLLM,
 		EngineVersion: "kvroute-sim", BlockSize: s.cfg.BlockSize, DPSize: 1,
-		Features: s.cfg.Features, Contract: s.cfg.Contract,
+		Features: s.cfg.Features, Contract: s.cfg.Contract, Adapters: s.Adapters(),
 	}
 }
 
@@ -61,11 +63,25 @@ func RegisterConn(ctx context.Context, nc *nats.Conn, endpoint string, s *Server
 	if err := pub.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, err
 	}
-	return &Registration{nc: nc, pub: pub}, nil
+	// An adapter loaded or unloaded at run time is in the record at once, as a bridge's next
+	// /v1/models refresh would put it there.
+	s.loras.mu.Lock()
+	s.loras.onChange = func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := pub.Update(uctx, s.Record(endpoint)); err != nil && logger != nil {
+			logger.Warn("updating the worker record's adapters", zap.Error(err))
+		}
+	}
+	s.loras.mu.Unlock()
+	return &Registration{nc: nc, pub: pub, s: s}, nil
 }
 
 // Close deletes the worker record and closes the connection when Register opened it.
 func (r *Registration) Close(ctx context.Context) error {
+	r.s.loras.mu.Lock()
+	r.s.loras.onChange = nil // a record deleted is not written again by a later load
+	r.s.loras.mu.Unlock()
 	err := r.pub.Stop(ctx)
 	if r.owned {
 		r.nc.Close()

@@ -62,6 +62,8 @@ type Config struct {
 	Tokenizer Tokenizer
 	// Cache answers cached_tokens without a Frontend. Default: NoCache.
 	Cache Cache
+	// LoRAModules are the LoRA adapters served from the start (vLLM's --lora-modules; lora.go).
+	LoRAModules []LoRAModule
 	// Logger receives request errors. Default: no-op.
 	Logger *zap.Logger
 	// OnRequest, if set, is called when a chat request's body has been read.
@@ -102,6 +104,7 @@ type Server struct {
 	started  time.Time
 	engine   *engine
 	waiting  atomic.Int64
+	loras    *loras
 }
 
 // New returns a Server; cfg may be nil.
@@ -136,7 +139,12 @@ func New(cfg *Config) *Server {
 			c.Contract = c.Frontend.ContractJSON()
 		}
 	}
-	return &Server{cfg: c, started: time.Now(), engine: newEngine(&c)}
+	ls, err := newLoras(c.LoRAModules)
+	if err != nil {
+		c.Logger.Error("LoRA modules: serving none", zap.Error(err))
+		ls, _ = newLoras(nil)
+	}
+	return &Server{cfg: c, started: time.Now(), engine: newEngine(&c), loras: ls}
 }
 
 // Config returns the effective configuration.
@@ -157,6 +165,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("POST /v1/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /v1/load_lora_adapter", s.handleLoadLoRA)
+	mux.HandleFunc("POST /v1/unload_lora_adapter", s.handleUnloadLoRA)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)
 	return mux
@@ -182,9 +192,7 @@ func (s *Server) emit(events []codec.Event) {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{{
-		ID: s.cfg.Model, Object: "model", Created: s.started.Unix(), OwnedBy: "kvroute-sim",
-	}}})
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: s.modelCards()})
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -218,7 +226,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.OnRequest != nil {
 		s.cfg.OnRequest(info)
 	}
-	if req.Model != "" && req.Model != s.cfg.Model {
+	lora, loraID, served := s.servedModel(req.Model) // the base model or a loaded adapter (lora.go)
+	if !served {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("the model %q does not exist", req.Model))
 		return
 	}
@@ -240,6 +249,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+		p.LoRAName, p.LoRAID = lora, loraID
 		ch, err := s.cfg.Blocks.Chain(p)
 		if err != nil {
 			s.cfg.Logger.Error("chaining prompt blocks", zap.Error(err))

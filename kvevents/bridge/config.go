@@ -43,6 +43,12 @@ type WorkerConfig struct {
 	// MetricsURL is the engine's Prometheus endpoint for BlockSize discovery. Default:
 	// http://<Endpoint>/metrics.
 	MetricsURL string `json:"metrics_url,omitempty"`
+	// ModelsURL is the engine's OpenAI model list, read for the LoRA adapters it serves (cards with
+	// a `parent`) at registration and every Config.AdaptersRefresh. Default: http://<Endpoint>/v1/models.
+	ModelsURL string `json:"models_url,omitempty"`
+	// EngineAPIKeyFile is a file holding the engine's API key (vLLM --api-key), sent as a bearer
+	// token with the ModelsURL request; read at every request. Default: none.
+	EngineAPIKeyFile string `json:"engine_api_key_file,omitempty"`
 	// DPSize is the number of data-parallel ranks; rank r publishes on the ZMQ ports + r. Default 1.
 	DPSize int `json:"dp_size,omitempty"`
 	// Features are recorded as given (e.g. ["mm_hashes"]).
@@ -88,6 +94,9 @@ type Config struct {
 	RegisterRetry time.Duration
 	// Heartbeat overrides the registry heartbeat interval (tests). Default registry.HeartbeatInterval.
 	Heartbeat time.Duration
+	// AdaptersRefresh is how often each worker's LoRA adapters are read again from its ModelsURL
+	// (adapters.go). Default DefaultAdaptersRefresh (15 s); negative: read once at registration.
+	AdaptersRefresh time.Duration
 	// DisableRegistration skips the registry record (events only).
 	DisableRegistration bool
 	// Logger receives the bridge's logs. Default: a no-op logger.
@@ -123,6 +132,9 @@ func (c *Config) withDefaults() Config {
 		out.ReconnectIntervalMax = max(d.ReconnectIntervalMax, out.ReconnectInterval)
 	}
 	defaults.Positive(&out.RegisterRetry, d.RegisterRetry)
+	if out.AdaptersRefresh == 0 {
+		out.AdaptersRefresh = DefaultAdaptersRefresh
+	}
 	if out.Logger == nil {
 		out.Logger = d.Logger
 	}
@@ -160,6 +172,9 @@ func (w *WorkerConfig) Normalize() error {
 	}
 	if w.MetricsURL == "" {
 		w.MetricsURL = "http://" + w.Endpoint + "/metrics"
+	}
+	if w.ModelsURL == "" {
+		w.ModelsURL = "http://" + w.Endpoint + "/v1/models"
 	}
 	if w.MaxBlocks < 0 {
 		return fmt.Errorf("%w: worker %s: max_blocks %d must not be negative", ErrConfig, w.WorkerID, w.MaxBlocks)

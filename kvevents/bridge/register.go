@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/registry"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // maxRegisterRetry caps the backoff between registration attempts.
@@ -83,7 +84,11 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 			return
 		}
 	}
-	p, err := registry.NewPublisher(kv, w.Record(bs), &registry.PublisherConfig{Interval: b.cfg.Heartbeat, Logger: log})
+	lr := &liveRecord{w: w, bs: bs}
+	if w.Engine == wire.EngineVLLM {
+		lr.adapters, _ = b.probeAdapters(ctx, log, client, w)
+	}
+	p, err := registry.NewPublisher(kv, lr.record(), &registry.PublisherConfig{Interval: b.cfg.Heartbeat, Logger: log})
 	if err != nil {
 		log.Error("building worker record", zap.Error(err))
 		return
@@ -103,9 +108,16 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 	b.publishers = append(b.publishers, p)
 	b.registered[w.WorkerID] = true
 	b.mu.Unlock()
-	log.Info("worker registered", zap.Int("block_size", bs), zap.Int("dp_size", w.DPSize))
+	log.Info("worker registered", zap.Int("block_size", bs), zap.Int("dp_size", w.DPSize), zap.Int("adapters", len(lr.adapters)))
+	if w.Engine == wire.EngineVLLM && b.cfg.AdaptersRefresh > 0 {
+		b.wg.Add(1) // this goroutine is counted: Stop's Wait cannot have returned
+		go func() {
+			defer b.wg.Done()
+			b.refreshAdapters(ctx, log, client, p, w, lr)
+		}()
+	}
 	if !fromEvents {
-		b.checkBlockSize(ctx, log, p, w, bs, watch)
+		b.checkBlockSize(ctx, log, p, w, bs, watch, lr)
 	}
 }
 
@@ -113,7 +125,7 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 // the registered one. A size read from cache_config_info is replaced (hybrid models: the metrics name
 // another group's or the requested size); a configured one is kept and the disagreement logged, since
 // the router then skips every event as block_size_mismatch.
-func (b *Bridge) checkBlockSize(ctx context.Context, log *zap.Logger, p *registry.Publisher, w WorkerConfig, bs int, watch *blockSizeWatch) {
+func (b *Bridge) checkBlockSize(ctx context.Context, log *zap.Logger, p *registry.Publisher, w WorkerConfig, bs int, watch *blockSizeWatch, lr *liveRecord) {
 	select {
 	case <-ctx.Done():
 		return
@@ -126,7 +138,7 @@ func (b *Bridge) checkBlockSize(ctx context.Context, log *zap.Logger, p *registr
 		log.Error("configured block_size disagrees with the main-attention block size of the engine's KV events; the router skips them",
 			zap.Int("block_size", bs), zap.Int("events_block_size", n))
 	default:
-		if err := p.Update(ctx, w.Record(n)); err != nil {
+		if err := p.Update(ctx, lr.setBlockSize(n)); err != nil {
 			log.Error("re-registering worker with the events' block size", zap.Int("block_size", n), zap.Error(err))
 			return
 		}

@@ -56,6 +56,10 @@ type Worker struct {
 	// Contract is the worker's video contract (DESIGN.md §2.3), raw JSON, or absent.
 	Contract json.RawMessage `json:"contract,omitempty"`
 
+	// Adapters lists the LoRA adapters the worker serves (DESIGN.md §1.1), at most MaxAdapters,
+	// sorted by name after Normalize; absent when it serves none.
+	Adapters []Adapter `json:"adapters,omitempty"`
+
 	// Instance identifies the publishing process: random, new at each Publisher (NewPublisher
 	// sets it), `[A-Za-z0-9_-]{1,64}`, or absent (older publishers). Records of one worker id
 	// that alternate between two instances mean two processes claim the id (Watcher).
@@ -103,6 +107,9 @@ func (w *Worker) Normalize() error {
 	}
 	if w.DPSize == 0 {
 		w.DPSize = 1
+	}
+	if err := w.normalizeAdapters(); err != nil {
+		return err
 	}
 	if len(w.Contract) > 0 {
 		if !json.Valid(w.Contract) {

@@ -57,6 +57,10 @@ const (
 	// a completions prompt by default) and the tokenizer's post-processor is one kvroute does not
 	// reproduce (tokenizer.ErrSpecialTokens), so no block hash can be trusted.
 	SpecialTokensUnsupported Code = "special_tokens_unsupported"
+	// AdapterNotServed: the request names a LoRA adapter no worker lists now (an earlier worker
+	// list did); it goes on load to the workers of the adapter's base model, or all when none
+	// (DESIGN.md §1.1).
+	AdapterNotServed Code = "adapter_not_served"
 )
 
 // Errors: answered with a 4xx and the JSON body of DESIGN.md §8, never forwarded.
@@ -120,7 +124,8 @@ func (c Code) HTTPStatus() int {
 
 // LoadOnly reports whether c routes on load alone (no prefix to score).
 func (c Code) LoadOnly() bool {
-	return c == TemplateError || c == IndexUnavailable || c == NotRouted || c == SpecialTokensUnsupported
+	return c == TemplateError || c == IndexUnavailable || c == NotRouted || c == SpecialTokensUnsupported ||
+		c == AdapterNotServed
 }
 
 // Error carries a reason code and a human message. It wraps the underlying cause, if any.

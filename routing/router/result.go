@@ -69,6 +69,10 @@ type MediaSummary struct {
 type Result struct {
 	// Model is the request's model field.
 	Model string
+	// Adapter is the request's model when it names a LoRA adapter a worker lists (or listed:
+	// Fallback adapter_not_served), else ""; AdapterBase is that adapter's base model when known.
+	// The selection policy keeps such a request on the adapter's workers (or its base model's).
+	Adapter, AdapterBase string
 	// Fallback is "" when routing was exact, else the reason code (DESIGN.md §8).
 	Fallback reason.Code
 	// Detail says, for logs, why the fallback happened.

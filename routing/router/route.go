@@ -52,8 +52,12 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 	if !r.listed.Load() {
 		r.verify.setWorkers(in.Workers)
+		r.adapters.learn(in.Workers)
 	}
-	workers, matched := workersFor(in.Workers, req.Model)
+	tg := r.targetFor(in.Workers, req.Model)
+	workers, matched := tg.workers, tg.matched
+	res.Adapter, res.AdapterBase = tg.adapter, tg.base
+	seed := blocks.SeedFor(tg.lora, req.CacheSalt) // an adapter's blocks are its own (adapter.go)
 	if kind == PathOther {
 		// No preference, as the handler forwards such a path (the policy's fallback picks): the
 		// explain endpoint must not name a worker the handler would not choose.
@@ -63,6 +67,9 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	if len(workers) == 0 {
 		res.Fallback, res.Detail = reason.IndexUnavailable, "no registered workers"
 		return res, nil
+	}
+	if tg.notServed {
+		return r.loadOnly(ctx, res, workers, in, reason.AdapterNotServed, tg.notServedDetail())
 	}
 	if !matched && req.Model != "" {
 		// No record declares the model: nothing says these workers' caches or contracts are for
@@ -100,7 +107,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 
 	if runs.IDs != nil {
-		return r.routeRuns(ctx, res, workers, in, bs, blocks.SeedFor("", req.CacheSalt), runs)
+		return r.routeRuns(ctx, res, workers, in, bs, seed, runs)
 	}
 
 	tokens := ids
@@ -119,14 +126,14 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	}
 
 	t1 := time.Now()
-	hashes, err := r.hashPrompt(workers, bs, blocks.SeedFor("", req.CacheSalt), tokens, spans)
+	hashes, err := r.hashPrompt(workers, bs, seed, tokens, spans)
 	r.stage(ctx, "hash", t1)
 	if err != nil {
 		// Spans come from our own expansion; a failure here is a bug, not a client error.
 		res.Fallback, res.Detail = reason.LayoutError, err.Error()
 		tokens, spans = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder), nil
 		if hashes, err = blocks.HashBlocks(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad},
-			blocks.SeedFor("", req.CacheSalt), tokens, nil); err != nil {
+			seed, tokens, nil); err != nil {
 			return r.loadOnly(ctx, res, workers, in, reason.LayoutError, err.Error())
 		}
 	}

@@ -72,6 +72,8 @@ type Router struct {
 	// listed is set once SetWorkers gave the router the worker list: Route then leaves the
 	// verifier's view of it to SetWorkers instead of updating it from every request's list.
 	listed atomic.Bool
+	// adapters remembers the LoRA adapters of earlier worker lists (adapter.go).
+	adapters adapterMemory
 }
 
 // SetWorkers gives the router the full worker list (static and live, workers marked down
@@ -81,6 +83,7 @@ type Router struct {
 func (r *Router) SetWorkers(ws []Worker) {
 	r.listed.Store(true)
 	r.verify.setWorkers(ws)
+	r.adapters.learn(ws)
 }
 
 // New returns a router. lmodel may be nil (text-only model); media may be nil (then media

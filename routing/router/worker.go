@@ -21,6 +21,8 @@ type Worker struct {
 	Features  []string
 	// Contract is the worker's raw contract JSON (nil when it publishes none).
 	Contract json.RawMessage
+	// Adapters are the LoRA adapters the worker serves, sorted by Name (adapter.go).
+	Adapters []Adapter
 }
 
 func (w *Worker) hasFeature(f string) bool {
