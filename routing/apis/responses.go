@@ -24,7 +24,9 @@ type Responses struct {
 }
 
 // FromResponses converts a Responses request body into the chat form vLLM builds (with only
-// the new items of a previous_response_id turn). A request vLLM refuses gives an *Error.
+// the new items of a previous_response_id turn). A request vLLM refuses gives an *Error; the
+// Responses is then still returned (without Form) when the body is a JSON object, so its
+// previous_response_id and store are known.
 func FromResponses(body []byte, opt ResponsesOptions) (*Responses, error) {
 	req, err := Parse(body)
 	if err != nil {
@@ -37,19 +39,19 @@ func FromResponses(body []byte, opt ResponsesOptions) (*Responses, error) {
 	if s := req.Get("store"); s != nil && s.Kind == KindBool {
 		out.Store = s.Bool
 	}
-	if p := req.Get("previous_response_id"); p.IsStr() {
+	if p := req.Get("previous_response_id"); p.IsStr() && p.Str != "" {
 		out.PreviousResponseID = p.Str
 	}
 	if err := validateResponses(req, out.Store, opt); err != nil {
-		return nil, err
+		return out, err
 	}
 	tools, names, err := responsesTools(req.Get("tools"))
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	f := &ChatForm{Model: req.Get("model").StrOr(""), Tools: tools, AddGenerationPrompt: true}
 	if f.ToolChoice, err = responsesToolChoice(req.Get("tool_choice"), req.Get("tools"), names); err != nil {
-		return nil, err
+		return out, err
 	}
 	if ins := req.Get("instructions"); ins.Truthy() && ins.IsStr() {
 		f.Messages = append(f.Messages, Obj(M("role", Str("system")), M("content", Str(ins.Str))))
@@ -60,7 +62,7 @@ func FromResponses(body []byte, opt ResponsesOptions) (*Responses, error) {
 	} else {
 		items, err := normalizeItems(in.Arr)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		for _, it := range items {
 			if m := messageFromItem(it, f.Messages); m != nil {

@@ -95,6 +95,12 @@ type Result struct {
 	// when identities are forwarded (Forwarded).
 	Body      []byte
 	Forwarded bool
+	// PreviousResponseID is a Responses request's previous_response_id ("" for none or another
+	// path): the follow-up must reach the worker that stored that response (DESIGN.md §1.1).
+	PreviousResponseID string
+	// StoresResponse is set for a Responses request with store true (the default): the worker
+	// keeps the response it makes, and its id must be learned from the answer.
+	StoresResponse bool
 
 	decision    scheduler.Decision
 	hasDecision bool

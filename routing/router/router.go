@@ -2,6 +2,8 @@ package router
 
 import (
 	"errors"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/routing/apis"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,8 @@ type Config struct {
 	// of one request, checked while the body is decoded (too_many_parts above; chat.Limits).
 	// Default: 4096 and 8192.
 	MaxMessages, MaxParts int
+	// APIs are the workers' settings for /v1/responses and /v1/messages (routing/apis.Options).
+	APIs apis.Options
 }
 
 // DefaultConfig returns the DESIGN.md defaults.
@@ -72,6 +76,9 @@ type Router struct {
 	// listed is set once SetWorkers gave the router the worker list: Route then leaves the
 	// verifier's view of it to SetWorkers instead of updating it from every request's list.
 	listed atomic.Bool
+
+	// onHashes, when set (tests only), sees every request's block hashes before they are scored.
+	onHashes func([]wire.BlockHash)
 }
 
 // SetWorkers gives the router the full worker list (static and live, workers marked down

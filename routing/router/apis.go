@@ -1,0 +1,25 @@
+package router
+
+import "github.com/kvroute/kvroute/routing/apis"
+
+// apiChatBody converts a /v1/responses or /v1/messages body into the chat body vLLM renders for
+// it (routing/apis) and records on res what the stored-response rules need (previous_response_id,
+// store). A request vLLM refuses gives the *apis.Error: it is routed on load alone and the worker
+// answers it. The conversion is timed in the parse stage (Route).
+func (r *Router) apiChatBody(res *Result, kind PathKind, body []byte) ([]byte, error) {
+	if kind == PathMessages {
+		f, err := apis.FromAnthropic(body, r.cfg.APIs.Anthropic)
+		if err != nil {
+			return nil, err
+		}
+		return f.Body(), nil
+	}
+	rr, err := apis.FromResponses(body, r.cfg.APIs.Responses)
+	if rr != nil {
+		res.PreviousResponseID, res.StoresResponse = rr.PreviousResponseID, rr.Store
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rr.Form.Body(), nil
+}
