@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kvroute/kvroute/routing/apis"
 	"io"
 	"net/http"
 	"strconv"
@@ -64,6 +65,8 @@ type Config struct {
 	Cache Cache
 	// Logger receives request errors. Default: no-op.
 	Logger *zap.Logger
+	// APIs are the vLLM settings of the agent APIs (/v1/messages conversion). Default: vLLM's.
+	APIs apis.Options
 	// OnRequest, if set, is called when a chat request's body has been read.
 	OnRequest func(RequestInfo)
 	// OnDone, if set, is called when a chat request ends (completed or cancelled by the client).
@@ -102,6 +105,7 @@ type Server struct {
 	started  time.Time
 	engine   *engine
 	waiting  atomic.Int64
+	store    responseStore
 }
 
 // New returns a Server; cfg may be nil.
@@ -157,6 +161,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("POST /v1/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("GET /v1/responses/{id}", s.handleResponseGet)
+	mux.HandleFunc("DELETE /v1/responses/{id}", s.handleResponseDelete)
+	mux.HandleFunc("POST /v1/responses/{id}/cancel", s.handleResponseCancel)
+	mux.HandleFunc("POST /v1/messages", s.handleMessages)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)
 	return mux
@@ -223,60 +233,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	g := &generation{
-		s: s, id: completionID(info.RequestID), maxTokens: s.cfg.MaxTokens,
-		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		text:         r.URL.Path == "/v1/completions",
-	}
-	if req.MaxCompletionTokens != nil {
-		g.maxTokens = *req.MaxCompletionTokens
-	} else if req.MaxTokens != nil {
-		g.maxTokens = *req.MaxTokens
-	}
-	g.maxTokens = max(1, min(g.maxTokens, 4096))
-	if s.cfg.Frontend != nil {
-		p, err := s.cfg.Frontend.Prepare(r.Context(), body)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		ch, err := s.cfg.Blocks.Chain(p)
-		if err != nil {
-			s.cfg.Logger.Error("chaining prompt blocks", zap.Error(err))
-			writeError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		g.promptTokens = len(p.Tokens)
-		g.lookup = func() {
-			g.hitBlocks = s.cfg.Blocks.HitBlocks(ch)
-			g.cachedTokens = g.hitBlocks * s.cfg.BlockSize
-		}
-		g.prefilled = func() {
-			if s.cfg.Blocks.Commit(ch, s.emit) > 0 && s.cfg.Events != nil {
-				if err := s.cfg.Events.Flush(); err != nil {
-					s.cfg.Logger.Warn("flushing kv events", zap.Error(err))
-				}
-			}
-		}
-	} else {
-		var text strings.Builder
-		for _, m := range req.Messages {
-			text.WriteString(m.Role)
-			text.WriteByte(' ')
-			text.WriteString(m.text())
-			text.WriteByte('\n')
-		}
-		var prompt string
-		if g.text && json.Unmarshal(req.Prompt, &prompt) == nil {
-			text.WriteString(prompt)
-		}
-		tokens := s.cfg.Tokenizer.Encode(text.String())
-		g.promptTokens = len(tokens)
-		g.lookup = func() {
-			g.cachedTokens = s.cfg.Cache.Lookup(tokens)
-			g.hitBlocks = g.cachedTokens / s.cfg.BlockSize
-		}
-		g.prefilled = func() { s.cfg.Cache.Store(tokens) }
+	g, status, err := s.newGeneration(r.Context(), r.URL.Path, info.RequestID, body, &req)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
 	}
 
 	var done DoneInfo
@@ -357,4 +317,63 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, apiError{Error: apiErrorBody{Message: msg, Type: http.StatusText(status), Code: status}})
+}
+
+// newGeneration prepares the completion of a chat (or completions) body: the prompt the worker
+// computes, its prefix cache lookup and its commit. The status goes with the error.
+func (s *Server) newGeneration(ctx context.Context, path, reqID string, body []byte, req *chatRequest) (*generation, int, error) {
+	g := &generation{
+		s: s, id: completionID(reqID), maxTokens: s.cfg.MaxTokens,
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		text:         path == "/v1/completions",
+	}
+	if req.MaxCompletionTokens != nil {
+		g.maxTokens = *req.MaxCompletionTokens
+	} else if req.MaxTokens != nil {
+		g.maxTokens = *req.MaxTokens
+	}
+	g.maxTokens = max(1, min(g.maxTokens, 4096))
+	if s.cfg.Frontend != nil {
+		p, err := s.cfg.Frontend.Prepare(ctx, body)
+		if err != nil {
+			return nil, http.StatusBadRequest, err
+		}
+		ch, err := s.cfg.Blocks.Chain(p)
+		if err != nil {
+			s.cfg.Logger.Error("chaining prompt blocks", zap.Error(err))
+			return nil, http.StatusInternalServerError, err
+		}
+		g.promptTokens = len(p.Tokens)
+		g.lookup = func() {
+			g.hitBlocks = s.cfg.Blocks.HitBlocks(ch)
+			g.cachedTokens = g.hitBlocks * s.cfg.BlockSize
+		}
+		g.prefilled = func() {
+			if s.cfg.Blocks.Commit(ch, s.emit) > 0 && s.cfg.Events != nil {
+				if err := s.cfg.Events.Flush(); err != nil {
+					s.cfg.Logger.Warn("flushing kv events", zap.Error(err))
+				}
+			}
+		}
+	} else {
+		var text strings.Builder
+		for _, m := range req.Messages {
+			text.WriteString(m.Role)
+			text.WriteByte(' ')
+			text.WriteString(m.text())
+			text.WriteByte('\n')
+		}
+		var prompt string
+		if g.text && json.Unmarshal(req.Prompt, &prompt) == nil {
+			text.WriteString(prompt)
+		}
+		tokens := s.cfg.Tokenizer.Encode(text.String())
+		g.promptTokens = len(tokens)
+		g.lookup = func() {
+			g.cachedTokens = s.cfg.Cache.Lookup(tokens)
+			g.hitBlocks = g.cachedTokens / s.cfg.BlockSize
+		}
+		g.prefilled = func() { s.cfg.Cache.Store(tokens) }
+	}
+	return g, 0, nil
 }
