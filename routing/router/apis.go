@@ -23,3 +23,15 @@ func (r *Router) apiChatBody(res *Result, kind PathKind, body []byte) ([]byte, e
 	}
 	return rr.Form.Body(), nil
 }
+
+// ChatBody returns the chat-completions body the router renders for a request on path: the body
+// itself for chat and completions paths, the chat form vLLM builds for /responses and /messages
+// (as Route builds it, with opt). Used by `kvroute tokens --path`.
+func ChatBody(path string, body []byte, opt apis.Options) ([]byte, error) {
+	kind := ClassifyPath(path)
+	if kind != PathResponses && kind != PathMessages {
+		return body, nil
+	}
+	r := &Router{cfg: Config{APIs: opt}}
+	return r.apiChatBody(&Result{}, kind, body)
+}
