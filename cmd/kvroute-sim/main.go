@@ -44,6 +44,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/routing/apis"
 )
 
 func main() {
@@ -57,7 +58,7 @@ type flags struct {
 	listen, advertise, workerID, model, served, natsURL string
 	natsTokenFile                                       string
 	contract, oracle, encoding, extraKeys, features     string
-	fileRoot                                            string
+	fileRoot, inlineSystem, disabledEffort              string
 	blockSize, cacheBlocks, maxTokens, replayBatches    int
 	maxRunning                                          int
 	replayBytes                                         int64
@@ -95,6 +96,8 @@ func parseFlags(args []string) (*flags, error) {
 	fs.DurationVar(&f.prefillPerToken, "prefill-per-token", 0, "prefill time per uncached prompt token, added to -prefill-delay; prefills then run one at a time, in arrival order (0: prefill takes -prefill-delay and never waits)")
 	fs.IntVar(&f.maxRunning, "max-running", 0, "sequences running at once (vLLM max_num_seqs); requests beyond it wait in arrival order (0: unbounded)")
 	fs.IntVar(&f.maxTokens, "max-tokens", 8, "completion tokens when the request sets none")
+	fs.StringVar(&f.inlineSystem, "anthropic-inline-system", "preserve", "vLLM's inline_system for /v1/messages: preserve or fold")
+	fs.StringVar(&f.disabledEffort, "anthropic-disabled-thinking-effort", "none", "the reasoning_effort /v1/messages gives thinking disabled: none or low")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -202,7 +205,8 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 		return nil, nil, errors.New("-prefill-per-token and -max-running must be >= 0")
 	}
 	cfg := &sim.Config{WorkerID: f.workerID, Model: f.served, BlockSize: f.blockSize, PrefillDelay: f.prefill,
-		TokenDelay: f.perToken, PrefillPerToken: f.prefillPerToken, MaxRunning: f.maxRunning, MaxTokens: f.maxTokens, Logger: logger}
+		TokenDelay: f.perToken, PrefillPerToken: f.prefillPerToken, MaxRunning: f.maxRunning, MaxTokens: f.maxTokens, Logger: logger,
+		APIs: apis.Options{Anthropic: apis.AnthropicOptions{InlineSystem: f.inlineSystem, DisabledThinkingEffort: f.disabledEffort}}}
 	if f.features != "" {
 		cfg.Features = strings.Split(f.features, ",")
 	}
