@@ -142,6 +142,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if d == nil {
 		d = notRouted()
 	}
+	readResponseFields(r, d, body)
 	if id := responseRefID(r, d); id != "" {
 		// a stored response lives on one worker: pin to it, or answer without forwarding
 		if err := h.pinToResponse(r.Context(), d, id); err != nil {

@@ -35,6 +35,18 @@ func responseMap(maxLocal int, ttl time.Duration, log *zap.Logger) *respmap.Map 
 	return respMapVal
 }
 
+// readResponseFields fills d's previous_response_id and store for a Responses POST the router
+// did not read them from (no model_dir, or a Decider other than the routing core): stickiness does
+// not depend on KV routing.
+func readResponseFields(r *http.Request, d *Decision, body []byte) {
+	if d.ResponseFieldsRead || body == nil || r.Method != http.MethodPost || router.ClassifyPath(r.URL.Path) != router.PathResponses {
+		return
+	}
+	if rr, _ := apis.FromResponses(body, apis.ResponsesOptions{StoreEnabled: true}); rr != nil {
+		d.PreviousResponseID, d.StoresResponse, d.ResponseFieldsRead = rr.PreviousResponseID, rr.Store, true
+	}
+}
+
 // responseRefID returns the stored response a request must reach: a Responses POST's
 // previous_response_id, or the {id} of /responses/{id} (GET, DELETE) and /responses/{id}/cancel
 // (POST); "" for none.

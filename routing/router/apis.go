@@ -16,7 +16,7 @@ func (r *Router) apiChatBody(res *Result, kind PathKind, body []byte) ([]byte, e
 	}
 	rr, err := apis.FromResponses(body, r.cfg.APIs.Responses)
 	if rr != nil {
-		res.PreviousResponseID, res.StoresResponse = rr.PreviousResponseID, rr.Store
+		res.PreviousResponseID, res.StoresResponse, res.ResponseFieldsRead = rr.PreviousResponseID, rr.Store, true
 	}
 	if err != nil {
 		return nil, err

@@ -101,6 +101,10 @@ type Result struct {
 	// StoresResponse is set for a Responses request with store true (the default): the worker
 	// keeps the response it makes, and its id must be learned from the answer.
 	StoresResponse bool
+	// ResponseFieldsRead is set when the router read the two fields above (a Responses POST it
+	// converted): without it the handler reads them itself (no model_dir, a request the router did
+	// not see).
+	ResponseFieldsRead bool
 
 	decision    scheduler.Decision
 	hasDecision bool
