@@ -2,11 +2,8 @@ package apis
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Value is one JSON value that keeps the key order of its objects: vLLM's conversions copy
@@ -40,71 +37,6 @@ const (
 
 // maxDepth bounds the nesting of a decoded body (the chat parser has the same kind of bound).
 const maxDepth = 256
-
-// Parse decodes one JSON value; trailing data other than whitespace is an error.
-func Parse(b []byte) (*Value, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	v, err := decode(d, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("data after the top-level value")
-	}
-	return v, nil
-}
-
-func decode(d *json.Decoder, depth int) (*Value, error) {
-	if depth > maxDepth {
-		return nil, errors.New("nesting too deep")
-	}
-	t, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := t.(type) {
-	case nil:
-		return &Value{Kind: KindNull}, nil
-	case bool:
-		return &Value{Kind: KindBool, Bool: t}, nil
-	case json.Number:
-		return &Value{Kind: KindNumber, Str: string(t)}, nil
-	case string:
-		return &Value{Kind: KindString, Str: t}, nil
-	case json.Delim:
-		switch t {
-		case '[':
-			v := &Value{Kind: KindArray, Arr: []*Value{}}
-			for d.More() {
-				e, err := decode(d, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				v.Arr = append(v.Arr, e)
-			}
-			_, err := d.Token()
-			return v, err
-		case '{':
-			v := &Value{Kind: KindObject, Obj: []Member{}}
-			for d.More() {
-				kt, err := d.Token()
-				if err != nil {
-					return nil, err
-				}
-				k, _ := kt.(string)
-				e, err := decode(d, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				v.set(k, e) // a repeated key keeps its first place and its last value, as Python's json does
-			}
-			_, err := d.Token()
-			return v, err
-		}
-	}
-	return nil, fmt.Errorf("unexpected token %v", t)
-}
 
 // Constructors.
 
@@ -251,9 +183,50 @@ func (v *Value) write(b *bytes.Buffer) {
 	}
 }
 
+// writeGoString writes s as a JSON string: quote, backslash and control characters escaped
+// (and U+2028, U+2029, as encoding/json does); s is valid UTF-8 (Parse made it so).
 func writeGoString(b *bytes.Buffer, s string) {
-	e := json.NewEncoder(b)
-	e.SetEscapeHTML(false)
-	_ = e.Encode(s)
-	b.Truncate(b.Len() - 1) // Encode's newline
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < 0x80 {
+			i++
+			continue
+		}
+		if c >= 0x80 {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == '\u2028' || r == '\u2029' {
+				b.WriteString(s[start:i])
+				b.WriteString(`\u202`)
+				b.WriteByte(hex[r&0xf])
+				i += n
+				start = i
+				continue
+			}
+			i += n
+			continue
+		}
+		b.WriteString(s[start:i])
+		switch c {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
 }
