@@ -42,7 +42,7 @@ func FromAnthropic(body []byte, opt AnthropicOptions) (*ChatForm, error) {
 	for _, m := range rest {
 		out = convertAnthropicMessage(m, out)
 	}
-	f := &ChatForm{Model: req.Get("model").Str, Messages: out, AddGenerationPrompt: true}
+	f := &ChatForm{Model: req.Get("model").Str, Messages: out, AddGenerationPrompt: true, sizeHint: len(body)}
 	f.ChatTemplateKwargs = nullToNil(req.Get("chat_template_kwargs"))
 	f.CacheSalt = nullToNil(req.Get("cache_salt"))
 	if e := req.Get("output_config").Get("effort"); e.IsStr() {

@@ -1,5 +1,7 @@
 package apis
 
+import "bytes"
+
 // ChatForm is the chat-completions request vLLM builds from an Anthropic or Responses request:
 // the fields that reach the chat template (the golden vectors' `expected` shape). A nil pointer
 // field is JSON null.
@@ -13,6 +15,9 @@ type ChatForm struct {
 	ContinueFinalMessage bool
 	ReasoningEffort      *Value // a string, or nil
 	CacheSalt            *Value // a string, or nil
+
+	// sizeHint is the size of the request the form was built from: Body's buffer starts there.
+	sizeHint int
 }
 
 // Expected is the form as the golden vectors write it (`expected`).
@@ -83,8 +88,10 @@ func (f *ChatForm) Body() []byte {
 	if f.CacheSalt != nil {
 		b.Set("cache_salt", f.CacheSalt)
 	}
-	out, _ := b.MarshalJSON()
-	return out
+	var buf bytes.Buffer
+	buf.Grow(f.sizeHint + 4096)
+	b.write(&buf)
+	return buf.Bytes()
 }
 
 func orNull(v *Value) *Value {

@@ -49,7 +49,7 @@ func FromResponses(body []byte, opt ResponsesOptions) (*Responses, error) {
 	if err != nil {
 		return out, err
 	}
-	f := &ChatForm{Model: req.Get("model").StrOr(""), Tools: tools, AddGenerationPrompt: true}
+	f := &ChatForm{Model: req.Get("model").StrOr(""), Tools: tools, AddGenerationPrompt: true, sizeHint: len(body)}
 	if f.ToolChoice, err = responsesToolChoice(req.Get("tool_choice"), req.Get("tools"), names); err != nil {
 		return out, err
 	}

@@ -15,7 +15,7 @@ const r1 = await openai.responses.create({ model: "qwen", instructions: "You are
 out.responses = { id: r1.id, text: r1.output_text, cached: r1.usage.input_tokens_details.cached_tokens };
 
 let streamed = "", completed = null, events = 0;
-const stream = await openai.responses.create({ model: "qwen", previous_response_id: r1.id, input: "Now read main.go.", tools, stream: true });
+const stream = await openai.responses.create({ model: "qwen", instructions: "You are a coding agent.", previous_response_id: r1.id, input: "Now read main.go.", tools, stream: true });
 for await (const ev of stream) {
   events++;
   if (ev.type === "response.output_text.delta") streamed += ev.delta;
