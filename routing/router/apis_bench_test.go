@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/routing/apis"
+	"github.com/kvroute/kvroute/routing/chat"
 )
 
 // agentTurn is a Responses request of n agent turns and the chat body vLLM builds from it.
@@ -43,6 +44,9 @@ func BenchmarkRouteAgentTurn(b *testing.B) {
 	}{{"responses", "/v1/responses", resp}, {"chat", "/v1/chat/completions", chatBody}} {
 		b.Run(c.name, func(b *testing.B) {
 			r := newTestRouter(b, &fakeMedia{})
+			if r.model.Template.MessageCache() == nil {
+				r.model.Template.SetMessageCache(chat.NewMessageCache(256 << 20)) // as Caddy runs it
+			}
 			in := &Input{Path: c.path, Body: c.body, Workers: testWorkers()}
 			for i := range in.Workers {
 				in.Workers[i].Model = "qwen"
