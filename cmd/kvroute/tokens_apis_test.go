@@ -16,7 +16,7 @@ import (
 func TestTokensAPIPaths(t *testing.T) {
 	for _, c := range []struct {
 		file, path, id, key string
-		args               []string
+		args                []string
 	}{
 		{"anthropic_to_chat.jsonl", "/v1/messages", "anth-065", "expected", nil},
 		{"anthropic_to_chat.jsonl", "/v1/messages", "anth-065", "expected_fold", []string{"--anthropic-inline-system", "fold"}},

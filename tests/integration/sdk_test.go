@@ -83,7 +83,7 @@ func TestSDKClients(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	const want8 = "The cache is warm, the route" // the simulator's 8-token completion
+	const want8 = "The cache is warm, the route is" // the simulator's 8-token completion
 	if got.Responses.ID == "" || got.Responses.Text != want8 || got.Responses.Cached != 0 {
 		t.Fatalf("responses.create: %+v", got.Responses)
 	}
