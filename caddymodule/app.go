@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kvroute/kvroute/kvevents/respmap"
 	"net/http"
 	"net/netip"
 	"os"
@@ -78,6 +79,9 @@ type App struct {
 	done    chan struct{}
 	events  *eventCore   // shared with other configs through the NATS state
 	routing *routingCore // this config's router; nil without model_dir
+
+	// responses is the process's stored-response map (responses.go), kept across reloads.
+	responses *respmap.Map
 
 	// model is the model folder loaded by Validate (nil without model_dir); Start builds the
 	// router on it.
@@ -164,6 +168,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionRouting(repl); err != nil {
 		return err
 	}
+	a.responses = responseMap(a.APIs.maxResponses(), a.APIs.ttl(), caddy.Log().Named("kvroute.responses"))
 
 	a.static = a.static[:0]
 	seen := map[string]bool{}
@@ -291,6 +296,7 @@ func (a *App) Start() error {
 	a.state, a.stop, a.done = st, cancel, done
 	a.mu.Unlock()
 	a.health.Store(st.health)
+	st.attachResponses(a.responses, a.APIs.ttl())
 	if err := a.startRouting(st); err != nil {
 		cancel()
 		close(done)

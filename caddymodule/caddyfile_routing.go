@@ -49,6 +49,7 @@ import (
 //	    max_blocks_per_worker <n>
 //	    max_blocks            <n>
 //	}
+//	apis { ... }   (config_apis.go)
 func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, error) {
 	switch d.Val() {
 	case "model_dir":
@@ -103,6 +104,12 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 		}
 		rc.Scheduler = scheduler.DefaultConfig()
 		return true, unmarshalScheduler(d, rc.Scheduler)
+	case "apis":
+		if rc.APIs != nil {
+			return true, d.Err("apis already specified")
+		}
+		rc.APIs = new(APIsConfig)
+		return true, rc.APIs.unmarshalCaddyfile(d)
 	case "index":
 		if rc.Index != nil {
 			return true, d.Err("index already specified")

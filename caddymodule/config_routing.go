@@ -65,6 +65,10 @@ type RoutingConfig struct {
 	// Index bounds the KV block index. The index survives config reloads; every config load
 	// applies its bounds to it. Default: 1Mi blocks per worker, 16Mi in total.
 	Index *IndexConfig `json:"index,omitempty"`
+
+	// APIs holds the workers' settings for /v1/responses and /v1/messages and the bounds of the
+	// stored-response map (config_apis.go). Default: vLLM's defaults, 24h, 100000.
+	APIs *APIsConfig `json:"apis,omitempty"`
 }
 
 // MediaConfig configures the media fetcher and decoder.
@@ -249,6 +253,9 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 // validateRouting checks what can be checked without the network: the media allow-lists parse.
 // (The model folder is checked by App.Validate through loadModel.)
 func (rc *RoutingConfig) validateRouting() error {
+	if err := rc.APIs.validate(); err != nil {
+		return err
+	}
 	if m := rc.Media; m != nil {
 		for _, c := range m.AllowCIDRs {
 			if _, err := netip.ParsePrefix(c); err != nil {

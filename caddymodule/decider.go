@@ -105,6 +105,7 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 	defaults.Override(&cfg.MaxMedia, rc.MaxMedia)
 	defaults.Override(&cfg.MaxMessages, rc.MaxMessages)
 	defaults.Override(&cfg.MaxParts, rc.MaxParts)
+	cfg.APIs = rc.APIs.options()
 	hooks := router.Hooks{
 		Stage:    stage,
 		Verified: func(result string) { a.metrics.layoutVerified.WithLabelValues(result).Inc() },

@@ -57,6 +57,10 @@ type Decision struct {
 
 	// body is the request body the proxy replays on every attempt; nil without a body.
 	body *replayBody
+
+	// pinned is the worker that alone may serve this request ("" for none): the worker holding
+	// the stored response it refers to (responses.go). The policy never picks another.
+	pinned string
 }
 
 // Served returns the id of the worker of the latest proxy attempt ("" when its upstream is no

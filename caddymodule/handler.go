@@ -142,6 +142,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if d == nil {
 		d = notRouted()
 	}
+	readResponseFields(r, d, body)
+	if id := responseRefID(r, d); id != "" {
+		// a stored response lives on one worker: pin to it, or answer without forwarding
+		if err := h.pinToResponse(r.Context(), d, id); err != nil {
+			if d.handle != nil {
+				d.handle.Done()
+			}
+			pooled.put()
+			return h.fail(w, r, reqID, err)
+		}
+	}
 	d.RequestID = reqID
 	if d.Body != nil && body != nil {
 		body = d.Body // the client's bytes with the forwarded identities spliced in
@@ -160,7 +171,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		defer d.handle.Done()
 	}
 	rw := &firstByteWriter{ResponseWriter: w, handle: d.handle, requestID: reqID, onFirst: func() { h.countDecision(d) }}
-	err = next.ServeHTTP(rw, r.WithContext(WithDecision(r.Context(), d)))
+	var out http.ResponseWriter = rw
+	if learnsResponse(r, d) {
+		out = &idSniffer{ResponseWriter: rw, learn: func(id string) { h.app.responses.Learn(id, d.Served()) }}
+	}
+	err = next.ServeHTTP(out, r.WithContext(WithDecision(r.Context(), d)))
 	h.countDecision(d) // no response byte: the last attempt failed, or none was made
 	code := upstreamErrorCode(err)
 	if last, at := d.takePending(); last != "" {
@@ -172,6 +187,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		case code == reason.UpstreamError || code == reason.UpstreamTimeout:
 			h.app.markFailed(last, err.Error())
 		}
+	}
+	if err != nil && !rw.wrote && d.pinned != "" && (code == reason.UpstreamError || code == reason.UpstreamUnavailable) {
+		// the one worker holding the stored response failed or is gone: say so, never retry
+		// elsewhere (selectPinned)
+		code = reason.ResponseWorkerUnavailable
+		h.metrics.errors.WithLabelValues(string(code)).Inc()
+		h.logger.Warn("stored response's worker failed", zap.String("request_id", reqID), zap.String("worker_id", d.pinned), zap.Error(err))
+		writeError(w, reason.New(code, "the worker that holds this stored response is not available; no other worker has it"))
+		return nil
 	}
 	if err != nil && !rw.wrote {
 		if code != "" {

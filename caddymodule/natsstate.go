@@ -60,6 +60,10 @@ type natsState struct {
 	// (during a reload the old config's list would drop workers the new one added).
 	running []runningConfig
 
+	// respOnce starts attachResponses once; respCancel stops its retries (Destruct).
+	respOnce   sync.Once
+	respCancel context.CancelFunc
+
 	// health is this replica's record of the workers marked down (health.go). It is kept here, not
 	// per config, so a reload does not bring a dead worker back before a probe or a heartbeat does.
 	health *workerHealth
@@ -147,6 +151,9 @@ func newNATSState(cfg natsConfig, logger *zap.Logger, accept func(registry.Worke
 // Destruct stops the watcher, drains and closes the connection and shuts the embedded server
 // down, in that order. It is called by the usage pool when the last config releases the state.
 func (st *natsState) Destruct() error {
+	if st.respCancel != nil {
+		st.respCancel()
+	}
 	st.stopCore()
 	if st.watcher != nil {
 		st.watcher.Stop()

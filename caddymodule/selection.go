@@ -81,6 +81,9 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		// the proxy made of the body before (request_buffers) or an earlier attempt consumed
 		d.body.install(r)
 	}
+	if d.pinned != "" {
+		return s.selectPinned(pool, d)
+	}
 	var up *reverseproxy.Upstream
 	ranked := d.ranked()
 	for _, ep := range ranked {
@@ -118,6 +121,24 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		}
 		d.attempt(worker)
 	}
+	return up
+}
+
+// selectPinned returns the pinned worker's upstream for the first attempt when it is available,
+// else nil: a stored response exists on that worker only, so no retry or fallback goes elsewhere
+// (the handler answers response_worker_unavailable).
+func (s *Selection) selectPinned(pool reverseproxy.UpstreamPool, d *Decision) *reverseproxy.Upstream {
+	ep := d.Chosen.Endpoint
+	if d.tried(ep) || s.app.endpointDown(ep) {
+		return nil
+	}
+	up := s.app.pickEndpoint(pool, ep)
+	if up == nil {
+		return nil
+	}
+	d.markTried(up.Dial)
+	d.setPending(ep)
+	d.attempt(d.pinned)
 	return up
 }
 

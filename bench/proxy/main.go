@@ -46,7 +46,7 @@ func main() {
 
 func run() error {
 	root := flag.String("root", ".", "repository root (holds testdata/)")
-	only := flag.String("workloads", "chat4k,cold111k,multiturn100k,video", "comma-separated workloads to run")
+	only := flag.String("workloads", "chat4k,cold111k,multiturn100k,video,responses100k,messages100k", "comma-separated workloads to run")
 	concs := flag.String("conc", "1,16", "comma-separated client concurrencies")
 	n1 := flag.Int("n", 0, "requests per site per run (0: the workload's default, about 20-30 at concurrency 1, 64-160 at 16)")
 	delay := flag.Duration("delay", 50*time.Millisecond, "upstream answer delay")
@@ -124,7 +124,11 @@ func run() error {
 					return err
 				}
 			}
-			r, err := measure(client, kv, plain, bodies)
+			path := w.path
+			if path == "" {
+				path = "/v1/chat/completions"
+			}
+			r, err := measure(client, kv, plain, path, bodies)
 			if err != nil {
 				return fmt.Errorf("%s at concurrency %d: %w", w.name, c, err)
 			}
@@ -149,12 +153,12 @@ func run() error {
 // defaultN keeps a full default run to a few minutes on a loaded 2-core machine.
 func defaultN(name string, conc int) int {
 	if conc == 1 {
-		if name == "cold111k" || name == "multiturn100k" {
+		if name == "cold111k" || name == "multiturn100k" || name == "responses100k" || name == "messages100k" {
 			return 20
 		}
 		return 30
 	}
-	if name == "cold111k" || name == "multiturn100k" {
+	if name == "cold111k" || name == "multiturn100k" || name == "responses100k" || name == "messages100k" {
 		return 64
 	}
 	return 128
@@ -167,7 +171,7 @@ type result struct {
 	fallbacks map[string]int // kvroute site: X-Kvroute-Fallback values ("" = routed exactly)
 }
 
-func measure(client *http.Client, kv, plain string, bodies [][][]byte) (*result, error) {
+func measure(client *http.Client, kv, plain, path string, bodies [][][]byte) (*result, error) {
 	res := &result{conc: len(bodies), fallbacks: map[string]int{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -175,7 +179,7 @@ func measure(client *http.Client, kv, plain string, bodies [][][]byte) (*result,
 	// warm-up: the first body of each client, to both sites, not measured
 	for _, bs := range bodies {
 		for _, base := range []string{kv, plain} {
-			if _, _, err := post(client, base, bs[0]); err != nil {
+			if _, _, err := post(client, base, path, bs[0]); err != nil {
 				return nil, err
 			}
 		}
@@ -190,7 +194,7 @@ func measure(client *http.Client, kv, plain string, bodies [][][]byte) (*result,
 					sites = [2]string{plain, kv}
 				}
 				for _, base := range sites {
-					d, fb, err := post(client, base, b)
+					d, fb, err := post(client, base, path, b)
 					if err != nil {
 						errc <- err
 						return
@@ -213,9 +217,9 @@ func measure(client *http.Client, kv, plain string, bodies [][][]byte) (*result,
 }
 
 // post sends one request and returns its latency and the kvroute fallback header.
-func post(client *http.Client, base string, body []byte) (time.Duration, string, error) {
+func post(client *http.Client, base, path string, body []byte) (time.Duration, string, error) {
 	t0 := time.Now()
-	res, err := client.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	res, err := client.Post(base+path, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}

@@ -59,6 +59,7 @@ func chatBody(msgs []message) []byte {
 // Both sites receive the same bodies.
 type workload struct {
 	name  string
+	path  string // the request path; "" is /v1/chat/completions
 	about string
 	build func(g *docGen, clients, perClient int, mediaURL string) [][][]byte
 }
@@ -125,6 +126,8 @@ var workloads = []workload{
 		},
 	},
 }
+
+func init() { workloads = append(workloads, agentWorkloads...) }
 
 func perRequest(clients, per int, f func(seed uint64) []byte) [][][]byte {
 	out := make([][][]byte, clients)

@@ -49,6 +49,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/routing/apis"
 )
 
 func main() {
@@ -62,7 +63,7 @@ type flags struct {
 	listen, advertise, workerID, model, served, natsURL string
 	natsTokenFile                                       string
 	contract, oracle, encoding, extraKeys, features     string
-	fileRoot                                            string
+	fileRoot, inlineSystem, disabledEffort              string
 	blockSize, cacheBlocks, maxTokens, replayBatches    int
 	maxRunning                                          int
 	replayBytes                                         int64
@@ -108,6 +109,8 @@ func parseFlags(args []string) (*flags, error) {
 		}
 		return err
 	})
+	fs.StringVar(&f.inlineSystem, "anthropic-inline-system", "preserve", "vLLM's inline_system for /v1/messages: preserve or fold")
+	fs.StringVar(&f.disabledEffort, "anthropic-disabled-thinking-effort", "none", "the reasoning_effort /v1/messages gives thinking disabled: none or low")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -216,7 +219,8 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 	}
 	cfg := &sim.Config{WorkerID: f.workerID, Model: f.served, BlockSize: f.blockSize, PrefillDelay: f.prefill,
 		TokenDelay: f.perToken, PrefillPerToken: f.prefillPerToken, MaxRunning: f.maxRunning, MaxTokens: f.maxTokens, Logger: logger,
-		LoRAModules: f.loraModules}
+		LoRAModules: f.loraModules,
+		APIs:        apis.Options{Anthropic: apis.AnthropicOptions{InlineSystem: f.inlineSystem, DisabledThinkingEffort: f.disabledEffort}}}
 	if f.features != "" {
 		cfg.Features = strings.Split(f.features, ",")
 	}

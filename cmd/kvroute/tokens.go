@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kvroute/kvroute/routing/apis"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
@@ -21,7 +23,7 @@ var (
 )
 
 func init() {
-	register("tokens", "tokens --model DIR [--text TEXT] [< request.json]", runTokens)
+	register("tokens", "tokens --model DIR [--path /v1/chat/completions|/v1/completions|/v1/responses|/v1/messages] [--text TEXT] [< request.json]", runTokens)
 }
 
 // tokensOutput is the output for a chat or completions request on stdin.
@@ -48,6 +50,9 @@ func tokens(args []string, stdin io.Reader) (any, error) {
 	fs := newFlags("tokens")
 	dir := fs.String("model", "", "model directory (tokenizer.json, chat template, config.json)")
 	text := fs.String("text", "", "encode this text instead of a request read from stdin")
+	path := fs.String("path", "/v1/chat/completions", "the request's path: /v1/responses and /v1/messages bodies are converted to the chat form vLLM builds")
+	inline := fs.String("anthropic-inline-system", "preserve", "the workers' vLLM inline_system (preserve or fold), for --path /v1/messages")
+	effort := fs.String("anthropic-disabled-thinking-effort", "none", "the reasoning_effort the workers give thinking disabled (none or low)")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -62,6 +67,10 @@ func tokens(args []string, stdin io.Reader) (any, error) {
 		return textTokens(tok, *text), nil
 	}
 	body, err := readLimited(stdin, maxRequestBytes, "request from stdin")
+	if err != nil {
+		return nil, err
+	}
+	body, err = router.ChatBody(*path, body, apis.Options{Anthropic: apis.AnthropicOptions{InlineSystem: *inline, DisabledThinkingEffort: *effort}})
 	if err != nil {
 		return nil, err
 	}

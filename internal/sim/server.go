@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kvroute/kvroute/routing/apis"
 	"io"
 	"net/http"
 	"strconv"
@@ -66,6 +67,8 @@ type Config struct {
 	LoRAModules []LoRAModule
 	// Logger receives request errors. Default: no-op.
 	Logger *zap.Logger
+	// APIs are the vLLM settings of the agent APIs (/v1/messages conversion). Default: vLLM's.
+	APIs apis.Options
 	// OnRequest, if set, is called when a chat request's body has been read.
 	OnRequest func(RequestInfo)
 	// OnDone, if set, is called when a chat request ends (completed or cancelled by the client).
@@ -105,6 +108,7 @@ type Server struct {
 	engine   *engine
 	waiting  atomic.Int64
 	loras    *loras
+	store    responseStore
 }
 
 // New returns a Server; cfg may be nil.
@@ -167,6 +171,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /v1/load_lora_adapter", s.handleLoadLoRA)
 	mux.HandleFunc("POST /v1/unload_lora_adapter", s.handleUnloadLoRA)
+	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("GET /v1/responses/{id}", s.handleResponseGet)
+	mux.HandleFunc("DELETE /v1/responses/{id}", s.handleResponseDelete)
+	mux.HandleFunc("POST /v1/responses/{id}/cancel", s.handleResponseCancel)
+	mux.HandleFunc("POST /v1/messages", s.handleMessages)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)
 	return mux
@@ -226,67 +236,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.OnRequest != nil {
 		s.cfg.OnRequest(info)
 	}
-	lora, loraID, served := s.servedModel(req.Model) // the base model or a loaded adapter (lora.go)
-	if !served {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("the model %q does not exist", req.Model))
+	g, status, err := s.newGeneration(r.Context(), r.URL.Path, info.RequestID, body, &req)
+	if err != nil {
+		writeError(w, status, err.Error())
 		return
-	}
-
-	g := &generation{
-		s: s, id: completionID(info.RequestID), maxTokens: s.cfg.MaxTokens,
-		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		text:         r.URL.Path == "/v1/completions",
-	}
-	if req.MaxCompletionTokens != nil {
-		g.maxTokens = *req.MaxCompletionTokens
-	} else if req.MaxTokens != nil {
-		g.maxTokens = *req.MaxTokens
-	}
-	g.maxTokens = max(1, min(g.maxTokens, 4096))
-	if s.cfg.Frontend != nil {
-		p, err := s.cfg.Frontend.Prepare(r.Context(), body)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		p.LoRAName, p.LoRAID = lora, loraID
-		ch, err := s.cfg.Blocks.Chain(p)
-		if err != nil {
-			s.cfg.Logger.Error("chaining prompt blocks", zap.Error(err))
-			writeError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		g.promptTokens = len(p.Tokens)
-		g.lookup = func() {
-			g.hitBlocks = s.cfg.Blocks.HitBlocks(ch)
-			g.cachedTokens = g.hitBlocks * s.cfg.BlockSize
-		}
-		g.prefilled = func() {
-			if s.cfg.Blocks.Commit(ch, s.emit) > 0 && s.cfg.Events != nil {
-				if err := s.cfg.Events.Flush(); err != nil {
-					s.cfg.Logger.Warn("flushing kv events", zap.Error(err))
-				}
-			}
-		}
-	} else {
-		var text strings.Builder
-		for _, m := range req.Messages {
-			text.WriteString(m.Role)
-			text.WriteByte(' ')
-			text.WriteString(m.text())
-			text.WriteByte('\n')
-		}
-		var prompt string
-		if g.text && json.Unmarshal(req.Prompt, &prompt) == nil {
-			text.WriteString(prompt)
-		}
-		tokens := s.cfg.Tokenizer.Encode(text.String())
-		g.promptTokens = len(tokens)
-		g.lookup = func() {
-			g.cachedTokens = s.cfg.Cache.Lookup(tokens)
-			g.hitBlocks = g.cachedTokens / s.cfg.BlockSize
-		}
-		g.prefilled = func() { s.cfg.Cache.Store(tokens) }
 	}
 
 	var done DoneInfo
@@ -367,4 +320,68 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, apiError{Error: apiErrorBody{Message: msg, Type: http.StatusText(status), Code: status}})
+}
+
+// newGeneration prepares the completion of a chat (or completions) body: the prompt the worker
+// computes, its prefix cache lookup and its commit. The status goes with the error.
+func (s *Server) newGeneration(ctx context.Context, path, reqID string, body []byte, req *chatRequest) (*generation, int, error) {
+	lora, loraID, served := s.servedModel(req.Model) // the base model or a loaded adapter (lora.go)
+	if !served {
+		return nil, http.StatusNotFound, fmt.Errorf("the model %q does not exist", req.Model)
+	}
+	g := &generation{
+		s: s, id: completionID(reqID), maxTokens: s.cfg.MaxTokens,
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		text:         path == "/v1/completions",
+	}
+	if req.MaxCompletionTokens != nil {
+		g.maxTokens = *req.MaxCompletionTokens
+	} else if req.MaxTokens != nil {
+		g.maxTokens = *req.MaxTokens
+	}
+	g.maxTokens = max(1, min(g.maxTokens, 4096))
+	if s.cfg.Frontend != nil {
+		p, err := s.cfg.Frontend.Prepare(ctx, body)
+		if err != nil {
+			return nil, http.StatusBadRequest, err
+		}
+		p.LoRAName, p.LoRAID = lora, loraID
+		ch, err := s.cfg.Blocks.Chain(p)
+		if err != nil {
+			s.cfg.Logger.Error("chaining prompt blocks", zap.Error(err))
+			return nil, http.StatusInternalServerError, err
+		}
+		g.promptTokens = len(p.Tokens)
+		g.lookup = func() {
+			g.hitBlocks = s.cfg.Blocks.HitBlocks(ch)
+			g.cachedTokens = g.hitBlocks * s.cfg.BlockSize
+		}
+		g.prefilled = func() {
+			if s.cfg.Blocks.Commit(ch, s.emit) > 0 && s.cfg.Events != nil {
+				if err := s.cfg.Events.Flush(); err != nil {
+					s.cfg.Logger.Warn("flushing kv events", zap.Error(err))
+				}
+			}
+		}
+	} else {
+		var text strings.Builder
+		for _, m := range req.Messages {
+			text.WriteString(m.Role)
+			text.WriteByte(' ')
+			text.WriteString(m.text())
+			text.WriteByte('\n')
+		}
+		var prompt string
+		if g.text && json.Unmarshal(req.Prompt, &prompt) == nil {
+			text.WriteString(prompt)
+		}
+		tokens := s.cfg.Tokenizer.Encode(text.String())
+		g.promptTokens = len(tokens)
+		g.lookup = func() {
+			g.cachedTokens = s.cfg.Cache.Lookup(tokens)
+			g.hitBlocks = g.cachedTokens / s.cfg.BlockSize
+		}
+		g.prefilled = func() { s.cfg.Cache.Store(tokens) }
+	}
+	return g, 0, nil
 }

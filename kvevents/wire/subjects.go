@@ -25,6 +25,10 @@ const (
 
 	// WorkersBucket is the NATS KV bucket of worker records, keyed by worker id (DESIGN.md §2.1).
 	WorkersBucket = "kvroute_workers"
+
+	// ResponsesBucket is the NATS KV bucket of stored responses, keyed by response id, value
+	// {"worker_id"}: the worker that holds the response (DESIGN.md §1.1).
+	ResponsesBucket = "kvroute_responses"
 )
 
 // EventsSubject is kvroute.events.<workerID>.

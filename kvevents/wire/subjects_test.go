@@ -13,6 +13,7 @@ func TestSubjectNames(t *testing.T) {
 		{AllResets, "kvroute.ctl.*.reset"},
 		{LoadSyncSubject, "kvroute.sync.load"},
 		{WorkersBucket, "kvroute_workers"},
+		{ResponsesBucket, "kvroute_responses"},
 		{HeaderSeq, "Kvroute-Seq"},
 		{HeaderEncoding, "Kvroute-Encoding"},
 		{HeaderDPRank, "Kvroute-Dp-Rank"},

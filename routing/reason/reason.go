@@ -80,6 +80,26 @@ const (
 	TooManyParts Code = "too_many_parts"
 )
 
+// Codes of the agent APIs (issue 25: /v1/responses and /v1/messages, DESIGN.md §1.1), in their
+// own block so other additions do not touch these lines.
+const (
+	// APIMediaUnkeyed (fallback, text prefix): a Responses or Messages request with media. vLLM's
+	// parsers of these APIs take no media uuid, and kvroute forwards their bodies unchanged, so the
+	// worker keys the media blocks by its own hash of the media: only the text before the first
+	// media item can be matched.
+	APIMediaUnkeyed Code = "api_media_unkeyed"
+	// APIRequestInvalid (fallback, load only): a Responses or Messages request vLLM refuses while
+	// parsing or converting it (routing/apis.Error); forwarded so the worker answers it.
+	APIRequestInvalid Code = "api_request_invalid"
+	// ResponseWorkerUnavailable (error, 404): a previous_response_id follow-up, or GET/DELETE/cancel
+	// of a stored response, whose worker is unknown to kvroute or not available. Only that worker
+	// holds the response; any other would answer "not found" (or worse, start the conversation
+	// without its history), so the request is not forwarded. 404 because from the client's side the
+	// stored response cannot be found anywhere it can be served (what vLLM and OpenAI answer for an
+	// unknown id, so clients handle it the same way); the code tells it apart from a worker's 404.
+	ResponseWorkerUnavailable Code = "response_worker_unavailable"
+)
+
 // Upstream errors: the request was forwarded but no worker answered it (issue 11). The kvroute
 // handler answers with the JSON body of DESIGN.md §8 and the code's HTTPStatus when the proxy
 // failed before any response byte was written.
@@ -109,6 +129,8 @@ var status = map[Code]int{
 	FrameTooLarge:     http.StatusBadRequest,
 	TooManyMedia:      http.StatusBadRequest,
 	TooManyParts:      http.StatusBadRequest,
+
+	ResponseWorkerUnavailable: http.StatusNotFound,
 }
 
 // IsClientError reports whether c is answered with a 4xx instead of being forwarded.
@@ -125,7 +147,7 @@ func (c Code) HTTPStatus() int {
 // LoadOnly reports whether c routes on load alone (no prefix to score).
 func (c Code) LoadOnly() bool {
 	return c == TemplateError || c == IndexUnavailable || c == NotRouted || c == SpecialTokensUnsupported ||
-		c == AdapterNotServed
+		c == AdapterNotServed || c == APIRequestInvalid
 }
 
 // Error carries a reason code and a human message. It wraps the underlying cause, if any.

@@ -22,6 +22,14 @@ func TestClassifyPath(t *testing.T) {
 		"/v1/models":                  router.PathOther,
 		"/v1/embeddings":              router.PathOther,
 		"":                            router.PathOther,
+		"/v1/responses":               router.PathResponses,
+		"/openai/v1/responses":        router.PathResponses,
+		"/v1/responses/resp_1":        router.PathOther,
+		"/v1/responses/resp_1/cancel": router.PathOther,
+		"/v1/responses/":              router.PathOther,
+		"/v1/messages":                router.PathMessages,
+		"/v1/messages/count_tokens":   router.PathOther,
+		"/v1/messages/":               router.PathOther,
 	} {
 		if got := router.ClassifyPath(p); got != want {
 			t.Errorf("ClassifyPath(%q) = %d, want %d", p, got, want)

@@ -99,6 +99,16 @@ type Result struct {
 	// when identities are forwarded (Forwarded).
 	Body      []byte
 	Forwarded bool
+	// PreviousResponseID is a Responses request's previous_response_id ("" for none or another
+	// path): the follow-up must reach the worker that stored that response (DESIGN.md §1.1).
+	PreviousResponseID string
+	// StoresResponse is set for a Responses request with store true (the default): the worker
+	// keeps the response it makes, and its id must be learned from the answer.
+	StoresResponse bool
+	// ResponseFieldsRead is set when the router read the two fields above (a Responses POST it
+	// converted): without it the handler reads them itself (no model_dir, a request the router did
+	// not see).
+	ResponseFieldsRead bool
 
 	decision    scheduler.Decision
 	hasDecision bool

@@ -28,7 +28,19 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 	if r.model.Template != nil {
 		lim.Messages = r.model.Template.MessageCache() // earlier turns of a conversation: not decoded again
 	}
-	req, err := chat.ParseRequestLimited(in.Body, lim)
+	kind := ClassifyPath(in.Path)
+	body, apiErr := in.Body, error(nil)
+	api := kind == PathResponses || kind == PathMessages
+	if api {
+		// Route the chat form vLLM builds; the client's body is what is forwarded (res.Body).
+		var chatBody []byte
+		chatBody, apiErr = r.apiChatBody(res, kind, in.Body)
+		if apiErr == nil {
+			body = chatBody
+		}
+		kind = PathChat
+	}
+	req, err := chat.ParseRequestLimited(body, lim)
 	r.stage(ctx, "parse", t0)
 	if errors.Is(err, chat.ErrTooManyParts) {
 		return nil, reason.Wrap(reason.TooManyParts, err, "the request has too many messages or content parts: %s", parseDetail(err))
@@ -39,8 +51,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		return nil, reason.Wrap(reason.BodyInvalid, err, "request body is not one valid JSON object: %s", parseDetail(err))
 	}
 	res.Model, res.MediaItems = req.Model, len(req.Media)
-	kind := ClassifyPath(in.Path)
-	if kind != PathOther && req.SchemaErr == nil {
+	if kind != PathOther && req.SchemaErr == nil && apiErr == nil {
 		// Client errors come first, whatever the routing outcome: a forwarded media part is
 		// fetched by the worker, so a refused address is refused here on every path.
 		if len(req.Media) > r.cfg.MaxMedia {
@@ -75,6 +86,9 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		// No record declares the model: nothing says these workers' caches or contracts are for
 		// it, so route on load alone (the workers answer as they do for an unknown model).
 		return r.loadOnly(ctx, res, workers, in, reason.IndexUnavailable, "no registered worker serves model "+strconv.Quote(req.Model))
+	}
+	if apiErr != nil {
+		return r.loadOnly(ctx, res, workers, in, reason.APIRequestInvalid, apiErr.Error())
 	}
 	if req.SchemaErr != nil {
 		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, req.SchemaErr.Error())
@@ -112,7 +126,12 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 
 	tokens := ids
 	var spans []blocks.Span
-	if len(req.Media) > 0 || req.HasAudio {
+	if api && (len(req.Media) > 0 || req.HasAudio) {
+		// The worker keys these media blocks by its own hash (no uuid reaches it on this API):
+		// only the text before the first media item can match.
+		res.Fallback, res.Detail = reason.APIMediaUnkeyed, "vLLM's "+in.Path+" parser takes no media uuid; routed on the text before the first media item"
+		tokens = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder)
+	} else if len(req.Media) > 0 || req.HasAudio {
 		exp, code, detail, err := r.mediaView(ctx, req, prompt, workers, res)
 		if err != nil {
 			return nil, err

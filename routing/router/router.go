@@ -2,6 +2,8 @@ package router
 
 import (
 	"errors"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/routing/apis"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,8 @@ type Config struct {
 	// of one request, checked while the body is decoded (too_many_parts above; chat.Limits).
 	// Default: 4096 and 8192.
 	MaxMessages, MaxParts int
+	// APIs are the workers' settings for /v1/responses and /v1/messages (routing/apis.Options).
+	APIs apis.Options
 }
 
 // DefaultConfig returns the DESIGN.md defaults.
@@ -74,6 +78,9 @@ type Router struct {
 	listed atomic.Bool
 	// adapters remembers the LoRA adapters of earlier worker lists (adapter.go).
 	adapters adapterMemory
+
+	// onHashes, when set (tests only), sees every request's block hashes before they are scored.
+	onHashes func([]wire.BlockHash)
 }
 
 // SetWorkers gives the router the full worker list (static and live, workers marked down

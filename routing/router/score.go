@@ -30,6 +30,9 @@ func (r *Router) loadOnly(ctx context.Context, res *Result, workers []Worker, in
 // score looks the hashes up, scores every worker and fills the decision fields of res.
 func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *Input, hashes []wire.BlockHash, requestTokens, bs int) error {
 	t := time.Now()
+	if r.onHashes != nil {
+		r.onHashes(hashes)
+	}
 	overlap := map[string]int{}
 	if len(hashes) > 0 {
 		for _, o := range r.index.Match(context.Background(), hashes) {

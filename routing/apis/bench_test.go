@@ -1,0 +1,55 @@
+package apis_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kvroute/kvroute/routing/apis"
+)
+
+// agentBody is a Responses request of n turns (a ~1.5k-word user message, the assistant's text, a
+// function call and its output per turn), about 100k tokens at n = 40.
+func agentBody(n int) []byte {
+	doc := func(i, words int) string {
+		var b strings.Builder
+		for w := 0; w < words; w++ {
+			fmt.Fprintf(&b, "word%d ", (i*31+w)%997)
+		}
+		return b.String()
+	}
+	var input []any
+	for i := 0; i < n; i++ {
+		input = append(input, map[string]any{"role": "user", "content": doc(i, 1500)},
+			map[string]any{"type": "message", "role": "assistant", "status": "completed", "id": "m",
+				"content": []any{map[string]any{"type": "output_text", "text": doc(i+1, 200), "annotations": []any{}}}},
+			map[string]any{"type": "function_call", "call_id": fmt.Sprint("c", i), "name": "read_file", "arguments": `{"path":"a.go"}`},
+			map[string]any{"type": "function_call_output", "call_id": fmt.Sprint("c", i), "output": doc(i+2, 500)})
+	}
+	b, _ := json.Marshal(map[string]any{"model": "m", "instructions": "Be brief.", "input": input})
+	return b
+}
+
+// BenchmarkFromResponses: the conversion of a ~100k-token agent turn (parse, convert, chat body).
+func BenchmarkFromResponses(b *testing.B) {
+	body := agentBody(40)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		r, err := apis.FromResponses(body, apis.ResponsesOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = r.Form.Body()
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	body := agentBody(40)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := apis.Parse(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
