@@ -75,6 +75,37 @@ void kv_interrupt(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
 
 void kv_interrupt_free(int *flag) { av_free(flag); }
 
+static long kv_refused;
+
+static int kv_refuse_io_open(struct AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                             AVDictionary **options) {
+	(void)flags;
+	(void)options;
+	__atomic_add_fetch(&kv_refused, 1, __ATOMIC_RELAXED);
+	av_log(s, AV_LOG_WARNING, "kvroute refuses the nested open of \"%.200s\"\n", url ? url : "");
+	*pb = NULL;
+	return AVERROR(EPERM);
+}
+
+int kv_lock_down(AVFormatContext *fc) {
+	int ret;
+	if ((ret = av_opt_set(fc, "format_whitelist", KV_DEMUXERS, 0)) < 0)
+		return ret;
+	if ((ret = av_opt_set(fc, "protocol_whitelist", "", 0)) < 0)
+		return ret;
+	if ((ret = av_opt_set(fc, "codec_whitelist", KV_DECODERS, 0)) < 0)
+		return ret;
+	// av_opt_set stores "" as an empty string; a NULL list would allow every protocol.
+	if (!fc->protocol_whitelist || fc->protocol_whitelist[0])
+		return AVERROR_BUG;
+	fc->io_open = kv_refuse_io_open;
+	return 0;
+}
+
+long kv_nested_opens_refused(void) { return __atomic_load_n(&kv_refused, __ATOMIC_RELAXED); }
+
+const char *kv_protocol_whitelist(AVFormatContext *fc) { return fc->protocol_whitelist; }
+
 struct kv_mem_io {
 	AVIOContext *pb;
 	const uint8_t *data;
@@ -264,4 +295,30 @@ void kv_scaler_free(kv_scaler *s) {
 		sws_freeContext(s->sws);
 	av_frame_free(&s->out);
 	av_free(s);
+}
+
+int kv_open_dref_test(const uint8_t *data, int64_t size) {
+	AVFormatContext *fc = avformat_alloc_context();
+	AVDictionary *opts = NULL;
+	kv_mem_io *m;
+	int ret;
+	if (!fc)
+		return AVERROR(ENOMEM);
+	if ((ret = kv_lock_down(fc)) < 0) {
+		avformat_free_context(fc);
+		return ret;
+	}
+	m = kv_mem_io_attach(fc, data, size, 4096, NULL);
+	if (!m) {
+		avformat_free_context(fc);
+		return AVERROR(ENOMEM);
+	}
+	av_dict_set(&opts, "enable_drefs", "1", 0);
+	av_dict_set(&opts, "use_absolute_path", "1", 0);
+	ret = avformat_open_input(&fc, "", NULL, &opts);
+	av_dict_free(&opts);
+	if (ret >= 0)
+		avformat_close_input(&fc);
+	kv_mem_io_free(m);
+	return ret;
 }

@@ -47,6 +47,30 @@ kv_mem_io *kv_mem_io_attach(AVFormatContext *fc, const uint8_t *data, int64_t si
 // closed (avformat_close_input leaves a custom pb to its owner). NULL is a no-op.
 void kv_mem_io_free(kv_mem_io *m);
 
+// KV_DEMUXERS is the demuxer allow-list (DESIGN.md §6): Matroska/WebM, the MOV/MP4 family, IVF.
+// A name matches any comma-separated part of a demuxer's name (av_match_list).
+#define KV_DEMUXERS "matroska,webm,mov,mp4,m4a,3gp,3g2,mj2,ivf"
+// KV_DECODERS is the decoder allow-list of the probing and decoding contexts.
+#define KV_DECODERS "vp8,vp9"
+
+// kv_lock_down confines fc before avformat_open_input: the demuxer allow-list, an empty (not
+// NULL: NULL means every protocol) protocol allow-list, the decoder allow-list for
+// avformat_find_stream_info's probing decoders, and an io_open that refuses every nested open
+// (manifests, playlists, external references). Returns 0 or a negative AVERROR.
+int kv_lock_down(AVFormatContext *fc);
+
+// kv_nested_opens_refused is the number of nested opens kv_lock_down's io_open refused in this
+// process (tests; a refusal is also logged by FFmpeg's logger on fc).
+long kv_nested_opens_refused(void);
+
+// kv_protocol_whitelist returns fc's protocol allow-list: "" after kv_lock_down, NULL when unset.
+const char *kv_protocol_whitelist(AVFormatContext *fc);
+
+// kv_open_dref_test opens data with the mov demuxer allowed and external data references
+// enabled (enable_drefs, use_absolute_path), behind kv_lock_down's io_open: the test of the
+// io_open layer alone. Returns avformat_open_input's result.
+int kv_open_dref_test(const uint8_t *data, int64_t size);
+
 void kv_force_cpu_flags(int flags);
 int kv_get_cpu_flags(void);
 
