@@ -172,7 +172,7 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 			return nil, err
 		}
 	}
-	if dm := in.stream.SideData(astiav.PacketSideDataTypeDisplaymatrix); len(dm) > 0 && !identityMatrix(dm) {
+	if dm := streamDisplayMatrix(in.fc, idx); len(dm) > 0 && !identityMatrix(dm) {
 		return nil, reason.New(reason.Rotation, "decoding video: display matrix present")
 	}
 	avg, rfr := in.stream.AvgFrameRate(), in.stream.RFrameRate()
@@ -200,8 +200,8 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if in.cc == nil {
 		return nil, errors.New("allocating codec context failed")
 	}
-	// go-astiav keeps the AVCodecContext as CodecContext's first field; the pointer is only a
-	// log-owner key, never dereferenced.
+	// go-astiav (v0.16.0 and v0.42.0) keeps the AVCodecContext as CodecContext's first field; the
+	// pointer is only a log-owner key, never dereferenced.
 	in.logs.tag(*(*unsafe.Pointer)(unsafe.Pointer(in.cc)))
 	if err := cp.ToCodecContext(in.cc); err != nil {
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "copying codec parameters")
@@ -337,7 +337,7 @@ func (in *input) onFrame(f *astiav.Frame, idx int, first *bool, visit frameVisit
 	} else if pf := f.PixelFormat().String(); pf != in.stats.PixelFormat {
 		return reason.New(reason.ResolutionChange, "decoding video: frame %d is %s, first was %s", idx, pf, in.stats.PixelFormat)
 	}
-	if sd := f.SideData(astiav.FrameSideDataTypeDisplaymatrix); sd != nil && !identityMatrix(sd.Data()) {
+	if dm := frameDisplayMatrix(f); dm != nil && !identityMatrix(dm) {
 		return reason.New(reason.Rotation, "decoding video: frame %d carries a display matrix", idx)
 	}
 	if idx >= in.cfg.MaxDecodedFrames {

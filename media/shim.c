@@ -322,3 +322,55 @@ int kv_open_dref_test(const uint8_t *data, int64_t size) {
 	kv_mem_io_free(m);
 	return ret;
 }
+
+int kv_stream_display_matrix(AVFormatContext *fc, int idx, uint8_t out[36]) {
+	const AVCodecParameters *cp;
+	const AVPacketSideData *sd;
+	if (idx < 0 || (unsigned)idx >= fc->nb_streams)
+		return 0;
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+	// FFmpeg 7+: stream side data lives in codecpar's coded side data.
+	cp = fc->streams[idx]->codecpar;
+	sd = av_packet_side_data_get(cp->coded_side_data, cp->nb_coded_side_data, AV_PKT_DATA_DISPLAYMATRIX);
+	if (!sd || sd->size < 36)
+		return 0;
+	memcpy(out, sd->data, 36);
+	return 1;
+#else
+	// FFmpeg 5.1 (Debian 12's system FFmpeg)
+	size_t size = 0;
+	const uint8_t *d = av_stream_get_side_data(fc->streams[idx], AV_PKT_DATA_DISPLAYMATRIX, &size);
+	(void)cp;
+	(void)sd;
+	if (!d || size < 36)
+		return 0;
+	memcpy(out, d, 36);
+	return 1;
+#endif
+}
+
+int kv_frame_display_matrix(const AVFrame *f, uint8_t out[36]) {
+	const AVFrameSideData *sd = av_frame_get_side_data(f, AV_FRAME_DATA_DISPLAYMATRIX);
+	if (!sd || sd->size < 36)
+		return 0;
+	memcpy(out, sd->data, 36);
+	return 1;
+}
+
+const char *kv_demuxer_name(int i) {
+	void *it = NULL;
+	const AVInputFormat *f;
+	while ((f = av_demuxer_iterate(&it)))
+		if (i-- == 0)
+			return f->name;
+	return NULL;
+}
+
+const char *kv_decoder_name(int i) {
+	void *it = NULL;
+	const AVCodec *c;
+	while ((c = av_codec_iterate(&it)))
+		if (av_codec_is_decoder(c) && i-- == 0)
+			return c->name;
+	return NULL;
+}

@@ -28,7 +28,7 @@ const (
 	identitySwsFlags = swsBilinear | swsAccurateRnd | swsBitexact | swsFullChrHInt
 )
 
-// formatContextPtr returns the AVFormatContext behind fc. go-astiav v0.16.0 keeps it as the
+// formatContextPtr returns the AVFormatContext behind fc. go-astiav v0.42.0 keeps it as the
 // first (unexported) field of FormatContext and offers no accessor; the layout is pinned by go.mod
 // and checked by TestFormatContextPointer.
 func formatContextPtr(fc *astiav.FormatContext) *C.AVFormatContext {
@@ -229,3 +229,38 @@ var errEPERM = avError(-C.EPERM)
 
 // errEINVAL is AVERROR(EINVAL): avformat_open_input's answer to a format off the allow-list.
 var errEINVAL = avError(-C.EINVAL)
+
+// streamDisplayMatrix returns the display matrix of stream idx (36 bytes), nil when none.
+func streamDisplayMatrix(fc *astiav.FormatContext, idx int) []byte {
+	var out [36]C.uint8_t
+	if C.kv_stream_display_matrix(formatContextPtr(fc), C.int(idx), &out[0]) == 0 {
+		return nil
+	}
+	return C.GoBytes(unsafe.Pointer(&out[0]), 36)
+}
+
+// frameDisplayMatrix returns a decoded frame's display matrix (36 bytes), nil when none.
+func frameDisplayMatrix(f *astiav.Frame) []byte {
+	var out [36]C.uint8_t
+	if C.kv_frame_display_matrix((*C.AVFrame)(f.UnsafePointer()), &out[0]) == 0 {
+		return nil
+	}
+	return C.GoBytes(unsafe.Pointer(&out[0]), 36)
+}
+
+// linkedDemuxers and linkedDecoders list what the linked FFmpeg contains (av_demuxer_iterate,
+// av_codec_iterate), in FFmpeg's order.
+func linkedDemuxers() []string { return cNames(func(i C.int) *C.char { return C.kv_demuxer_name(i) }) }
+
+func linkedDecoders() []string { return cNames(func(i C.int) *C.char { return C.kv_decoder_name(i) }) }
+
+func cNames(at func(C.int) *C.char) []string {
+	var out []string
+	for i := C.int(0); ; i++ {
+		p := at(i)
+		if p == nil {
+			return out
+		}
+		out = append(out, C.GoString(p))
+	}
+}

@@ -1,4 +1,4 @@
-// Small C helpers for the calls go-astiav v0.16.0 does not expose (DESIGN.md §3).
+// Small C helpers for the calls go-astiav does not expose (DESIGN.md §3, §6).
 #ifndef KVROUTE_MEDIA_SHIM_H
 #define KVROUTE_MEDIA_SHIM_H
 
@@ -70,6 +70,20 @@ const char *kv_protocol_whitelist(AVFormatContext *fc);
 // enabled (enable_drefs, use_absolute_path), behind kv_lock_down's io_open: the test of the
 // io_open layer alone. Returns avformat_open_input's result.
 int kv_open_dref_test(const uint8_t *data, int64_t size);
+
+// kv_stream_display_matrix copies stream idx's display matrix (coded side data, 9 int32) into
+// out and returns 1, or returns 0 when the stream has none.
+int kv_stream_display_matrix(AVFormatContext *fc, int idx, uint8_t out[36]);
+
+// kv_frame_display_matrix is kv_stream_display_matrix for a decoded frame's side data.
+int kv_frame_display_matrix(const AVFrame *f, uint8_t out[36]);
+
+// kv_demuxer_name returns the name of the i-th demuxer of av_demuxer_iterate, NULL past the end.
+const char *kv_demuxer_name(int i);
+
+// kv_decoder_name returns the name of the i-th decoder of av_codec_iterate (decoders only,
+// encoders skipped), NULL past the end.
+const char *kv_decoder_name(int i);
 
 void kv_force_cpu_flags(int flags);
 int kv_get_cpu_flags(void);
