@@ -32,7 +32,10 @@ if [ "${KVROUTE_FFMPEG:-system}" = static ]; then
 	export PKG_CONFIG_PATH
 	astiav=$(awk '$1 == "github.com/asticode/go-astiav" {print $2}' go.static.mod)
 	with=(--with "github.com/asticode/go-astiav@$astiav")
-	export XCADDY_GO_BUILD_FLAGS="${XCADDY_GO_BUILD_FLAGS:-} -tags=kvroute_static_ffmpeg"
+	case "${XCADDY_GO_BUILD_FLAGS:-}" in
+	*kvroute_static_ffmpeg*) ;; # the caller's -tags has it (one -tags flag: a second replaces the first)
+	*) export XCADDY_GO_BUILD_FLAGS="${XCADDY_GO_BUILD_FLAGS:-} -tags=kvroute_static_ffmpeg" ;;
+	esac
 	GOFLAGS=$(echo " ${GOFLAGS:-} " | sed -E 's/ -modfile=[^ ]+ / /; s/ -tags=[^ ]+ / /')
 	export GOFLAGS
 fi
