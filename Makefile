@@ -7,6 +7,20 @@ APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswsca
 	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl \
 	prometheus
 
+# FFMPEG=static links kvroute's own FFmpeg instead of the system's (issue 24, docs/ffmpeg.md):
+# deps/ffmpeg/build.sh builds the pinned minimal FFmpeg 8.1.2 once into ~/.cache/kvroute/, the Go
+# builds use go.static.mod (go-astiav v0.42.0) and the tag kvroute_static_ffmpeg, and pkg-config
+# finds the static .pc files first (their Libs carry the transitive libraries). Not the default
+# yet: FFmpeg 8.1's swscale changes the RGB bytes, so the identity goldens fail (docs/ffmpeg.md).
+FFMPEG ?= system
+ifeq ($(FFMPEG),static)
+APT_PACKAGES += gcc make nasm xz-utils
+FFMPEG_PREFIX := $(shell ./deps/ffmpeg/build.sh --print-prefix)
+export PKG_CONFIG_PATH := $(FFMPEG_PREFIX)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+export GOFLAGS := $(GOFLAGS) -modfile=go.static.mod -tags=kvroute_static_ffmpeg
+export KVROUTE_FFMPEG := static
+endif
+
 .PHONY: deps test vet demo caddy bins soak fuzz bench-quality
 
 ## deps: install the system packages (Debian) and Go modules the project needs, fetch the
@@ -19,6 +33,7 @@ deps:
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >&2; \
 	fi
+	@if [ "$(FFMPEG)" = static ]; then ./deps/ffmpeg/build.sh; fi
 	@go mod download >&2
 	@if ! command -v npm >/dev/null || ! command -v node >/dev/null; then \
 		echo "installing: nodejs npm (for the tokenizer test files)" >&2; \

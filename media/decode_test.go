@@ -154,7 +154,7 @@ func TestTypedErrors(t *testing.T) {
 		{"text", []byte("this is not a video"), reason.MediaUndecodable},
 		{"h264", read("../testdata/video/h264_640x360_30fps_3s.mp4"), reason.UnsupportedCodec},
 		{"av1", read("testdata/av1.webm"), reason.UnsupportedCodec},
-		{"png", pngBytes(t), reason.UnsupportedCodec},
+		{"png", pngBytes(t), reason.MediaUndecodable}, // no image demuxer: not a container of DESIGN.md §1 step 3 (issue 24)
 		{"bomb", read("../testdata/video/field/bomb_vp8.webm"), reason.FrameTooLarge},
 		{"two streams", read("testdata/two_video_streams.mkv"), reason.MultiStream},
 		{"rotated", read("testdata/rotated.mp4"), reason.Rotation},

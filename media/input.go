@@ -92,6 +92,14 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if len(data) == 0 {
 		return nil, reason.New(reason.MediaUndecodable, "decoding video: empty input")
 	}
+	// A list of other media is refused before FFmpeg sees it, whatever FFmpeg is linked: the
+	// client learns what it sent, and no demuxer gets to resolve the references (issue 24).
+	if kind := manifestKind(data); kind != "" {
+		return nil, reason.New(reason.MediaUndecodable, "the video is %s, which lists other media: kvroute decodes self-contained Matroska/WebM, MP4/MOV and IVF files and never follows references", kind)
+	}
+	if externalDataRef(data) {
+		return nil, reason.New(reason.MediaUndecodable, "the video is an MP4/MOV file whose samples live elsewhere (an external data reference): kvroute decodes self-contained files only")
+	}
 	in.fc = astiav.AllocFormatContext()
 	if in.fc == nil {
 		return nil, errors.New("allocating format context failed")
@@ -104,7 +112,15 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if in.mio, err = attachMemIO(in.fc, data, in.intr); err != nil {
 		return nil, err
 	}
-	if err := in.fc.OpenInput("", nil, nil); err != nil {
+	if err := lockDown(in.fc); err != nil {
+		return nil, fmt.Errorf("confining the format context: %w", err)
+	}
+	// The mov demuxer's own switches for external data references, off whatever their default.
+	openOpts := astiav.NewDictionary()
+	defer openOpts.Free()
+	_ = openOpts.Set("enable_drefs", "0", 0)
+	_ = openOpts.Set("use_absolute_path", "0", 0)
+	if err := in.fc.OpenInput("", nil, openOpts); err != nil {
 		// avformat_open_input frees the context on failure. go-astiav keeps a stale entry for its
 		// address in its classer map; the next context at that address replaces it.
 		in.fc = nil
@@ -112,6 +128,10 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 			return nil, ctxError(ctx.Err())
 		}
 		// The message reaches the client (400): it says what was found, FFmpeg's own words included.
+		if errors.Is(err, errEINVAL) { // a format FFmpeg knows, refused by the demuxer allow-list
+			return nil, reason.Wrap(reason.MediaUndecodable, err, "the video is not a media container kvroute opens (only Matroska/WebM, MP4/MOV and IVF; the bytes sniff as %s)",
+				http.DetectContentType(data))
+		}
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "the video is not a media container FFmpeg can read (%v; the bytes sniff as %s)",
 			err, http.DetectContentType(data))
 	}
@@ -152,7 +172,7 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 			return nil, err
 		}
 	}
-	if dm := in.stream.SideData(astiav.PacketSideDataTypeDisplaymatrix); len(dm) > 0 && !identityMatrix(dm) {
+	if dm := streamDisplayMatrix(in.fc, idx); len(dm) > 0 && !identityMatrix(dm) {
 		return nil, reason.New(reason.Rotation, "decoding video: display matrix present")
 	}
 	avg, rfr := in.stream.AvgFrameRate(), in.stream.RFrameRate()
@@ -171,7 +191,8 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	}
 	s.HeaderFrames = in.stream.NbFrames()
 
-	codec := astiav.FindDecoderByName(s.Codec)
+	// By id, never by name or by probing the codec list: only FFmpeg's own vp8/vp9 decoders.
+	codec := astiav.FindDecoder(cp.CodecID())
 	if codec == nil {
 		return nil, reason.New(reason.UnsupportedCodec, "decoding video: no %s decoder in this FFmpeg", s.Codec)
 	}
@@ -179,8 +200,8 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if in.cc == nil {
 		return nil, errors.New("allocating codec context failed")
 	}
-	// go-astiav keeps the AVCodecContext as CodecContext's first field; the pointer is only a
-	// log-owner key, never dereferenced.
+	// go-astiav (v0.16.0 and v0.42.0) keeps the AVCodecContext as CodecContext's first field; the
+	// pointer is only a log-owner key, never dereferenced.
 	in.logs.tag(*(*unsafe.Pointer)(unsafe.Pointer(in.cc)))
 	if err := cp.ToCodecContext(in.cc); err != nil {
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "copying codec parameters")
@@ -189,6 +210,7 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	defer opts.Free()
 	_ = opts.Set("max_pixels", fmt.Sprint(maxPixels), 0)
 	_ = opts.Set("threads", fmt.Sprint(cfg.Threads), 0)
+	_ = opts.Set("codec_whitelist", decoderAllowList, 0)
 	if err := in.cc.Open(codec, opts); err != nil {
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "opening %s decoder", s.Codec)
 	}
@@ -315,7 +337,7 @@ func (in *input) onFrame(f *astiav.Frame, idx int, first *bool, visit frameVisit
 	} else if pf := f.PixelFormat().String(); pf != in.stats.PixelFormat {
 		return reason.New(reason.ResolutionChange, "decoding video: frame %d is %s, first was %s", idx, pf, in.stats.PixelFormat)
 	}
-	if sd := f.SideData(astiav.FrameSideDataTypeDisplaymatrix); sd != nil && !identityMatrix(sd.Data()) {
+	if dm := frameDisplayMatrix(f); dm != nil && !identityMatrix(dm) {
 		return reason.New(reason.Rotation, "decoding video: frame %d carries a display matrix", idx)
 	}
 	if idx >= in.cfg.MaxDecodedFrames {

@@ -75,6 +75,37 @@ void kv_interrupt(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
 
 void kv_interrupt_free(int *flag) { av_free(flag); }
 
+static long kv_refused;
+
+static int kv_refuse_io_open(struct AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                             AVDictionary **options) {
+	(void)flags;
+	(void)options;
+	__atomic_add_fetch(&kv_refused, 1, __ATOMIC_RELAXED);
+	av_log(s, AV_LOG_WARNING, "kvroute refuses the nested open of \"%.200s\"\n", url ? url : "");
+	*pb = NULL;
+	return AVERROR(EPERM);
+}
+
+int kv_lock_down(AVFormatContext *fc) {
+	int ret;
+	if ((ret = av_opt_set(fc, "format_whitelist", KV_DEMUXERS, 0)) < 0)
+		return ret;
+	if ((ret = av_opt_set(fc, "protocol_whitelist", "", 0)) < 0)
+		return ret;
+	if ((ret = av_opt_set(fc, "codec_whitelist", KV_DECODERS, 0)) < 0)
+		return ret;
+	// av_opt_set stores "" as an empty string; a NULL list would allow every protocol.
+	if (!fc->protocol_whitelist || fc->protocol_whitelist[0])
+		return AVERROR_BUG;
+	fc->io_open = kv_refuse_io_open;
+	return 0;
+}
+
+long kv_nested_opens_refused(void) { return __atomic_load_n(&kv_refused, __ATOMIC_RELAXED); }
+
+const char *kv_protocol_whitelist(AVFormatContext *fc) { return fc->protocol_whitelist; }
+
 struct kv_mem_io {
 	AVIOContext *pb;
 	const uint8_t *data;
@@ -264,4 +295,82 @@ void kv_scaler_free(kv_scaler *s) {
 		sws_freeContext(s->sws);
 	av_frame_free(&s->out);
 	av_free(s);
+}
+
+int kv_open_dref_test(const uint8_t *data, int64_t size) {
+	AVFormatContext *fc = avformat_alloc_context();
+	AVDictionary *opts = NULL;
+	kv_mem_io *m;
+	int ret;
+	if (!fc)
+		return AVERROR(ENOMEM);
+	if ((ret = kv_lock_down(fc)) < 0) {
+		avformat_free_context(fc);
+		return ret;
+	}
+	m = kv_mem_io_attach(fc, data, size, 4096, NULL);
+	if (!m) {
+		avformat_free_context(fc);
+		return AVERROR(ENOMEM);
+	}
+	av_dict_set(&opts, "enable_drefs", "1", 0);
+	av_dict_set(&opts, "use_absolute_path", "1", 0);
+	ret = avformat_open_input(&fc, "", NULL, &opts);
+	av_dict_free(&opts);
+	if (ret >= 0)
+		avformat_close_input(&fc);
+	kv_mem_io_free(m);
+	return ret;
+}
+
+int kv_stream_display_matrix(AVFormatContext *fc, int idx, uint8_t out[36]) {
+	const AVCodecParameters *cp;
+	const AVPacketSideData *sd;
+	if (idx < 0 || (unsigned)idx >= fc->nb_streams)
+		return 0;
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+	// FFmpeg 7+: stream side data lives in codecpar's coded side data.
+	cp = fc->streams[idx]->codecpar;
+	sd = av_packet_side_data_get(cp->coded_side_data, cp->nb_coded_side_data, AV_PKT_DATA_DISPLAYMATRIX);
+	if (!sd || sd->size < 36)
+		return 0;
+	memcpy(out, sd->data, 36);
+	return 1;
+#else
+	// FFmpeg 5.1 (Debian 12's system FFmpeg)
+	size_t size = 0;
+	const uint8_t *d = av_stream_get_side_data(fc->streams[idx], AV_PKT_DATA_DISPLAYMATRIX, &size);
+	(void)cp;
+	(void)sd;
+	if (!d || size < 36)
+		return 0;
+	memcpy(out, d, 36);
+	return 1;
+#endif
+}
+
+int kv_frame_display_matrix(const AVFrame *f, uint8_t out[36]) {
+	const AVFrameSideData *sd = av_frame_get_side_data(f, AV_FRAME_DATA_DISPLAYMATRIX);
+	if (!sd || sd->size < 36)
+		return 0;
+	memcpy(out, sd->data, 36);
+	return 1;
+}
+
+const char *kv_demuxer_name(int i) {
+	void *it = NULL;
+	const AVInputFormat *f;
+	while ((f = av_demuxer_iterate(&it)))
+		if (i-- == 0)
+			return f->name;
+	return NULL;
+}
+
+const char *kv_decoder_name(int i) {
+	void *it = NULL;
+	const AVCodec *c;
+	while ((c = av_codec_iterate(&it)))
+		if (av_codec_is_decoder(c) && i-- == 0)
+			return c->name;
+	return NULL;
 }

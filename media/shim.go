@@ -1,6 +1,7 @@
 package media
 
 // #cgo pkg-config: libavformat libavcodec libavutil libswscale
+// #include <errno.h>
 // #include <stdlib.h>
 // #include <libswscale/swscale.h>
 // #include "shim.h"
@@ -27,7 +28,7 @@ const (
 	identitySwsFlags = swsBilinear | swsAccurateRnd | swsBitexact | swsFullChrHInt
 )
 
-// formatContextPtr returns the AVFormatContext behind fc. go-astiav v0.16.0 keeps it as the
+// formatContextPtr returns the AVFormatContext behind fc. go-astiav v0.42.0 keeps it as the
 // first (unexported) field of FormatContext and offers no accessor; the layout is pinned by go.mod
 // and checked by TestFormatContextPointer.
 func formatContextPtr(fc *astiav.FormatContext) *C.AVFormatContext {
@@ -55,6 +56,15 @@ func avError(ret C.int) error {
 func findStreamInfo(fc *astiav.FormatContext, maxPixels int64, threads int) error {
 	return avError(C.kv_find_stream_info(formatContextPtr(fc), C.int64_t(maxPixels), C.int(threads)))
 }
+
+// lockDown confines fc before it is opened (kv_lock_down: demuxer, protocol and decoder
+// allow-lists, an io_open that refuses nested opens; DESIGN.md §6 "The media library").
+func lockDown(fc *astiav.FormatContext) error {
+	return avError(C.kv_lock_down(formatContextPtr(fc)))
+}
+
+// nestedOpensRefused is the process's count of nested opens the io_open of lockDown refused.
+func nestedOpensRefused() int64 { return int64(C.kv_nested_opens_refused()) }
 
 // videoCodecs counts the real video streams the container header declares and the VP8/VP9 ones.
 func videoCodecs(fc *astiav.FormatContext) (real, vpx int) {
@@ -190,3 +200,67 @@ func (s *scaler) free() {
 
 // nbStreams reads fc->nb_streams through the raw pointer (layout self-check for tests).
 func nbStreams(fc *astiav.FormatContext) int { return int(C.kv_nb_streams(formatContextPtr(fc))) }
+
+// decoderAllowList is KV_DECODERS: the decoders a codec context may open.
+const decoderAllowList = C.KV_DECODERS
+
+// openDrefTest opens data behind lockDown with the mov demuxer's external data references
+// enabled (kv_open_dref_test): the io_open layer alone must refuse the reference.
+func openDrefTest(data []byte) error {
+	if len(data) == 0 {
+		return errors.New("empty input")
+	}
+	p := C.CBytes(data)
+	defer C.free(p)
+	return avError(C.kv_open_dref_test((*C.uint8_t)(p), C.int64_t(len(data))))
+}
+
+// protocolAllowList returns fc's protocol_whitelist and whether it is set (non-NULL).
+func protocolAllowList(fc *astiav.FormatContext) (string, bool) {
+	p := C.kv_protocol_whitelist(formatContextPtr(fc))
+	if p == nil {
+		return "", false
+	}
+	return C.GoString(p), true
+}
+
+// errEPERM is AVERROR(EPERM), what the refusing io_open returns.
+var errEPERM = avError(-C.EPERM)
+
+// errEINVAL is AVERROR(EINVAL): avformat_open_input's answer to a format off the allow-list.
+var errEINVAL = avError(-C.EINVAL)
+
+// streamDisplayMatrix returns the display matrix of stream idx (36 bytes), nil when none.
+func streamDisplayMatrix(fc *astiav.FormatContext, idx int) []byte {
+	var out [36]C.uint8_t
+	if C.kv_stream_display_matrix(formatContextPtr(fc), C.int(idx), &out[0]) == 0 {
+		return nil
+	}
+	return C.GoBytes(unsafe.Pointer(&out[0]), 36)
+}
+
+// frameDisplayMatrix returns a decoded frame's display matrix (36 bytes), nil when none.
+func frameDisplayMatrix(f *astiav.Frame) []byte {
+	var out [36]C.uint8_t
+	if C.kv_frame_display_matrix((*C.AVFrame)(f.UnsafePointer()), &out[0]) == 0 {
+		return nil
+	}
+	return C.GoBytes(unsafe.Pointer(&out[0]), 36)
+}
+
+// linkedDemuxers and linkedDecoders list what the linked FFmpeg contains (av_demuxer_iterate,
+// av_codec_iterate), in FFmpeg's order.
+func linkedDemuxers() []string { return cNames(func(i C.int) *C.char { return C.kv_demuxer_name(i) }) }
+
+func linkedDecoders() []string { return cNames(func(i C.int) *C.char { return C.kv_decoder_name(i) }) }
+
+func cNames(at func(C.int) *C.char) []string {
+	var out []string
+	for i := C.int(0); ; i++ {
+		p := at(i)
+		if p == nil {
+			return out
+		}
+		out = append(out, C.GoString(p))
+	}
+}

@@ -1,4 +1,4 @@
-// Small C helpers for the calls go-astiav v0.16.0 does not expose (DESIGN.md §3).
+// Small C helpers for the calls go-astiav does not expose (DESIGN.md §3, §6).
 #ifndef KVROUTE_MEDIA_SHIM_H
 #define KVROUTE_MEDIA_SHIM_H
 
@@ -46,6 +46,44 @@ kv_mem_io *kv_mem_io_attach(AVFormatContext *fc, const uint8_t *data, int64_t si
 // kv_mem_io_free frees the AVIOContext, its buffer and m; call after the format context is
 // closed (avformat_close_input leaves a custom pb to its owner). NULL is a no-op.
 void kv_mem_io_free(kv_mem_io *m);
+
+// KV_DEMUXERS is the demuxer allow-list (DESIGN.md §6): Matroska/WebM, the MOV/MP4 family, IVF.
+// A name matches any comma-separated part of a demuxer's name (av_match_list).
+#define KV_DEMUXERS "matroska,webm,mov,mp4,m4a,3gp,3g2,mj2,ivf"
+// KV_DECODERS is the decoder allow-list of the probing and decoding contexts.
+#define KV_DECODERS "vp8,vp9"
+
+// kv_lock_down confines fc before avformat_open_input: the demuxer allow-list, an empty (not
+// NULL: NULL means every protocol) protocol allow-list, the decoder allow-list for
+// avformat_find_stream_info's probing decoders, and an io_open that refuses every nested open
+// (manifests, playlists, external references). Returns 0 or a negative AVERROR.
+int kv_lock_down(AVFormatContext *fc);
+
+// kv_nested_opens_refused is the number of nested opens kv_lock_down's io_open refused in this
+// process (tests; a refusal is also logged by FFmpeg's logger on fc).
+long kv_nested_opens_refused(void);
+
+// kv_protocol_whitelist returns fc's protocol allow-list: "" after kv_lock_down, NULL when unset.
+const char *kv_protocol_whitelist(AVFormatContext *fc);
+
+// kv_open_dref_test opens data with the mov demuxer allowed and external data references
+// enabled (enable_drefs, use_absolute_path), behind kv_lock_down's io_open: the test of the
+// io_open layer alone. Returns avformat_open_input's result.
+int kv_open_dref_test(const uint8_t *data, int64_t size);
+
+// kv_stream_display_matrix copies stream idx's display matrix (coded side data, 9 int32) into
+// out and returns 1, or returns 0 when the stream has none.
+int kv_stream_display_matrix(AVFormatContext *fc, int idx, uint8_t out[36]);
+
+// kv_frame_display_matrix is kv_stream_display_matrix for a decoded frame's side data.
+int kv_frame_display_matrix(const AVFrame *f, uint8_t out[36]);
+
+// kv_demuxer_name returns the name of the i-th demuxer of av_demuxer_iterate, NULL past the end.
+const char *kv_demuxer_name(int i);
+
+// kv_decoder_name returns the name of the i-th decoder of av_codec_iterate (decoders only,
+// encoders skipped), NULL past the end.
+const char *kv_decoder_name(int i);
 
 void kv_force_cpu_flags(int flags);
 int kv_get_cpu_flags(void);

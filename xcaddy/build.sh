@@ -22,12 +22,35 @@ export CGO_ENABLED=1
 # xcaddy runs its own `go` commands in a temporary module; a GOFLAGS of -mod=... from the caller
 # (the Makefile sets -mod=mod) is fine there, but -mod=vendor would not be.
 out="${1:-$root/caddy}"
+with=()
+if [ "${KVROUTE_FFMPEG:-system}" = static ]; then
+	# The pinned static FFmpeg (docs/ffmpeg.md): built once into a cache folder, found by
+	# pkg-config, with the go-astiav release written for it (go.static.mod). xcaddy's temporary
+	# module has no go.static.mod: the version is passed as a --with, the tag in the build flags.
+	./deps/ffmpeg/build.sh
+	PKG_CONFIG_PATH="$(./deps/ffmpeg/build.sh --print-prefix)/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+	export PKG_CONFIG_PATH
+	astiav=$(awk '$1 == "github.com/asticode/go-astiav" {print $2}' go.static.mod)
+	with=(--with "github.com/asticode/go-astiav@$astiav")
+	case "${XCADDY_GO_BUILD_FLAGS:-}" in
+	*kvroute_static_ffmpeg*) ;; # the caller's -tags has it (one -tags flag: a second replaces the first)
+	*) export XCADDY_GO_BUILD_FLAGS="${XCADDY_GO_BUILD_FLAGS:-} -tags=kvroute_static_ffmpeg" ;;
+	esac
+	GOFLAGS=$(echo " ${GOFLAGS:-} " | sed -E 's/ -modfile=[^ ]+ / /; s/ -tags=[^ ]+ / /')
+	export GOFLAGS
+fi
 go run github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5 build v2.11.9 \
 	--output "$out" \
 	--with github.com/kvroute/kvroute@v0.0.0-00010101000000-000000000000 \
-	--replace github.com/kvroute/kvroute=.
+	--replace github.com/kvroute/kvroute=. \
+	"${with[@]}"
 "$out" list-modules --packages 2>/dev/null | grep -E '^(kvroute|http\.handlers\.kvroute|http\.reverse_proxy\.(selection_policies|upstreams)\.kvroute|admin\.api\.kvroute)\b' >&2 || {
 	echo "build.sh: kvroute modules missing from $out" >&2
 	exit 1
 }
+# With the static FFmpeg, FFmpeg is inside the binary: no shared libav*/libsw* library may be loaded.
+if [ "${KVROUTE_FFMPEG:-system}" = static ] && command -v ldd >/dev/null && ldd "$out" 2>/dev/null | grep -E 'lib(av|sw|postproc)' >&2; then
+	echo "build.sh: $out loads a shared FFmpeg library" >&2
+	exit 1
+fi
 echo "built $out" >&2

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Builds the pinned, minimal FFmpeg kvroute links statically (DESIGN.md §6 "The media library",
+# docs/ffmpeg.md) into a versioned cache folder outside the repository and prints nothing but
+# errors; a folder that is complete already is reused (idempotent).
+#
+#   deps/ffmpeg/build.sh                 build (or reuse) and report the prefix on stderr
+#   deps/ffmpeg/build.sh --print-prefix  print the prefix only (no build)
+#
+# KVROUTE_FFMPEG_PREFIX=<dir> replaces the whole build with an FFmpeg installed there (a user's
+# modified FFmpeg, docs/ffmpeg.md "How a user relinks").
+#
+# The prefix is ${KVROUTE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvroute}/ffmpeg-<version>-<hash>,
+# the hash covering the source, the configure line, the extra arguments and BUILD_REV. Point pkg-config at
+# <prefix>/lib/pkgconfig: FFmpeg's static .pc files carry the transitive libraries in Libs.
+#
+# Source, in this order: $KVROUTE_FFMPEG_TARBALL (a local copy of the release tarball), the
+# official release tarball, or Debian's source package of the same release through `apt-get
+# source` with a deb-src entry derived from this system's apt sources (the first Debian archive
+# URI found there, suite $FFMPEG_DEB_SUITE). Whatever the source, the tarball's sha256 must be
+# the pinned one. KVROUTE_FFMPEG_EXTRA adds configure arguments (e.g. --disable-x86asm to measure
+# what SIMD is worth); it changes the hash, so such a build gets its own folder.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=pin.env
+source "$here/pin.env"
+mapfile -t args < <(grep -v '^#' "$here/configure.args" | sed '/^$/d')
+# shellcheck disable=SC2206
+extra=(${KVROUTE_FFMPEG_EXTRA:-})
+args+=("${extra[@]}")
+
+# BUILD_REV: raise it when a change to this script changes what it installs.
+BUILD_REV=1
+hash=$(printf '%s\n' "$FFMPEG_VERSION" "$FFMPEG_SHA256" "$BUILD_REV" "${args[@]}" | sha256sum | cut -c1-12)
+cache=${KVROUTE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvroute}
+prefix=$cache/ffmpeg-$FFMPEG_VERSION-$hash
+
+# An FFmpeg of the user's own (relinking, LGPL): used as it is, nothing is built.
+if [ -n "${KVROUTE_FFMPEG_PREFIX:-}" ]; then
+	if [ "${1:-}" != --print-prefix ] && [ ! -f "$KVROUTE_FFMPEG_PREFIX/lib/pkgconfig/libavformat.pc" ]; then
+		echo "ffmpeg build: KVROUTE_FFMPEG_PREFIX=$KVROUTE_FFMPEG_PREFIX has no lib/pkgconfig/libavformat.pc" >&2
+		exit 1
+	fi
+	prefix=$KVROUTE_FFMPEG_PREFIX
+	[ "${1:-}" = --print-prefix ] && echo "$prefix"
+	exit 0
+fi
+if [ "${1:-}" = --print-prefix ]; then
+	echo "$prefix"
+	exit 0
+fi
+if [ -f "$prefix/.complete" ]; then
+	exit 0
+fi
+
+for tool in cc make pkg-config sha256sum tar xz; do
+	command -v "$tool" >/dev/null || { echo "ffmpeg build: $tool is missing" >&2; exit 1; }
+done
+case "$(uname -m)" in
+x86_64 | i?86)
+	if ! printf '%s\n' "${args[@]}" | grep -qx -- --disable-x86asm && ! command -v nasm >/dev/null; then
+		echo "ffmpeg build: nasm is missing (x86 SIMD; Debian package nasm)" >&2
+		exit 1
+	fi
+	;;
+esac
+
+mkdir -p "$cache/src"
+tarball=$cache/src/ffmpeg-$FFMPEG_VERSION.tar.xz
+check() { [ -f "$1" ] && echo "$FFMPEG_SHA256  $1" | sha256sum -c --status; }
+
+# debsrc_entry prints a deb822 deb-src stanza for suite $1 built from the first Debian archive
+# URI of this system's apt sources (no mirror is named in the repository).
+debsrc_entry() {
+	local uri=""
+	uri=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)
+	if [ -z "$uri" ]; then
+		uri=$(grep -hsE '^deb(-src)? ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+			sed -E 's/^deb(-src)? (\[[^]]*\] )?//' | awk '{print $1}' | grep -v security | head -n1 || true)
+	fi
+	[ -n "$uri" ] || return 1
+	printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "$uri" "$1"
+}
+
+fetch_debian() {
+	command -v apt-get >/dev/null || return 1
+	local apt=$cache/src/apt
+	rm -rf "$apt" && mkdir -p "$apt/etc" "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/dl"
+	debsrc_entry "$FFMPEG_DEB_SUITE" >"$apt/etc/ffmpeg-src.sources" || return 1
+	local o=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$apt/etc"
+		-o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache" -o APT::Sandbox::User=root)
+	apt-get "${o[@]}" -qq update >&2 || return 1
+	(cd "$apt/dl" && apt-get "${o[@]}" -qq source --download-only "ffmpeg=$FFMPEG_DEB_VERSION" >&2) || return 1
+	cp "$apt/dl/ffmpeg_$FFMPEG_VERSION.orig.tar.xz" "$tarball.part" && mv "$tarball.part" "$tarball"
+}
+
+if [ -n "${KVROUTE_FFMPEG_TARBALL:-}" ]; then
+	cp "$KVROUTE_FFMPEG_TARBALL" "$tarball"
+fi
+if ! check "$tarball"; then
+	rm -f "$tarball"
+	if command -v curl >/dev/null &&
+		curl -fsSL --connect-timeout 10 --max-time 300 -o "$tarball.part" "https://ffmpeg.org/releases/ffmpeg-$FFMPEG_VERSION.tar.xz" 2>/dev/null; then
+		mv "$tarball.part" "$tarball"
+	else
+		rm -f "$tarball.part"
+		echo "ffmpeg build: the release tarball is not reachable; using Debian's source package ffmpeg=$FFMPEG_DEB_VERSION ($FFMPEG_DEB_SUITE)" >&2
+		fetch_debian || { echo "ffmpeg build: no source (set KVROUTE_FFMPEG_TARBALL to a copy of ffmpeg-$FFMPEG_VERSION.tar.xz)" >&2; exit 1; }
+	fi
+fi
+if ! check "$tarball"; then
+	echo "ffmpeg build: $tarball does not have the pinned sha256 $FFMPEG_SHA256" >&2
+	exit 1
+fi
+
+build=$cache/src/build-$FFMPEG_VERSION-$hash
+rm -rf "$build" && mkdir -p "$build"
+tar -xJf "$tarball" -C "$build" --strip-components=1
+start=$(date +%s)
+echo "ffmpeg build: configuring FFmpeg $FFMPEG_VERSION into $prefix" >&2
+(
+	cd "$build"
+	./configure --prefix="$prefix" "${args[@]}" >"$build/configure.log" 2>&1 || { tail -n 30 "$build/configure.log" >&2; exit 1; }
+	make -j"$(nproc)" >"$build/make.log" 2>&1 || { tail -n 30 "$build/make.log" >&2; exit 1; }
+	rm -rf "$prefix"
+	make install >>"$build/make.log" 2>&1
+)
+printf '%s\n' "./configure --prefix=$prefix ${args[*]}" >"$prefix/configure.line"
+echo "$FFMPEG_SHA256  ffmpeg-$FFMPEG_VERSION.tar.xz" >"$prefix/source.sha256"
+touch "$prefix/.complete"
+rm -rf "$build"
+echo "ffmpeg build: done in $(($(date +%s) - start)) s: $prefix" >&2
