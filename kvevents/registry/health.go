@@ -2,14 +2,16 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
 // bucketHealth is the registry bucket's readability as a Watcher's sweep probes it. A bucket
-// whose stream has no leader (the server holding a one-replica bucket is gone, a cluster that
+// whose stream has no leader (it takes no write) (the server holding a one-replica bucket is gone, a cluster that
 // lost its quorum, JetStream disabled) does not answer; the watcher then keeps its records and
 // says the registry is degraded (DESIGN.md §2.1).
 type bucketHealth struct {
@@ -25,7 +27,11 @@ type bucketHealth struct {
 func (w *Watcher) probe(ctx context.Context, now time.Time) bool {
 	pctx, cancel := context.WithTimeout(ctx, w.cfg.ProbeTimeout)
 	defer cancel()
-	if _, err := w.kv.Status(pctx); err != nil {
+	st, err := w.kv.Status(pctx)
+	if err == nil {
+		err = leaderless(st)
+	}
+	if err != nil {
 		if ctx.Err() == nil {
 			w.unreadable(now, err)
 		}
@@ -37,6 +43,24 @@ func (w *Watcher) probe(ctx context.Context, now time.Time) bool {
 			zap.String("bucket", Bucket), zap.Duration("grace", w.cfg.Grace))
 	}
 	return true
+}
+
+// errNoLeader is the probe's error for a replicated bucket whose stream has no leader.
+var errNoLeader = errors.New("the bucket's stream has no leader")
+
+// leaderless returns errNoLeader when st is a replicated bucket's status without a stream leader:
+// a cluster that lost its quorum still answers the stream info and serves direct reads from a
+// replica, but takes no write, so publishers cannot heartbeat and a record missing from the
+// replica proves nothing. nil for a single server's bucket (its leader is the server).
+func leaderless(st jetstream.KeyValueStatus) error {
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil || bs.StreamInfo().Cluster == nil {
+		return nil
+	}
+	if bs.StreamInfo().Cluster.Leader == "" {
+		return errNoLeader
+	}
+	return nil
 }
 
 // unreadable marks the registry degraded (logged once per outage).

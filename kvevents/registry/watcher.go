@@ -50,8 +50,11 @@ func DefaultWatcherConfig() *WatcherConfig {
 // when it changes. Snapshot is lock-free (it runs per request); the other methods are safe for
 // concurrent use.
 type Watcher struct {
-	kv  jetstream.KeyValue
-	cfg WatcherConfig
+	// kv is the bucket; with open (NewWatcherOpen) it is nil until the loop opened it, and only
+	// the loop goroutine uses it (KV reads it under mu).
+	kv   jetstream.KeyValue
+	open func(context.Context) (jetstream.KeyValue, error)
+	cfg  WatcherConfig
 
 	// snap is the current sorted live set, replaced (never mutated) on every change.
 	snap atomic.Pointer[[]Worker]
@@ -108,9 +111,27 @@ func NewWatcher(kv jetstream.KeyValue, cfg *WatcherConfig) *Watcher {
 	return w
 }
 
-// Start begins watching the bucket; it returns once the watch is set up. The initial records
-// arrive asynchronously; Ready is closed when they have all been applied. The watch runs until
-// Stop is called or ctx is done.
+// NewWatcherOpen returns a stopped Watcher whose bucket is opened by open when it starts, in the
+// background: open is retried (doubling from 250 ms up to 5 s) until it succeeds, and meanwhile
+// the registry counts as degraded (NATS late at boot, or its cluster still electing). cfg may be
+// nil.
+func NewWatcherOpen(open func(context.Context) (jetstream.KeyValue, error), cfg *WatcherConfig) *Watcher {
+	w := NewWatcher(nil, cfg)
+	w.open = open
+	return w
+}
+
+// KV returns the bucket, nil while a NewWatcherOpen watcher has not opened it yet.
+func (w *Watcher) KV() jetstream.KeyValue {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kv
+}
+
+// Start begins watching the bucket; it returns once the watch is set up (at once for a
+// NewWatcherOpen watcher, which opens the bucket and watches it in the background). The initial
+// records arrive asynchronously; Ready is closed when they have all been applied. The watch runs
+// until Stop is called or ctx is done.
 func (w *Watcher) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -118,10 +139,13 @@ func (w *Watcher) Start(ctx context.Context) error {
 		return fmt.Errorf("starting registry watcher: already started")
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	kw, err := w.kv.WatchAll(wctx)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("watching bucket %s: %w", Bucket, err)
+	var kw jetstream.KeyWatcher
+	if w.open == nil {
+		var err error
+		if kw, err = w.kv.WatchAll(wctx); err != nil {
+			cancel()
+			return fmt.Errorf("watching bucket %s: %w", Bucket, err)
+		}
 	}
 	w.cancel = cancel
 	w.done = make(chan struct{})
@@ -147,16 +171,21 @@ func (w *Watcher) Stop() {
 
 func (w *Watcher) loop(ctx context.Context, kw jetstream.KeyWatcher, done chan struct{}) {
 	defer close(done)
-	defer func() { _ = kw.Stop() }()
 	defer func() {
 		if r := recover(); r != nil {
 			w.cfg.Logger.Error("registry watcher panicked", zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
-	sweep := time.NewTicker(w.cfg.SweepInterval)
-	defer sweep.Stop()
 	readyOnce := sync.OnceFunc(func() { close(w.ready) })
 	defer readyOnce()
+	if kw == nil {
+		if kw = w.openWatch(ctx); kw == nil {
+			return // stopped before the bucket could be opened
+		}
+	}
+	defer func() { _ = kw.Stop() }()
+	sweep := time.NewTicker(w.cfg.SweepInterval)
+	defer sweep.Stop()
 	updates := kw.Updates()
 	for {
 		select {
@@ -187,6 +216,41 @@ func (w *Watcher) loop(ctx context.Context, kw jetstream.KeyWatcher, done chan s
 			}
 			w.apply(e)
 		}
+	}
+}
+
+// openWatch opens the bucket with w.open and watches it, retrying with backoff; nil when ctx ends
+// first. Until it succeeds the registry is degraded.
+func (w *Watcher) openWatch(ctx context.Context) jetstream.KeyWatcher {
+	backoff := 250 * time.Millisecond
+	for {
+		kv, err := w.open(ctx)
+		var kw jetstream.KeyWatcher
+		if err == nil {
+			if kw, err = kv.WatchAll(ctx); err == nil {
+				w.mu.Lock()
+				w.kv = kv
+				w.mu.Unlock()
+				if w.health.degraded.Load() {
+					w.health.degraded.Store(false)
+					w.health.readableSince = w.cfg.Now()
+					w.cfg.Logger.Info("worker registry opened", zap.String("bucket", Bucket))
+				}
+				return kw
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.unreadable(w.cfg.Now(), err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
