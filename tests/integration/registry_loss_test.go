@@ -13,6 +13,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
@@ -265,4 +268,52 @@ func TestRegistrySurvivesNATSNodeLoss(t *testing.T) {
 		}
 		t.Logf("%d requests answered through the registry outage, none failed", answered)
 	})
+}
+
+// TestRouterRaisesRegistryReplicas: a registry bucket created with one replica before the router
+// (by hand, or by an older router) is raised to three on a three-server cluster when the router
+// opens it, and said so; a publisher (a bridge or simulator) opening it changes nothing.
+func TestRouterRaisesRegistryReplicas(t *testing.T) {
+	c := startNATSClusterBare(t, 3)
+	nc, err := nats.Connect(c.list(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wait.For(t, "one-replica bucket", func() bool {
+		cfg := registry.BucketConfig()
+		cfg.Replicas = 1
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		defer acancel()
+		_, err := js.CreateKeyValue(actx, cfg)
+		return err == nil
+	})
+	wait.For(t, "the cluster advertised to the client", func() bool { return registry.ClusterSize(nc) == 3 })
+	replicas := func() int {
+		s, err := js.Stream(ctx, registryStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().Config.Replicas
+	}
+	if _, err := registry.OpenBucket(ctx, js); err != nil || replicas() != 1 {
+		t.Fatalf("a publisher's open: %v, replicas %d; want the bucket unchanged (1)", err, replicas())
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	_, res, err := registry.OpenRouterBucket(ctx, js, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Updated || res.Want != 3 || res.Replicas != 3 || replicas() != 3 {
+		t.Fatalf("router open: %+v, stream replicas %d; want raised to 3", res, replicas())
+	}
+	if n := logs.FilterMessage("raised NATS KV bucket replicas").Len(); n != 1 {
+		t.Fatalf("raise logged %d times", n)
+	}
 }
