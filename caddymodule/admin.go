@@ -78,9 +78,11 @@ type RouterStats struct {
 	NATSConnected   bool   `json:"nats_connected"`
 	NATSReconnects  uint64 `json:"nats_reconnects"`
 	RegistryWorkers int    `json:"registry_workers"`
-	StaticWorkers   int    `json:"static_workers"`
-	DecodeSlotsBusy int    `json:"decode_slots_busy"`
-	DecodeSlots     int    `json:"decode_slots"`
+	// RegistryDegraded is true while the registry bucket cannot be read (last known records kept).
+	RegistryDegraded bool `json:"registry_degraded"`
+	StaticWorkers    int  `json:"static_workers"`
+	DecodeSlotsBusy  int  `json:"decode_slots_busy"`
+	DecodeSlots      int  `json:"decode_slots"`
 	// MediaInflightBytes is null while the router has no media in-flight budget.
 	MediaInflightBytes *int64 `json:"media_inflight_bytes"`
 }
@@ -229,7 +231,7 @@ func appStats(a *App) Stats {
 	}
 	rs := a.routerState()
 	st.Router = RouterStats{NATSConnected: rs.NATSConnected, NATSReconnects: rs.NATSReconnects, RegistryWorkers: rs.RegistryWorkers,
-		StaticWorkers: rs.StaticWorkers, DecodeSlotsBusy: rs.DecodeSlotsBusy, DecodeSlots: rs.DecodeSlots}
+		RegistryDegraded: rs.RegistryDegraded, StaticWorkers: rs.StaticWorkers, DecodeSlotsBusy: rs.DecodeSlotsBusy, DecodeSlots: rs.DecodeSlots}
 	if rs.HasMediaInflight {
 		b := rs.MediaInflightBytes
 		st.Router.MediaInflightBytes = &b

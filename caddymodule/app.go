@@ -57,6 +57,12 @@ type App struct {
 	// worker (see HealthChecks). Default: GET /health every 5s, 2s timeout.
 	HealthChecks *HealthChecks `json:"health_checks,omitempty"`
 
+	// MemoryLimit is the process's soft memory limit in bytes (runtime/debug.SetMemoryLimit); -1
+	// (Caddyfile `off`) sets none. An operator's GOMEMLIMIT environment variable wins. Default:
+	// derived from the budgets (memlimit.go: the Go memory at start + media max_inflight_bytes +
+	// tokenize_cache_size + template_cache_size + 512 MiB).
+	MemoryLimit *int64 `json:"memory_limit,omitempty"`
+
 	// RoutingConfig holds the routing core's settings (model_dir, media, scheduler, index);
 	// its fields sit directly in the app's JSON.
 	RoutingConfig
@@ -304,6 +310,9 @@ func (a *App) Start() error {
 		return fmt.Errorf("starting kvroute routing: %w", err)
 	}
 	a.refreshWorkers()
+	a.applyMemoryLimit()
+	release := startFreer(caddy.Log().Named("kvroute.memory"))
+	go func() { <-ctx.Done(); release() }()
 	p := &prober{cfg: *a.HealthChecks, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
 		health: st.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
 	go p.run(ctx)

@@ -35,6 +35,7 @@ func init() {
 //	        no_auth
 //	    }
 //	    upstream_cidrs <cidr|address...>
+//	    memory_limit <size>|off
 //	    health_checks off | {
 //	        uri      <path>
 //	        interval <duration>
@@ -102,6 +103,21 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			a.EmbeddedNATS = new(EmbeddedNATS)
 			if err := a.EmbeddedNATS.unmarshalCaddyfile(d); err != nil {
+				return err
+			}
+		case "memory_limit":
+			if a.MemoryLimit != nil {
+				return d.Err("memory_limit already specified")
+			}
+			a.MemoryLimit = new(int64)
+			size := sizeInto(d, a.MemoryLimit)
+			if err := oneArg(d, func(s string) error {
+				if s == "off" {
+					*a.MemoryLimit = -1
+					return nil
+				}
+				return size(s)
+			}); err != nil {
 				return err
 			}
 		case "upstream_cidrs":

@@ -169,7 +169,11 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 	if len(ws) != len(in.Workers) {
 		ws = routerWorkers(in.Workers) // a RouteInput not made by the handler
 	}
-	res, err := d.core.router.Route(ctx, &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: ws, Available: in.Available})
+	rin := &router.Input{Path: in.Request.URL.Path, Body: in.Body, Workers: ws, Available: in.Available}
+	if st := d.app.natsState(); st != nil {
+		rin.IndexUnavailable = st.indexUnavailable()
+	}
+	res, err := d.core.router.Route(ctx, rin)
 	spans.end(parent, res, err)
 	if err != nil {
 		return nil, err

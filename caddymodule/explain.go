@@ -74,7 +74,11 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 		path = "/v1/chat/completions"
 	}
 	ws, available := a.decisionWorkers() // as the handler routes
-	res, err := rc.router.Route(r.Context(), &router.Input{Path: path, Body: body, Workers: ws.routed, Available: available})
+	rin := &router.Input{Path: path, Body: body, Workers: ws.routed, Available: available}
+	if st := a.natsState(); st != nil {
+		rin.IndexUnavailable = st.indexUnavailable()
+	}
+	res, err := rc.router.Route(r.Context(), rin)
 	if err != nil {
 		var re *reason.Error
 		if errors.As(err, &re) && re.Code.IsClientError() {

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -39,10 +40,11 @@ type natsState struct {
 	embedded *natsutil.Embedded // nil when connected to a configured URL
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	kv       jetstream.KeyValue
 	watcher  *registry.Watcher
-	created  time.Time
-	logger   *zap.Logger
+	// everConnected is set once the NATS connection was up (indexUnavailable).
+	everConnected atomic.Bool
+	created       time.Time
+	logger        *zap.Logger
 	// tokenFile is the embedded server's token file, removed with the server ("" without one).
 	tokenFile string
 	// accept is the newest started config's upstream_cidrs check of registry records (nil: all
@@ -121,7 +123,10 @@ func newNATSState(cfg natsConfig, logger *zap.Logger, accept func(registry.Worke
 	if cfg.creds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.creds))
 	}
-	st.nc, err = natsutil.Connect(st.url, &natsutil.ConnectConfig{Name: "kvroute", Options: opts, Logger: logger, TokenFile: tokenFile})
+	// In the background: Caddy starts (and serves, on load over its static workers) while NATS is
+	// down or still electing, and connects, opens the registry and subscribes when it can
+	// (DESIGN.md §2.1).
+	st.nc, err = natsutil.Connect(st.url, &natsutil.ConnectConfig{Name: "kvroute", Options: opts, Logger: logger, TokenFile: tokenFile, Background: true})
 	if err != nil {
 		return nil, err
 	}
@@ -129,23 +134,51 @@ func newNATSState(cfg natsConfig, logger *zap.Logger, accept func(registry.Worke
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st.kv, err = registry.OpenBucket(ctx, st.js)
-	if err != nil {
-		return nil, err
+	open := func(ctx context.Context) (jetstream.KeyValue, error) {
+		if !st.nc.IsConnected() {
+			return nil, errNATSNotConnected
+		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		kv, _, err := registry.OpenRouterBucket(ctx, st.js, logger)
+		return kv, err
 	}
-	st.watcher = registry.NewWatcher(st.kv, &registry.WatcherConfig{Logger: logger, Accepted: st.accepted})
+	st.watcher = registry.NewWatcherOpen(open, &registry.WatcherConfig{Logger: logger, Accepted: st.accepted})
 	// the watch outlives any one config: it runs until Destruct
 	if err = st.watcher.Start(context.Background()); err != nil {
 		return nil, err
 	}
-	select {
-	case <-st.watcher.Ready():
-	case <-ctx.Done():
-		logger.Warn("worker registry not loaded within 10s; continuing")
+	if st.nc.IsConnected() {
+		// the registry's records before the first request, when NATS answers
+		t := time.NewTimer(registryWait)
+		defer t.Stop()
+		select {
+		case <-st.watcher.Ready():
+		case <-t.C:
+			logger.Warn("worker registry not loaded yet; continuing, it loads in the background", zap.Duration("waited", registryWait))
+		}
 	}
 	return st, nil
+}
+
+// registryWait is how long a starting config waits for the registry's records when NATS is
+// connected (a config started without NATS does not wait).
+const registryWait = 5 * time.Second
+
+// errNATSNotConnected is the registry opener's error before NATS is reachable.
+var errNATSNotConnected = errors.New("NATS not connected yet")
+
+// indexUnavailable returns why the index cannot hold KV events yet ("" once NATS has been
+// connected: from then on the index follows the events, and a later outage keeps what it holds).
+func (st *natsState) indexUnavailable() string {
+	if st.everConnected.Load() {
+		return ""
+	}
+	if st.nc != nil && st.nc.IsConnected() {
+		st.everConnected.Store(true)
+		return ""
+	}
+	return "NATS not connected yet: the index has no KV events"
 }
 
 // Destruct stops the watcher, drains and closes the connection and shuts the embedded server
@@ -181,8 +214,8 @@ func (n *NATSState) Conn() *nats.Conn { return n.s.nc }
 // JetStream returns the JetStream context of Conn.
 func (n *NATSState) JetStream() jetstream.JetStream { return n.s.js }
 
-// Registry returns the `kvroute_workers` bucket.
-func (n *NATSState) Registry() jetstream.KeyValue { return n.s.kv }
+// Registry returns the `kvroute_workers` bucket, nil until it could be opened (NATS late at boot).
+func (n *NATSState) Registry() jetstream.KeyValue { return n.s.watcher.KV() }
 
 // Watcher returns the registry watcher.
 func (n *NATSState) Watcher() *registry.Watcher { return n.s.watcher }
@@ -218,4 +251,11 @@ func (st *natsState) accepted(w registry.Worker) bool {
 		return (*f)(w)
 	}
 	return true
+}
+
+// natsState returns the app's NATS state, nil before Start and after Stop.
+func (a *App) natsState() *natsState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state
 }

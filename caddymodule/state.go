@@ -41,6 +41,9 @@ type RouterState struct {
 	// the workers declared in the config.
 	RegistryWorkers int
 	StaticWorkers   int
+	// RegistryDegraded is true while the kvroute_workers bucket cannot be read (or was not opened
+	// yet): the router keeps the last known records (DESIGN.md §2.1).
+	RegistryDegraded bool
 	// DecodeSlotsBusy of DecodeSlots video decodes run now (0 of 0 without model_dir).
 	DecodeSlotsBusy, DecodeSlots int
 	// MediaInflightBytes is the media bytes held by requests in flight, when the router has such a
@@ -116,6 +119,7 @@ func (a *App) routerState() RouterState {
 		st.NATSConnected = n.s.nc.IsConnected()
 		st.NATSReconnects = n.s.nc.Stats().Reconnects
 		st.RegistryWorkers = len(n.s.watcher.Snapshot())
+		st.RegistryDegraded = n.s.watcher.Degraded()
 	}
 	if rc := a.routingCore(); rc != nil {
 		if rc.decoder != nil {

@@ -16,6 +16,7 @@ type stateCollector struct {
 	prefill, decode, inFlight, healthy, eventAge   *prometheus.Desc
 	natsConnected, natsReconnects, registryWorkers *prometheus.Desc
 	staticWorkers, slotsBusy, slots, mediaInflight *prometheus.Desc
+	registryDegraded                               *prometheus.Desc
 }
 
 func newStateCollector(ns, sub string) *stateCollector {
@@ -33,9 +34,11 @@ func newStateCollector(ns, sub string) *stateCollector {
 		natsReconnects:  desc("nats_reconnects_total", "Reconnections of the router's NATS connection since it was opened."),
 		registryWorkers: desc("registry_workers", "Live worker records in the kvroute_workers bucket."),
 		staticWorkers:   desc("static_workers", "Workers declared in the configuration."),
-		slotsBusy:       desc("decode_slots_busy", "Video decode slots in use."),
-		slots:           desc("decode_slots", "Video decode slots configured (decode_slots)."),
-		mediaInflight:   desc("media_inflight_bytes", "Media bytes held by requests in flight (with a media in-flight budget)."),
+		registryDegraded: desc("registry_degraded", "1 while the kvroute_workers bucket cannot be read (or was not opened yet): the router keeps "+
+			"the last known worker records and drops a worker only on evidence; else 0."),
+		slotsBusy:     desc("decode_slots_busy", "Video decode slots in use."),
+		slots:         desc("decode_slots", "Video decode slots configured (decode_slots)."),
+		mediaInflight: desc("media_inflight_bytes", "Media bytes held by requests in flight (with a media in-flight budget)."),
 	}
 }
 
@@ -49,7 +52,7 @@ func (c *stateCollector) clearApp(a *App) { c.app.CompareAndSwap(a, nil) }
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.prefill, c.decode, c.inFlight, c.healthy, c.eventAge, c.natsConnected,
-		c.natsReconnects, c.registryWorkers, c.staticWorkers, c.slotsBusy, c.slots, c.mediaInflight} {
+		c.natsReconnects, c.registryWorkers, c.staticWorkers, c.slotsBusy, c.slots, c.mediaInflight, c.registryDegraded} {
 		ch <- d
 	}
 }
@@ -77,6 +80,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.natsReconnects, prometheus.CounterValue, float64(r.NATSReconnects))
 	gauge(c.registryWorkers, float64(r.RegistryWorkers))
 	gauge(c.staticWorkers, float64(r.StaticWorkers))
+	gauge(c.registryDegraded, boolFloat(r.RegistryDegraded))
 	gauge(c.slotsBusy, float64(r.DecodeSlotsBusy))
 	gauge(c.slots, float64(r.DecodeSlots))
 	if r.HasMediaInflight {

@@ -194,9 +194,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	for i, w := range o.workers {
 		ids[i] = w.WorkerID
 	}
-	// Keep retrying the first connection too: the NATS server may start after the bridge.
-	opts := append([]nats.Option{nats.RetryOnFailedConnect(true)}, o.natsOpts...)
-	nc, err := natsutil.Connect(o.natsURL, &natsutil.ConnectConfig{Name: "kvroute-bridge " + strings.Join(ids, ","), Options: opts, Logger: log, TokenFile: o.tokenFile})
+	// Keep retrying the first connection too (Background): the NATS server may start after the
+	// bridge; the bridge opens the registry and registers with backoff (bridge/register.go).
+	nc, err := natsutil.Connect(o.natsURL, &natsutil.ConnectConfig{Name: "kvroute-bridge " + strings.Join(ids, ","), Options: o.natsOpts, Logger: log, TokenFile: o.tokenFile, Background: true})
 	if err != nil {
 		return err
 	}

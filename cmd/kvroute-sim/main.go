@@ -150,13 +150,14 @@ func run(args []string) error {
 
 	var nc *nats.Conn
 	if f.natsURL != "" {
-		if nc, err = natsutil.Connect(f.natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + f.workerID, Logger: logger, TokenFile: f.natsTokenFile}); err != nil {
+		// Background: a simulator started with or before NATS waits for it instead of exiting.
+		if nc, err = natsutil.Connect(f.natsURL, &natsutil.ConnectConfig{Name: "kvroute-sim " + f.workerID, Logger: logger, TokenFile: f.natsTokenFile, Background: true}); err != nil {
 			return err
 		}
 		defer nc.Close()
 		// Before the event publisher announces the worker's reset (which empties its blocks on
 		// every router): a second simulator with a running one's -worker-id must not start.
-		if err := sim.ClaimWorkerID(ctx, nc, f.workerID); err != nil {
+		if err := sim.ClaimWorkerIDWait(ctx, nc, f.workerID, logger); err != nil {
 			return err
 		}
 	}

@@ -111,7 +111,9 @@ func (s *Sync) Start() error {
 	// The SUB goes out asynchronously: a round trip makes the server hold it before Start returns,
 	// so a snapshot another replica publishes after that is received (not an error when the
 	// connection is down: the subscription is sent again on reconnect).
-	_ = s.nc.FlushTimeout(2 * time.Second)
+	if s.nc.IsConnected() { // not connected yet (NATS late at boot): no round trip to wait for
+		_ = s.nc.FlushTimeout(2 * time.Second)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.sub, s.cancel, s.done = sub, cancel, make(chan struct{})
 	go s.loop(ctx)

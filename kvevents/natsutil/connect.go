@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	neturl "net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +26,12 @@ type ConnectConfig struct {
 	Options []nats.Option
 	// Logger receives connection state changes. Default: a no-op logger.
 	Logger *zap.Logger
+	// Background returns the connection at once when no server answers yet (nats.go
+	// RetryOnFailedConnect): it connects in the background with ReconnectWait between attempts,
+	// subscriptions made meanwhile are sent when it connects, and publishes are buffered. A
+	// process that starts with or before its NATS cluster (a machine booting both) then keeps
+	// running instead of exiting. Default: false (the first connect's error is returned).
+	Background bool
 	// TokenFile holds the token of a server that requires one (kvroute's embedded server); it is
 	// read again at every (re)connect, so a restarted router's new token is picked up. Default:
 	// the TokenFileEnv variable, else DefaultTokenFile of a loopback URL's port when it exists.
@@ -73,6 +81,11 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 		file := c.TokenFile
 		opts = append(opts, nats.TokenHandler(func() string { return readToken(file) }))
 	}
+	if c.Background {
+		opts = append(opts, nats.RetryOnFailedConnect(true), nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+		}))
+	}
 	opts = append(opts, c.Options...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -81,7 +94,13 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 		}
 		return nil, fmt.Errorf("connecting to NATS: %w", err)
 	}
-	log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+	if !nc.IsConnected() {
+		log.Warn("nats not reachable yet; connecting in the background", zap.String("url", redactURLs(url)))
+		return nc, nil
+	}
+	if !c.Background { // the ConnectHandler logs it
+		log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+	}
 	return nc, nil
 }
 
@@ -97,4 +116,16 @@ func tokenHint(file string) string {
 	default:
 		return "the token in " + file + " was refused: is it the running router's (it writes a new one at each start)?"
 	}
+}
+
+// redactURLs returns a NATS URL list without user information (a token or password in a URL).
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = nil
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }

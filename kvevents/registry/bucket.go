@@ -2,11 +2,10 @@ package registry
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
@@ -20,30 +19,29 @@ const TTL = 30 * time.Second
 // HeartbeatInterval is how often a Publisher rewrites its record (DESIGN.md §2.1).
 const HeartbeatInterval = 10 * time.Second
 
-// OpenBucket returns the `kvroute_workers` bucket, creating it (history 1, max age TTL, file
-// storage) when it does not exist yet. An existing bucket is used as it is, so routers, bridges
-// and simulators never fight over its configuration.
-func OpenBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, Bucket)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("looking up bucket %s: %w", Bucket, err)
-	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+// BucketConfig is the `kvroute_workers` bucket's configuration (history 1, max age TTL, file
+// storage); EnsureBucket sets its replicas.
+func BucketConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
 		Bucket:      Bucket,
 		Description: "kvroute worker registry (DESIGN.md 2.1)",
 		History:     1,
 		TTL:         TTL,
 		Storage:     jetstream.FileStorage,
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		// created concurrently by another process
-		kv, err = js.KeyValue(ctx, Bucket)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("creating bucket %s: %w", Bucket, err)
-	}
-	return kv, nil
+}
+
+// OpenBucket returns the `kvroute_workers` bucket, creating it (BucketConfig, replicas
+// min(3, cluster size)) when it does not exist yet. An existing bucket is used as it is: only the
+// router raises its replicas (OpenRouterBucket), so bridges and simulators never fight over its
+// configuration.
+func OpenBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	kv, _, err := EnsureBucket(ctx, js, js.Conn(), EnsureConfig{Config: BucketConfig()})
+	return kv, err
+}
+
+// OpenRouterBucket is OpenBucket for the router: it also raises an existing bucket's replicas to
+// min(3, cluster size), and logs the creation, the raise, or (once) a raise that failed.
+func OpenRouterBucket(ctx context.Context, js jetstream.JetStream, logger *zap.Logger) (jetstream.KeyValue, EnsureResult, error) {
+	return EnsureBucket(ctx, js, js.Conn(), EnsureConfig{Config: BucketConfig(), Update: true, Logger: logger})
 }

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/defaults"
-	"github.com/kvroute/kvroute/internal/tick"
 )
 
 // PublisherConfig configures a Publisher. The zero value is not useful; start from
@@ -23,13 +22,17 @@ type PublisherConfig struct {
 	Interval time.Duration
 	// Timeout of one put or delete. Default: 5 s.
 	Timeout time.Duration
+	// RetryMin is the first wait before a failed put is tried again; it doubles up to Interval.
+	// A publisher whose bucket is unavailable so re-creates its record soon after it comes back,
+	// within a router's grace period (WatcherConfig.Grace). Default: 500 ms.
+	RetryMin time.Duration
 	// Logger for heartbeat failures. Default: a no-op logger.
 	Logger *zap.Logger
 }
 
 // DefaultPublisherConfig returns the DESIGN.md §2.1 defaults.
 func DefaultPublisherConfig() *PublisherConfig {
-	return &PublisherConfig{Interval: HeartbeatInterval, Timeout: 5 * time.Second, Logger: zap.NewNop()}
+	return &PublisherConfig{Interval: HeartbeatInterval, Timeout: 5 * time.Second, RetryMin: 500 * time.Millisecond, Logger: zap.NewNop()}
 }
 
 // Publisher keeps one worker's record in the bucket: it writes the record on Start, rewrites it
@@ -69,6 +72,7 @@ func NewPublisher(kv jetstream.KeyValue, w Worker, cfg *PublisherConfig) (*Publi
 		c = *cfg
 		defaults.Positive(&c.Interval, d.Interval)
 		defaults.Positive(&c.Timeout, d.Timeout)
+		defaults.Positive(&c.RetryMin, d.RetryMin)
 		c.Logger = cmp.Or(c.Logger, d.Logger)
 	}
 	return &Publisher{kv: kv, cfg: c, record: rec, id: w.WorkerID, instance: w.Instance}, nil
@@ -84,33 +88,74 @@ func newInstance() string {
 // Start writes the record once (returning its error) and then heartbeats in the background until
 // Stop is called or ctx is done.
 func (p *Publisher) Start(ctx context.Context) error {
+	return p.start(ctx, true)
+}
+
+// StartBackground is Start without the first write in the caller's goroutine: the heartbeat
+// writes the record at once and retries (RetryMin, doubling up to Interval) until the bucket takes
+// it, so a publisher started before NATS is reachable registers when it is.
+func (p *Publisher) StartBackground(ctx context.Context) error {
+	return p.start(ctx, false)
+}
+
+func (p *Publisher) start(ctx context.Context, putFirst bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cancel != nil {
 		return fmt.Errorf("starting publisher for %s: already started", p.id)
 	}
-	if err := p.put(ctx); err != nil {
-		return err
+	first := time.Duration(0)
+	if putFirst {
+		if err := p.put(ctx); err != nil {
+			return err
+		}
+		first = p.cfg.Interval
 	}
 	hctx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
 	p.done = make(chan struct{})
-	go p.loop(hctx, p.done)
+	go p.loop(hctx, first, p.done)
 	return nil
 }
 
-func (p *Publisher) loop(ctx context.Context, done chan struct{}) {
+// loop rewrites the record every Interval; after a failed put it retries sooner (RetryMin,
+// doubling up to Interval), logging the first failure at warn and the recovery at info.
+func (p *Publisher) loop(ctx context.Context, first time.Duration, done chan struct{}) {
 	defer close(done)
 	defer func() {
 		if r := recover(); r != nil {
 			p.cfg.Logger.Error("registry publisher panicked", zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
-	tick.Every(ctx, p.cfg.Interval, func() {
-		if err := p.put(ctx); err != nil && ctx.Err() == nil {
-			p.cfg.Logger.Error("heartbeating worker record", zap.String("worker_id", p.id), zap.Error(err))
+	t := time.NewTimer(first)
+	defer t.Stop()
+	failing, wait := false, time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	})
+		err := p.put(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			if failing {
+				p.cfg.Logger.Info("worker record written again", zap.String("worker_id", p.id))
+			}
+			failing, wait = false, p.cfg.Interval
+		default:
+			if !failing {
+				p.cfg.Logger.Warn("heartbeating worker record; retrying", zap.String("worker_id", p.id), zap.Error(err))
+				wait = p.cfg.RetryMin
+			} else {
+				wait = min(2*wait, p.cfg.Interval)
+			}
+			failing = true
+		}
+		t.Reset(wait)
+	}
 }
 
 // Update replaces the record (same worker id) and, when the Publisher is started, writes it at once;

@@ -133,7 +133,9 @@ func (s *Subscriber) Start(ctx context.Context) error {
 	// registration replays are requested, so the batches a bridge replays (and any published
 	// after Start returns) reach this subscriber. Not an error when the connection is down: the
 	// subscriptions are sent again on reconnect.
-	_ = s.nc.FlushTimeout(2 * time.Second)
+	if s.nc.IsConnected() { // not connected yet (NATS late at boot): no round trip to wait for
+		_ = s.nc.FlushTimeout(2 * time.Second)
+	}
 	s.shards = make([]*shard, s.cfg.Shards)
 	for i := range s.shards {
 		s.shards[i] = newShard(s)

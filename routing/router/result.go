@@ -21,6 +21,10 @@ type Input struct {
 	Workers []Worker
 	// Available reports whether a worker's upstream can take requests; nil means all can.
 	Available func(w *Worker) bool
+	// IndexUnavailable, when not empty, says why the index cannot hold the workers' KV events
+	// (e.g. NATS not connected since the start): the request routes on load alone, fallback
+	// index_unavailable with this detail.
+	IndexUnavailable string
 }
 
 // Candidate is one scored worker: the one candidate type of the routing outcome, read by POST

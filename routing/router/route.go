@@ -87,6 +87,9 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		// it, so route on load alone (the workers answer as they do for an unknown model).
 		return r.loadOnly(ctx, res, workers, in, reason.IndexUnavailable, "no registered worker serves model "+strconv.Quote(req.Model))
 	}
+	if in.IndexUnavailable != "" {
+		return r.loadOnly(ctx, res, workers, in, reason.IndexUnavailable, in.IndexUnavailable)
+	}
 	if apiErr != nil {
 		return r.loadOnly(ctx, res, workers, in, reason.APIRequestInvalid, apiErr.Error())
 	}

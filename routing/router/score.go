@@ -47,7 +47,10 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 	for i := range workers {
 		w := &workers[i]
 		avail := in.Available == nil || in.Available(w)
-		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: overlap[w.ID]}
+		// the engine never reuses its prompt's last token (reuse.go): a prompt that fills its
+		// last block is credited one block less than the index holds
+		ov := min(overlap[w.ID], ReuseCapBlocks(w.Engine, requestTokens, bs))
+		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: ov}
 	}
 	res.RequestTokens = requestTokens
 	cfg := r.sched.Config()

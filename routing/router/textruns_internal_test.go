@@ -110,9 +110,12 @@ func TestTextChatRunsRouteExactly(t *testing.T) {
 				if err != nil || again.Chosen == nil {
 					t.Fatalf("block size %d step %d: %v", bs, step, err)
 				}
-				if again.Chosen.WorkerID != "sim-b" || again.OverlapBlocks != len(want) {
-					t.Fatalf("block size %d conversation %d step %d: chose %s with %d of %d blocks; every block of the joined path should match",
-						bs, conv, step, again.Chosen.WorkerID, again.OverlapBlocks, len(want))
+				// every block of the joined path matches; the engine reuses them all but the last
+				// token's (ReuseCapBlocks: one block less when the prompt fills its last block)
+				wantOverlap := min(len(want), ReuseCapBlocks("vllm", again.RequestTokens, bs))
+				if again.Chosen.WorkerID != "sim-b" || again.OverlapBlocks != wantOverlap || again.RequestTokens < len(want)*bs {
+					t.Fatalf("block size %d conversation %d step %d: chose %s with %d of %d blocks (%d tokens), want %d; every block of the joined path should match",
+						bs, conv, step, again.Chosen.WorkerID, again.OverlapBlocks, len(want), again.RequestTokens, wantOverlap)
 				}
 				msgs = append(msgs, map[string]any{"role": "assistant", "content": turns[2*step+1]})
 			}

@@ -43,6 +43,31 @@ type natsCluster struct {
 
 func startNATSCluster(t *testing.T, n int) *natsCluster {
 	t.Helper()
+	c := startNATSClusterBare(t, n)
+	// The worker registry replicated on every server, so it survives the loss of one (the docs tell
+	// operators to create it so at scale).
+	nc, err := nats.Connect(c.urls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "replicated registry bucket", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: registry.Bucket, History: 1, TTL: registry.TTL,
+			Storage: jetstream.FileStorage, Replicas: 3})
+		return err == nil
+	})
+	return c
+}
+
+// startNATSClusterBare starts the n servers with routes up and no bucket.
+func startNATSClusterBare(t *testing.T, n int) *natsCluster {
+	t.Helper()
 	clusterPorts := make([]int, n)
 	for i := range clusterPorts {
 		clusterPorts[i] = caddytest.Port(t)
@@ -80,24 +105,6 @@ func startNATSCluster(t *testing.T, n int) *natsCluster {
 		}
 	})
 	c.waitRoutes()
-	// The worker registry replicated on every server, so it survives the loss of one (the docs tell
-	// operators to create it so at scale).
-	nc, err := nats.Connect(c.urls[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait.For(t, "replicated registry bucket", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: registry.Bucket, History: 1, TTL: registry.TTL,
-			Storage: jetstream.FileStorage, Replicas: 3})
-		return err == nil
-	})
 	return c
 }
 
