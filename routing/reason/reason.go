@@ -57,6 +57,10 @@ const (
 	// a completions prompt by default) and the tokenizer's post-processor is one kvroute does not
 	// reproduce (tokenizer.ErrSpecialTokens), so no block hash can be trusted.
 	SpecialTokensUnsupported Code = "special_tokens_unsupported"
+	// PromptTooCostly: the prompt holds a pre-token longer than the tokenizer's word bound
+	// (tokenizer.DefaultMaxWordBytes, 256 KiB: one enormous "word"), whose BPE would cost time and
+	// memory out of proportion to its size (DESIGN.md §6 "Prompts"); it is not tokenized.
+	PromptTooCostly Code = "prompt_too_costly"
 )
 
 // Errors: answered with a 4xx and the JSON body of DESIGN.md §8, never forwarded.
@@ -120,7 +124,8 @@ func (c Code) HTTPStatus() int {
 
 // LoadOnly reports whether c routes on load alone (no prefix to score).
 func (c Code) LoadOnly() bool {
-	return c == TemplateError || c == IndexUnavailable || c == NotRouted || c == SpecialTokensUnsupported
+	return c == TemplateError || c == IndexUnavailable || c == NotRouted || c == SpecialTokensUnsupported ||
+		c == PromptTooCostly
 }
 
 // Error carries a reason code and a human message. It wraps the underlying cause, if any.
