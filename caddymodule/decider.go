@@ -98,6 +98,10 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 		return nil, fmt.Errorf("creating video decoder: %w", err)
 	}
 	res := resolver.New(f, dec)
+	if res.ImageIdentity, err = rc.Media.imageIdentity(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("media: %w", err)
+	}
 	stage := func(s string, d time.Duration) { a.metrics.routingSeconds.WithLabelValues(s).Observe(d.Seconds()) }
 	res.Stage = stage
 	res.CacheResult = func(result string) { a.metrics.decodeCache.WithLabelValues(result).Inc() }

@@ -36,8 +36,12 @@ type Resolver struct {
 	// Stage, when set, receives the time spent fetching and decoding (DESIGN.md §10 stages
 	// `fetch` and `decode`).
 	Stage func(stage string, d time.Duration)
-	// CacheResult, when set, receives "hit" or "miss" for every video decode-cache lookup.
+	// CacheResult, when set, receives "hit" or "miss" for every decode-cache lookup: a video's,
+	// and an image's with ImagePixels (imagecache.go).
 	CacheResult func(result string)
+	// ImageIdentity is how Image computes an identity (imagecache.go); the zero value is
+	// ImagePixels. Set it before the resolver is used.
+	ImageIdentity ImageIdentity
 	// Revalidated, when set, is called for every video whose URL answered 304 Not Modified to
 	// a conditional request, so its earlier result was reused (revalidate.go).
 	Revalidated func()
@@ -111,8 +115,10 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 // CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
 func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
-// Image fetches url and decodes it (DecodeImage), the bytes reserved in the fetcher's budget
-// until then.
+// Image fetches url and computes its identity under ImageIdentity (imagecache.go): with
+// ImagePixels from the decode cache (keyed by XXH3-128 of the bytes) or by decoding it
+// (DecodeImage), with ImageBytes from its bytes and header. The bytes stay reserved in the
+// fetcher's budget until then.
 func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
 	data, release, err := r.fetchHeld(ctx, url)
 	defer release()
@@ -122,7 +128,7 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 	defer r.stage(ctx, "decode", time.Now())
 	// The decoded pixels are reserved in the media budget too: a header is a few bytes, and a
 	// 118-byte BMP claiming 8192×8192 made the decoder allocate 256 MiB before it failed.
-	return decodeImage(data, func(n int64) (func(), error) { return r.fetcher.Reserve(ctx, n) })
+	return r.imageInfo(ctx, data, func(n int64) (func(), error) { return r.fetcher.Reserve(ctx, n) })
 }
 
 // decodedBytesPerPixel bounds what decoding allocates per pixel of the header's size: the
