@@ -4,7 +4,7 @@ export GOTOOLCHAIN := go1.27.3
 export CGO_ENABLED := 1
 
 APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
-	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev ffmpeg jq curl \
+	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev libjpeg62-turbo-dev ffmpeg jq curl \
 	prometheus
 
 .PHONY: deps test vet demo caddy bins soak fuzz bench-quality

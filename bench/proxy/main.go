@@ -10,6 +10,7 @@
 //
 //	go run ./bench/proxy                    # every workload at concurrency 1 and 16
 //	go run ./bench/proxy -workloads cold111k -conc 16 -n 64
+//	go run ./bench/proxy -workloads image4k,image4kcold,longword -conc 1 -stages
 package main
 
 import (
@@ -53,6 +54,7 @@ func run() error {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs (whole process: Caddy, upstreams and client)")
 	stages := flag.Bool("stages", false, "after each run, print the kvroute site's mean time per routing stage (from Caddy's /metrics)")
 	global := flag.String("kvroute-options", "", "extra lines for the kvroute global option (e.g. \"tokenize_cache_size 0\")")
+	imageIdentity := flag.String("image-identity", "", "media image_identity of the kvroute site: pixels (the default) or bytes")
 	flag.Parse()
 
 	modelDir := filepath.Join(*root, "testdata/golden/qwen3vl-test-model")
@@ -73,7 +75,11 @@ func run() error {
 		return err
 	}
 	defer stopMedia()
-	kv, plain, admin, stop, err := startCaddy(modelDir, layout.HubContractJSON, w1, w2, *global)
+	mediaOpts := ""
+	if *imageIdentity != "" {
+		mediaOpts = "\t\t\timage_identity " + *imageIdentity
+	}
+	kv, plain, admin, stop, err := startCaddy(modelDir, layout.HubContractJSON, w1, w2, *global, mediaOpts)
 	if err != nil {
 		return err
 	}
@@ -152,7 +158,13 @@ func defaultN(name string, conc int) int {
 		if name == "cold111k" || name == "multiturn100k" {
 			return 20
 		}
+		if name == "longword" {
+			return 4
+		}
 		return 30
+	}
+	if name == "longword" {
+		return 16
 	}
 	if name == "cold111k" || name == "multiturn100k" {
 		return 64

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"image"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,7 @@ const decodedBytesPerPixel = 12
 // otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any
 // pixel buffer is allocated.
 //
-// Decoded: PNG, JPEG, GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
+// Decoded: PNG, JPEG (libjpeg-turbo as Pillow decodes it, jpeg_turbo.go), GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
 // Errors, as reason codes:
 //   - unsupported_codec (a fallback: forwarded unchanged, routed on the text before it): a
 //     recognised image format kvroute does not decode (AVIF, HEIC, JPEG 2000, JPEG XL, ICO,
@@ -198,13 +199,26 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		}
 		defer release()
 	}
-	img, err := f.decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, undecodable(err)
+	var px pixelArray
+	if f == formatJPEG {
+		// libjpeg-turbo, as Pillow decodes it (jpeg_turbo.go); CMYK and YCCK go on to Go's decoder
+		rgb, err := decodeJPEGRGB(data, cfg.Width, cfg.Height)
+		switch {
+		case err == nil:
+			px = packedRGB(rgb, cfg.Width, cfg.Height)
+		case !errors.Is(err, errJPEGOtherSpace):
+			return nil, reason.New(reason.MediaUndecodable, "decoding the JPEG image: %v", err)
+		}
 	}
-	// The picture is the header's canvas: the size the worker's PIL reports and the token count
-	// comes from (a GIF's first frame may cover only part of its logical screen).
-	px := canvasPixels(img, image.Rect(0, 0, cfg.Width, cfg.Height))
+	if px.row == nil {
+		img, err := f.decode(bytes.NewReader(data))
+		if err != nil {
+			return nil, undecodable(err)
+		}
+		// The picture is the header's canvas: the size the worker's PIL reports and the token
+		// count comes from (a GIF's first frame may cover only part of its logical screen).
+		px = canvasPixels(img, image.Rect(0, 0, cfg.Width, cfg.Height))
+	}
 	hs := xxh3.New()
 	var hdr [8]byte
 	for _, v := range []uint64{3, uint64(px.h), uint64(px.w), uint64(px.channels)} {
