@@ -124,13 +124,15 @@ func run() error {
 			per := max(1, n/c)
 			bodies := w.build(g, c, per+1, mediaURL) // the first request of each client warms up
 			var before stageTotals
-			f0 := cputime.MinorFaults()
-			if *stages {
-				if before, err = readStages(admin); err != nil {
-					return err
+			var f0 int64
+			afterWarmUp := func() error { // stage means and faults exclude the warm-up requests
+				f0 = cputime.MinorFaults()
+				if *stages {
+					before, err = readStages(admin)
 				}
+				return err
 			}
-			r, err := measure(client, kv, plain, bodies)
+			r, err := measure(client, kv, plain, bodies, afterWarmUp)
 			if err != nil {
 				return fmt.Errorf("%s at concurrency %d: %w", w.name, c, err)
 			}
@@ -179,7 +181,7 @@ type result struct {
 	fallbacks map[string]int // kvroute site: X-Kvroute-Fallback values ("" = routed exactly)
 }
 
-func measure(client *http.Client, kv, plain string, bodies [][][]byte) (*result, error) {
+func measure(client *http.Client, kv, plain string, bodies [][][]byte, afterWarmUp func() error) (*result, error) {
 	res := &result{conc: len(bodies), fallbacks: map[string]int{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -191,6 +193,9 @@ func measure(client *http.Client, kv, plain string, bodies [][][]byte) (*result,
 				return nil, err
 			}
 		}
+	}
+	if err := afterWarmUp(); err != nil {
+		return nil, err
 	}
 	for _, bs := range bodies {
 		wg.Add(1)
