@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // photo is a 3840×2160 JPEG (quality 95, 4:2:0) of a smooth scene with fine noise, about the
@@ -34,15 +35,20 @@ var photo = sync.OnceValue(func() []byte {
 	return b.Bytes()
 })
 
-// servePhoto serves photo; with ?n=<k> the bytes end with k (after the JPEG's end marker, which
-// decoders ignore), so each k is a new file to a cache keyed by bytes, with the same pixels.
+// servePhoto serves photo with an ETag and a Last-Modified date, answering conditional requests
+// with 304 (http.ServeContent), as a CDN or object store does; with ?n=<k> the bytes end with k
+// (after the JPEG's end marker, which decoders ignore), so each k is a new file to a cache keyed
+// by bytes, with the same pixels.
 func servePhoto(w http.ResponseWriter, r *http.Request) {
-	b := photo()
+	b, etag := photo(), `"photo"`
 	if n := r.URL.Query().Get("n"); n != "" {
 		if _, err := strconv.Atoi(n); err == nil {
-			b = append(append([]byte(nil), b...), n...)
+			b, etag = append(append([]byte(nil), b...), n...), `"photo-`+n+`"`
 		}
 	}
 	w.Header().Set("Content-Type", "image/jpeg")
-	_, _ = w.Write(b)
+	w.Header().Set("ETag", etag)
+	http.ServeContent(w, r, "photo.jpg", photoTime, bytes.NewReader(b))
 }
+
+var photoTime = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)

@@ -120,12 +120,16 @@ func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 // ImagePixels from the decode cache (keyed by XXH3-128 of the bytes) or by decoding it
 // (DecodeImage), with ImageBytes from its bytes and header. The bytes stay reserved in the
 // fetcher's budget until then.
+//
+// An http(s) URL fetched before with validators (ETag, Last-Modified) is fetched with a
+// conditional request, and a 304 Not Modified reuses the earlier identity without reading the
+// bytes, as for videos (revalidate.go, imageRevalidated).
 func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
-	data, release, err := r.fetchHeld(ctx, url)
-	defer release()
-	if err != nil {
-		return nil, err
-	}
+	return r.imageRevalidated(ctx, url)
+}
+
+// identifyImage is the identity of fetched bytes (imagecache.go), timed as the "decode" stage.
+func (r *Resolver) identifyImage(ctx context.Context, data []byte) (*mediaport.ImageInfo, error) {
 	defer r.stage(ctx, "decode", time.Now())
 	// The decoded pixels are reserved in the media budget too: a header is a few bytes, and a
 	// 118-byte BMP claiming 8192×8192 made the decoder allocate 256 MiB before it failed.
