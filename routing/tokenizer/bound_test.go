@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,28 @@ func boundedTok(tb testing.TB, path string, n int) *Tokenizer {
 		tb.Fatalf("Load(%s): %v", path, err)
 	}
 	tok.SetMaxWordBytes(n)
+	return tok
+}
+
+// minBound is the smallest word bound (the word cache's longest word): most goldens hold a
+// pre-token over it.
+const minBound = maxCachedWordLen
+
+var (
+	minBoundMu   sync.Mutex
+	minBoundToks = map[string]*Tokenizer{}
+)
+
+// minBounded loads the tokenizer at path with the word bound minBound, once per test binary.
+func minBounded(tb testing.TB, path string) *Tokenizer {
+	tb.Helper()
+	minBoundMu.Lock()
+	defer minBoundMu.Unlock()
+	if tok := minBoundToks[path]; tok != nil {
+		return tok
+	}
+	tok := boundedTok(tb, path, minBound)
+	minBoundToks[path] = tok
 	return tok
 }
 
@@ -54,7 +77,7 @@ func checkBoundedCases(t *testing.T, tok *Tokenizer, cases []goldenCase) (over i
 // golden case is.
 func TestBoundedGoldens(t *testing.T) {
 	cases := append(corpusCases(t, "tokenizer_corpus.jsonl"), corpusCases(t, "tokenizer_unicode_skew.jsonl")...)
-	over := checkBoundedCases(t, boundedTok(t, testModelPath, 48), cases)
+	over := checkBoundedCases(t, minBounded(t, testModelPath), cases)
 	t.Logf("qwen3: %d of %d cases hold a pre-token over 48 bytes", over, len(cases))
 	if over == 0 || over == len(cases) {
 		t.Fatalf("qwen3: %d of %d cases over the 48-byte bound: the test exercises nothing", over, len(cases))
@@ -65,7 +88,7 @@ func TestBoundedGoldens(t *testing.T) {
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) {
 			fc := familyCases(t, f.name)
-			over := checkBoundedCases(t, boundedTok(t, familyDir+f.name+"/tokenizer.json", 48), fc)
+			over := checkBoundedCases(t, minBounded(t, familyDir+f.name+"/tokenizer.json"), fc)
 			t.Logf("%s: %d of %d cases hold a pre-token over 48 bytes", f.name, over, len(fc))
 			if over == 0 {
 				t.Fatalf("%s: no case over the 48-byte bound: the test exercises nothing", f.name)
@@ -77,13 +100,15 @@ func TestBoundedGoldens(t *testing.T) {
 // TestBoundedLongWord: a pre-token over the bound becomes TooCostlyID on every tokenizer path,
 // in a prompt with text around it, and one at the bound is merged exactly.
 func TestBoundedLongWord(t *testing.T) {
-	const bound = 4096
+	const bound = minBound
 	paths := map[string]string{"qwen3": testModelPath}
+	frees := map[string]*Tokenizer{"qwen3": loadTest(t)} // shared, unbounded
 	for _, f := range families {
 		paths[f.name] = familyDir + f.name + "/tokenizer.json"
+		frees[f.name] = loadFamily(t, f.name)
 	}
 	for name, path := range paths {
-		tok, free := boundedTok(t, path, bound), boundedTok(t, path, 0)
+		tok, free := minBounded(t, path), frees[name]
 		at := strings.Repeat("x", bound)
 		if got, want := tok.Encode(at), free.Encode(at); !slices.Equal(got, want) || slices.Contains(got, TooCostlyID) {
 			t.Fatalf("%s: a pre-token of exactly the bound is not encoded exactly", name)
@@ -98,7 +123,7 @@ func TestBoundedLongWord(t *testing.T) {
 		}
 		over := "Hello " + strings.Repeat("x", 2*bound)
 		if tok.CheckBounded(len(over), tok.Encode(over)) == nil || free.CheckBounded(len(over), free.Encode(over)) != nil {
-			t.Fatalf("%s: an 8 KiB pre-token: too costly with the 4 KiB bound, never without a bound", name)
+			t.Fatalf("%s: a pre-token of twice the bound: too costly with the bound, never without one", name)
 		}
 	}
 }
