@@ -37,6 +37,7 @@ import (
 //	    decode_slots    <n>
 //	    slot_wait       <duration>
 //	    max_inflight_bytes <size>
+//	    image_identity pixels|bytes
 //	}
 //	scheduler {
 //	    prefill_load_scale        <float>
@@ -179,6 +180,8 @@ func (m *MediaConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneArg(d, durationInto(d, &m.SlotWait))
 		case "max_inflight_bytes":
 			err = oneArg(d, sizeInto(d, &m.MaxInflightBytes))
+		case "image_identity":
+			err = m.unmarshalImageIdentity(d)
 		default:
 			err = d.Errf("unrecognized media option '%s'", d.Val())
 		}

@@ -130,6 +130,11 @@ type MediaConfig struct {
 	// buffers of running fetches and decoded data: URLs, held until their decode ends. A request
 	// that cannot reserve its media within slot_wait falls back (`media_busy`). Default: 1 GiB.
 	MaxInflightBytes int64 `json:"max_inflight_bytes,omitempty"`
+
+	// ImageIdentity is how an image's identity is computed: "pixels" (the default, XXH3-64 over
+	// the decoded pixels, equal across formats) or "bytes" (a hash of the encoded bytes, the size
+	// from the header, no decode). config_image.go.
+	ImageIdentity string `json:"image_identity,omitempty"`
 }
 
 // IndexConfig bounds the KV block index (LRU eviction of the oldest leaves beyond the caps).
@@ -237,6 +242,9 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 		return errors.New("max_messages and max_parts must not be negative")
 	}
 	if m := rc.Media; m != nil {
+		if _, err := m.imageIdentity(); err != nil {
+			return fmt.Errorf("media: %w", err)
+		}
 		if m.MaxInflightBytes < 0 {
 			return errors.New("media max_inflight_bytes must not be negative")
 		}

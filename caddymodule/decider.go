@@ -17,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
+	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
 // routingCore is one config's routing core: the router over the shared index, and what it owns.
@@ -64,6 +65,9 @@ func (a *App) loadModel() (*loadedModel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading model: %w", err)
 	}
+	// Bounded tokenization (DESIGN.md §6 "Prompts"): a pre-token over 256 KiB routes on load
+	// alone (prompt_too_costly). Set here, before the tokenizer is shared.
+	m.Tokenizer.SetMaxWordBytes(tokenizer.DefaultMaxWordBytes)
 	lm := &loadedModel{model: m}
 	if m.Vision {
 		if lm.layout, err = layout.LoadModel(a.ModelDir); err != nil {
@@ -94,6 +98,10 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 		return nil, fmt.Errorf("creating video decoder: %w", err)
 	}
 	res := resolver.New(f, dec)
+	if res.ImageIdentity, err = rc.Media.imageIdentity(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("media: %w", err)
+	}
 	stage := func(s string, d time.Duration) { a.metrics.routingSeconds.WithLabelValues(s).Observe(d.Seconds()) }
 	res.Stage = stage
 	res.CacheResult = func(result string) { a.metrics.decodeCache.WithLabelValues(result).Inc() }

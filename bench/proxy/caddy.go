@@ -37,7 +37,11 @@ func startUpstream(delay time.Duration) (*upstream, error) {
 
 // startMedia serves dir (the clips) on a loopback port and returns its base URL.
 func startMedia(dir string) (string, func(), error) {
-	srv, addr, err := caddytest.Serve(http.FileServer(http.Dir(dir)))
+	mux := http.NewServeMux()
+	mux.Handle("/", http.FileServer(http.Dir(dir)))
+	mux.HandleFunc("/gen/photo.jpg", servePhoto)
+	photo() // made before any request is timed
+	srv, addr, err := caddytest.Serve(mux)
 	if err != nil {
 		return "", nil, err
 	}
@@ -47,7 +51,7 @@ func startMedia(dir string) (string, func(), error) {
 // caddyfile is the benchmark configuration: two sites over the same two upstreams, one routed by
 // kvroute (round robin fallback, as in Caddyfile.example), one by plain reverse_proxy round robin.
 // Both sites log nothing, so the difference between them is kvroute alone.
-func caddyfile(adminPort, kvPort, plainPort int, modelDir, contractFile, w1, w2, extraGlobal string) string {
+func caddyfile(adminPort, kvPort, plainPort int, modelDir, contractFile, w1, w2, extraGlobal, extraMedia string) string {
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%[1]d
 	%[9]s
@@ -58,6 +62,7 @@ func caddyfile(adminPort, kvPort, plainPort int, modelDir, contractFile, w1, w2,
 		model_dir %[4]s
 		media {
 			allow_loopback
+%[10]s
 		}
 %[8]s
 		worker w1 {
@@ -98,12 +103,12 @@ http://127.0.0.1:%[3]d {
 		lb_policy round_robin
 	}
 }
-`, adminPort, kvPort, plainPort, modelDir, contractFile, w1, w2, extraGlobal, caddytest.QuietGlobals)
+`, adminPort, kvPort, plainPort, modelDir, contractFile, w1, w2, extraGlobal, caddytest.QuietGlobals, extraMedia)
 }
 
 // startCaddy loads the configuration in this process and returns the two site base URLs and the
 // admin endpoint's.
-func startCaddy(modelDir, contract string, w1, w2 *upstream, extraGlobal string) (kv, plain, admin string, stop func(), err error) {
+func startCaddy(modelDir, contract string, w1, w2 *upstream, extraGlobal, extraMedia string) (kv, plain, admin string, stop func(), err error) {
 	var ports [3]int // admin, kvroute site, plain site
 	for i := range ports {
 		if ports[i], err = caddytest.FreePort(); err != nil {
@@ -119,7 +124,7 @@ func startCaddy(modelDir, contract string, w1, w2 *upstream, extraGlobal string)
 	if err := os.WriteFile(cf, []byte(contract), 0o600); err != nil {
 		return "", "", "", nil, err
 	}
-	cfg := caddyfile(adminPort, kvPort, plainPort, modelDir, cf, w1.addr, w2.addr, extraGlobal)
+	cfg := caddyfile(adminPort, kvPort, plainPort, modelDir, cf, w1.addr, w2.addr, extraGlobal, extraMedia)
 	if err := caddytest.Load(cfg); err != nil {
 		return "", "", "", nil, err
 	}

@@ -10,6 +10,7 @@
 //
 //	go run ./bench/proxy                    # every workload at concurrency 1 and 16
 //	go run ./bench/proxy -workloads cold111k -conc 16 -n 64
+//	go run ./bench/proxy -workloads image4k,image4kcold,longword -conc 1 -stages
 package main
 
 import (
@@ -53,6 +54,7 @@ func run() error {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs (whole process: Caddy, upstreams and client)")
 	stages := flag.Bool("stages", false, "after each run, print the kvroute site's mean time per routing stage (from Caddy's /metrics)")
 	global := flag.String("kvroute-options", "", "extra lines for the kvroute global option (e.g. \"tokenize_cache_size 0\")")
+	imageIdentity := flag.String("image-identity", "", "media image_identity of the kvroute site: pixels (the default) or bytes")
 	flag.Parse()
 
 	modelDir := filepath.Join(*root, "testdata/golden/qwen3vl-test-model")
@@ -73,7 +75,11 @@ func run() error {
 		return err
 	}
 	defer stopMedia()
-	kv, plain, admin, stop, err := startCaddy(modelDir, layout.HubContractJSON, w1, w2, *global)
+	mediaOpts := ""
+	if *imageIdentity != "" {
+		mediaOpts = "\t\t\timage_identity " + *imageIdentity
+	}
+	kv, plain, admin, stop, err := startCaddy(modelDir, layout.HubContractJSON, w1, w2, *global, mediaOpts)
 	if err != nil {
 		return err
 	}
@@ -118,17 +124,19 @@ func run() error {
 			per := max(1, n/c)
 			bodies := w.build(g, c, per+1, mediaURL) // the first request of each client warms up
 			var before stageTotals
-			f0 := cputime.MinorFaults()
-			if *stages {
-				if before, err = readStages(admin); err != nil {
-					return err
+			var f0 int64
+			afterWarmUp := func() error { // stage means and faults exclude the warm-up requests
+				f0 = cputime.MinorFaults()
+				if *stages {
+					before, err = readStages(admin)
 				}
+				return err
 			}
 			path := w.path
 			if path == "" {
 				path = "/v1/chat/completions"
 			}
-			r, err := measure(client, kv, plain, path, bodies)
+			r, err := measure(client, kv, plain, path, bodies, afterWarmUp)
 			if err != nil {
 				return fmt.Errorf("%s at concurrency %d: %w", w.name, c, err)
 			}
@@ -156,7 +164,13 @@ func defaultN(name string, conc int) int {
 		if name == "cold111k" || name == "multiturn100k" || name == "responses100k" || name == "messages100k" {
 			return 20
 		}
+		if name == "longword" {
+			return 4
+		}
 		return 30
+	}
+	if name == "longword" {
+		return 16
 	}
 	if name == "cold111k" || name == "multiturn100k" || name == "responses100k" || name == "messages100k" {
 		return 64
@@ -171,7 +185,7 @@ type result struct {
 	fallbacks map[string]int // kvroute site: X-Kvroute-Fallback values ("" = routed exactly)
 }
 
-func measure(client *http.Client, kv, plain, path string, bodies [][][]byte) (*result, error) {
+func measure(client *http.Client, kv, plain, path string, bodies [][][]byte, afterWarmUp func() error) (*result, error) {
 	res := &result{conc: len(bodies), fallbacks: map[string]int{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -183,6 +197,9 @@ func measure(client *http.Client, kv, plain, path string, bodies [][][]byte) (*r
 				return nil, err
 			}
 		}
+	}
+	if err := afterWarmUp(); err != nil {
+		return nil, err
 	}
 	for _, bs := range bodies {
 		wg.Add(1)

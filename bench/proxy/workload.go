@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // words is the vocabulary of the generated documents: common English words, most of them one
@@ -125,6 +127,38 @@ var workloads = []workload{
 			return perRequest(clients, per, func(uint64) []byte { return body })
 		},
 	},
+	{
+		name:  "image4k",
+		about: "the same 3840x2160 JPEG (phone-photo size) with a short question, every request (repeated: the identity cache)",
+		build: func(g *docGen, clients, per int, mediaURL string) [][][]byte {
+			body := imageBody(mediaURL + "/gen/photo.jpg")
+			return perRequest(clients, per, func(uint64) []byte { return body })
+		},
+	},
+	{
+		name:  "image4kcold",
+		about: "a 3840x2160 JPEG whose bytes differ per request (a serial after its end marker; same pixels), cold every time",
+		build: func(g *docGen, clients, per int, mediaURL string) [][][]byte {
+			return perRequest(clients, per, func(seed uint64) []byte {
+				return imageBody(mediaURL + "/gen/photo.jpg?n=" + strconv.FormatUint(seed+uint64(time.Now().UnixNano()), 10))
+			})
+		},
+	},
+	{
+		name:  "longword",
+		about: "a chat message of one 22 MB run of x (one pre-token): kvroute routes it on load (prompt_too_costly)",
+		build: func(g *docGen, clients, per int, _ string) [][][]byte {
+			body := chatBody([]message{{"user", strings.Repeat("x", 22<<20)}})
+			return perRequest(clients, per, func(uint64) []byte { return body })
+		},
+	},
+}
+
+func imageBody(url string) []byte {
+	return chatBody([]message{{"system", systemPrompt}, {"user", []map[string]any{
+		{"type": "image_url", "image_url": map[string]any{"url": url}},
+		{"type": "text", "text": "What is in this photo?"},
+	}}})
 }
 
 func init() { workloads = append(workloads, agentWorkloads...) }

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"image"
 	"sync/atomic"
 	"time"
@@ -36,8 +37,12 @@ type Resolver struct {
 	// Stage, when set, receives the time spent fetching and decoding (DESIGN.md §10 stages
 	// `fetch` and `decode`).
 	Stage func(stage string, d time.Duration)
-	// CacheResult, when set, receives "hit" or "miss" for every video decode-cache lookup.
+	// CacheResult, when set, receives "hit" or "miss" for every decode-cache lookup: a video's,
+	// and an image's with ImagePixels (imagecache.go).
 	CacheResult func(result string)
+	// ImageIdentity is how Image computes an identity (imagecache.go); the zero value is
+	// ImagePixels. Set it before the resolver is used.
+	ImageIdentity ImageIdentity
 	// Revalidated, when set, is called for every video whose URL answered 304 Not Modified to
 	// a conditional request, so its earlier result was reused (revalidate.go).
 	Revalidated func()
@@ -111,18 +116,24 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 // CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
 func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
-// Image fetches url and decodes it (DecodeImage), the bytes reserved in the fetcher's budget
-// until then.
+// Image fetches url and computes its identity under ImageIdentity (imagecache.go): with
+// ImagePixels from the decode cache (keyed by XXH3-128 of the bytes) or by decoding it
+// (DecodeImage), with ImageBytes from its bytes and header. The bytes stay reserved in the
+// fetcher's budget until then.
+//
+// An http(s) URL fetched before with validators (ETag, Last-Modified) is fetched with a
+// conditional request, and a 304 Not Modified reuses the earlier identity without reading the
+// bytes, as for videos (revalidate.go, imageRevalidated).
 func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
-	data, release, err := r.fetchHeld(ctx, url)
-	defer release()
-	if err != nil {
-		return nil, err
-	}
+	return r.imageRevalidated(ctx, url)
+}
+
+// identifyImage is the identity of fetched bytes (imagecache.go), timed as the "decode" stage.
+func (r *Resolver) identifyImage(ctx context.Context, data []byte) (*mediaport.ImageInfo, error) {
 	defer r.stage(ctx, "decode", time.Now())
 	// The decoded pixels are reserved in the media budget too: a header is a few bytes, and a
 	// 118-byte BMP claiming 8192×8192 made the decoder allocate 256 MiB before it failed.
-	return decodeImage(data, func(n int64) (func(), error) { return r.fetcher.Reserve(ctx, n) })
+	return r.imageInfo(ctx, data, func(n int64) (func(), error) { return r.fetcher.Reserve(ctx, n) })
 }
 
 // decodedBytesPerPixel bounds what decoding allocates per pixel of the header's size: the
@@ -136,7 +147,7 @@ const decodedBytesPerPixel = 12
 // otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any
 // pixel buffer is allocated.
 //
-// Decoded: PNG, JPEG, GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
+// Decoded: PNG, JPEG (libjpeg-turbo as Pillow decodes it, jpeg_turbo.go), GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
 // Errors, as reason codes:
 //   - unsupported_codec (a fallback: forwarded unchanged, routed on the text before it): a
 //     recognised image format kvroute does not decode (AVIF, HEIC, JPEG 2000, JPEG XL, ICO,
@@ -192,13 +203,26 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		}
 		defer release()
 	}
-	img, err := f.decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, undecodable(err)
+	var px pixelArray
+	if f == formatJPEG {
+		// libjpeg-turbo, as Pillow decodes it (jpeg_turbo.go); CMYK and YCCK go on to Go's decoder
+		rgb, err := decodeJPEGRGB(data, cfg.Width, cfg.Height)
+		switch {
+		case err == nil:
+			px = packedRGB(rgb, cfg.Width, cfg.Height)
+		case !errors.Is(err, errJPEGOtherSpace):
+			return nil, reason.New(reason.MediaUndecodable, "decoding the JPEG image: %v", err)
+		}
 	}
-	// The picture is the header's canvas: the size the worker's PIL reports and the token count
-	// comes from (a GIF's first frame may cover only part of its logical screen).
-	px := canvasPixels(img, image.Rect(0, 0, cfg.Width, cfg.Height))
+	if px.row == nil {
+		img, err := f.decode(bytes.NewReader(data))
+		if err != nil {
+			return nil, undecodable(err)
+		}
+		// The picture is the header's canvas: the size the worker's PIL reports and the token
+		// count comes from (a GIF's first frame may cover only part of its logical screen).
+		px = canvasPixels(img, image.Rect(0, 0, cfg.Width, cfg.Height))
+	}
 	hs := xxh3.New()
 	var hdr [8]byte
 	for _, v := range []uint64{3, uint64(px.h), uint64(px.w), uint64(px.channels)} {

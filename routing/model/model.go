@@ -192,8 +192,15 @@ func AddSpecialTokens(req *chat.Request, completions bool) bool {
 // encode(prompt, add_special_tokens=addSpecial): Tokenizer.Encode(prompt) with Special applied for
 // that flag (nothing changes without special tokens for every tokenizer.json of the package doc).
 // The error wraps tokenizer.ErrSpecialTokens when Special is unsupported for the flag.
+//
+// With a word bound on the tokenizer (tokenizer.Tokenizer.SetMaxWordBytes), a prompt holding a
+// pre-token over the bound gives an error wrapping tokenizer.ErrTooCostly and no ids.
 func (m *Model) EncodePrompt(prompt string, addSpecial bool) ([]uint32, error) {
-	return m.Special.Apply(m.Tokenizer.Encode(prompt), addSpecial)
+	ids := m.Tokenizer.Encode(prompt)
+	if err := m.Tokenizer.CheckBounded(len(prompt), ids); err != nil {
+		return nil, err
+	}
+	return m.Special.Apply(ids, addSpecial)
 }
 
 // EncodePromptPieces is EncodePrompt(p.String(), addSpecial) without joining p: the pieces the
@@ -206,14 +213,21 @@ func (m *Model) EncodePromptPieces(p chat.Prompt, addSpecial bool) ([]uint32, er
 
 // EncodePromptRuns is EncodePromptPieces without joining the ids: they are the runs concatenated
 // (tokenizer.Tokenizer.EncodePiecesRuns; the runs are shared and only read). The router hashes
-// them in place (blocks.HashRuns).
+// them in place (blocks.HashRuns). A pre-token over the tokenizer's word bound gives an error
+// wrapping tokenizer.ErrTooCostly, as in EncodePrompt.
 func (m *Model) EncodePromptRuns(p chat.Prompt, addSpecial bool) (tokenizer.Runs, error) {
 	pieces := make([]tokenizer.Piece, len(p))
+	n := 0
 	for i, x := range p {
 		pieces[i].Text = x.Text
+		n += len(x.Text)
 		if x.Note != nil { // a nil *jinja.Note must not become a non-nil interface
 			pieces[i].Note = x.Note
 		}
 	}
-	return m.Special.ApplyRuns(m.Tokenizer.EncodePiecesRuns(pieces), addSpecial)
+	runs := m.Tokenizer.EncodePiecesRuns(pieces)
+	if err := m.Tokenizer.CheckBoundedRuns(n, runs); err != nil {
+		return tokenizer.Runs{}, err
+	}
+	return m.Special.ApplyRuns(runs, addSpecial)
 }

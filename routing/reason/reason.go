@@ -61,6 +61,10 @@ const (
 	// list did); it goes on load to the workers of the adapter's base model, or all when none
 	// (DESIGN.md §1.1).
 	AdapterNotServed Code = "adapter_not_served"
+	// PromptTooCostly: the prompt holds a pre-token longer than the tokenizer's word bound
+	// (tokenizer.DefaultMaxWordBytes, 256 KiB: one enormous "word"), whose BPE would cost time and
+	// memory out of proportion to its size (DESIGN.md §6 "Prompts"); it is not tokenized.
+	PromptTooCostly Code = "prompt_too_costly"
 )
 
 // Errors: answered with a 4xx and the JSON body of DESIGN.md §8, never forwarded.
@@ -147,7 +151,7 @@ func (c Code) HTTPStatus() int {
 // LoadOnly reports whether c routes on load alone (no prefix to score).
 func (c Code) LoadOnly() bool {
 	return c == TemplateError || c == IndexUnavailable || c == NotRouted || c == SpecialTokensUnsupported ||
-		c == AdapterNotServed || c == APIRequestInvalid
+		c == AdapterNotServed || c == APIRequestInvalid || c == PromptTooCostly
 }
 
 // Error carries a reason code and a human message. It wraps the underlying cause, if any.

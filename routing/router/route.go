@@ -109,6 +109,11 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		// block hash could be off from the first token, so no prefix is scored.
 		return r.loadOnly(ctx, res, workers, in, reason.SpecialTokensUnsupported, err.Error())
 	}
+	if errors.Is(err, tokenizer.ErrTooCostly) {
+		// One pre-token over the word bound: its BPE alone would cost seconds and gigabytes
+		// (DESIGN.md §6 "Prompts"), so the prompt has no ids to score.
+		return r.loadOnly(ctx, res, workers, in, reason.PromptTooCostly, err.Error())
+	}
 	if err != nil {
 		return r.loadOnly(ctx, res, workers, in, reason.TemplateError, err.Error())
 	}

@@ -50,6 +50,10 @@
 //     lock-free per-tokenizer word cache (wordcache.go; they depend on the
 //     pre-token alone, as in Hugging Face's BPE cache), and the scanner loop
 //     handles an ASCII word found there without a call (encodeRun).
+//     With a word bound (SetMaxWordBytes; the router sets DefaultMaxWordBytes, 256 KiB) a
+//     pre-token longer than the bound is not merged but becomes TooCostlyID, and
+//     CheckBounded/CheckBoundedRuns report the prompt (bound.go): BPE of one pre-token is
+//     O(n log n) time and about 50 bytes per byte, unbounded in Hugging Face and vLLM.
 //
 // encode(text, add_special_tokens=True) is Encode followed by PostProcessor().Apply (postprocess.go:
 // tokenizer.json's post_processor as tokenizers 0.23 applies it); ForTransformers gives the

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // Tokenizer encodes text to BPE token ids. Build it with Load; it is safe
@@ -31,6 +32,9 @@ type Tokenizer struct {
 	cache        wordCache
 	segs         *SegmentCache  // nil: no segment cache (segcache.go)
 	post         *PostProcessor // tokenizer.json's post_processor (postprocess.go)
+	maxWord      int            // word bound in bytes, 0 for none (bound.go)
+	// tooCostlyWords counts pre-tokens over maxWord (bound.go)
+	tooCostlyWords atomic.Uint64
 }
 
 // addedTokens finds added tokens in text, leftmost-longest.
@@ -261,6 +265,9 @@ func (t *Tokenizer) encodeWord(dst []uint32, w string) []uint32 {
 		return append(dst, t.byteIDs[w[0]])
 	}
 	if len(w) > maxCachedWordLen {
+		if t.tooLong(w) {
+			return append(dst, TooCostlyID) // not merged: bound.go
+		}
 		return t.wordIDs(dst, w)
 	}
 	k, h := wordHash(w)

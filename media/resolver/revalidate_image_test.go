@@ -1,0 +1,62 @@
+package resolver_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/media/resolver"
+)
+
+// TestImageRevalidation: an image URL served with validators is fetched whole once; the repeat
+// is a conditional request answered 304 and reuses the identity without reading the bytes
+// (Revalidated counted); when the object changes (a new ETag), the 200 gives the new picture's
+// identity. Without validators every request fetches the image whole.
+func TestImageRevalidation(t *testing.T) {
+	png, jpg := readImage(t, "picture.png"), readImage(t, "picture.jpg")
+	wantPNG, err := resolver.DecodeImage(png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJPG, err := resolver.DecodeImage(jpg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testkit.Resolver(t, true)
+	revalidated := 0
+	r.Revalidated = func() { revalidated++ }
+	ctx := context.Background()
+	cs := &clipServer{data: png, version: 1, validators: true}
+	srv := httptest.NewServer(cs)
+	defer srv.Close()
+	url := srv.URL + "/picture"
+	for i := range 3 {
+		info, err := r.Image(ctx, url)
+		if err != nil || *info != *wantPNG {
+			t.Fatalf("request %d: %+v %v, want %+v", i, info, err, *wantPNG)
+		}
+	}
+	if ok, nm := cs.counts(); ok != 1 || nm != 2 || revalidated != 2 {
+		t.Fatalf("validators: %d 200s, %d 304s, %d revalidated; want 1, 2, 2", ok, nm, revalidated)
+	}
+	cs.set(jpg, 2)
+	if info, err := r.Image(ctx, url); err != nil || *info != *wantJPG {
+		t.Fatalf("changed object: %+v %v, want %+v", info, err, *wantJPG)
+	}
+	if ok, nm := cs.counts(); ok != 2 || nm != 2 {
+		t.Fatalf("changed object: %d 200s, %d 304s; want 2, 2", ok, nm)
+	}
+
+	plain := &clipServer{data: png, version: 1}
+	srv2 := httptest.NewServer(plain)
+	defer srv2.Close()
+	for range 2 {
+		if info, err := r.Image(ctx, srv2.URL+"/picture"); err != nil || *info != *wantPNG {
+			t.Fatalf("no validators: %+v %v", info, err)
+		}
+	}
+	if ok, nm := plain.counts(); ok != 2 || nm != 0 {
+		t.Fatalf("no validators: %d 200s, %d 304s; want 2, 0", ok, nm)
+	}
+}
