@@ -113,13 +113,14 @@ func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
 // Image fetches url and decodes it (DecodeImage), the bytes reserved in the fetcher's budget
 // until then.
-func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
+func (r *Resolver) Image(ctx context.Context, url string) (info *mediaport.ImageInfo, err error) {
 	data, release, err := r.fetchHeld(ctx, url)
 	defer release()
 	if err != nil {
 		return nil, err
 	}
 	defer r.stage(ctx, "decode", time.Now())
+	defer func() { err = keyed(data, err) }()
 	// The decoded pixels are reserved in the media budget too: a header is a few bytes, and a
 	// 118-byte BMP claiming 8192×8192 made the decoder allocate 256 MiB before it failed.
 	return decodeImage(data, func(n int64) (func(), error) { return r.fetcher.Reserve(ctx, n) })
@@ -214,4 +215,13 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
 	}
 	return &mediaport.ImageInfo{Identity: id, Width: px.w, Height: px.h}, nil
+}
+
+// keyed wraps a fallback error of fetched bytes in a mediaport.KeyedError carrying XXH3-128 of
+// the bytes (the affinity key, routing/router affinity.go); client errors and nil pass unchanged.
+func keyed(data []byte, err error) error {
+	if err == nil || reason.CodeOf(err).IsClientError() {
+		return err
+	}
+	return &mediaport.KeyedError{Key: xxh3.Hash128(data).Bytes(), Err: err}
 }
