@@ -82,7 +82,7 @@ func TestAffinityUndecodedVideo(t *testing.T) {
 		}
 		if e.Fallback != "unsupported_codec" || e.Aff.Key != c.key || e.Aff.Source != "bytes" ||
 			e.Aff.WorkerID != c.want || e.Aff.Tokens != 1024 || e.Decision.WorkerID != c.want || len(e.Candidates) != 4 {
-			t.Fatalf("%s: explain %s, want worker %s key %s", c.url, raw, c.want, c.key)
+			t.Errorf("%s: explain %.200s…, want worker %s key %s", c.url, raw, c.want, c.key)
 		}
 		for _, cd := range e.Candidates {
 			if want := map[bool]float64{true: 1024}[cd.WorkerID == c.want]; cd.Terms.Affinity != want {
