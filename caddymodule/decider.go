@@ -94,6 +94,7 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 		return nil, fmt.Errorf("creating video decoder: %w", err)
 	}
 	res := resolver.New(f, dec)
+	res.Codecs = rc.Media.CodecList()
 	stage := func(s string, d time.Duration) { a.metrics.routingSeconds.WithLabelValues(s).Observe(d.Seconds()) }
 	res.Stage = stage
 	res.CacheResult = func(result string) { a.metrics.decodeCache.WithLabelValues(result).Inc() }

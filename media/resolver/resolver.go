@@ -41,6 +41,9 @@ type Resolver struct {
 	// Revalidated, when set, is called for every video whose URL answered 304 Not Modified to
 	// a conditional request, so its earlier result was reused (revalidate.go).
 	Revalidated func()
+	// Codecs is the video codec allow-list (`media { codecs … }`; nil: vp8, vp9): a clip of
+	// another codec is unsupported_codec, whatever the linked FFmpeg decodes.
+	Codecs mediaport.Codecs
 
 	reval      revalidated
 	lastDigest atomic.Pointer[digested] // digest.go
@@ -88,6 +91,12 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 	r.stage(ctx, "decode", t)
 	if err != nil {
 		return nil, err
+	}
+	if !r.Codecs.Allows(res.Stats.Codec) {
+		// checked after the decode: this FFmpeg decodes only codecs the default list has, so an
+		// operator's shorter list is the only way here (a pre-decode check comes with the
+		// decoders of issue 24's FFmpeg build)
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not in the codec allow-list (%s)", res.Stats.Codec, r.Codecs)
 	}
 	if r.CacheResult != nil {
 		if res.Cached {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/zeebo/xxh3"
@@ -116,5 +117,33 @@ func TestAffinityUndecodedVideo(t *testing.T) {
 	t.Logf("requests per worker: %v", perWorker)
 	for _, c := range cs {
 		t.Logf("%s → %s: %v", c.url[len(ms.URL):], c.want, c.got)
+	}
+}
+
+// TestCodecAllowList: `media { codecs vp8 }` through Caddy: the VP9 clip the default list decodes
+// now falls back with unsupported_codec (the allow-list's detail), keyed by its bytes, and its
+// repeats reach the key's rendezvous worker; the VP8 clip is still routed exactly.
+func TestCodecAllowList(t *testing.T) {
+	h := startHarnessMedia(t, []simSpec{{ID: "cod-1", Model: "qwen"}, {ID: "cod-2", Model: "qwen"}, {ID: "cod-3", Model: "qwen"}}, "codecs vp8")
+	ids := []string{"cod-1", "cod-2", "cod-3"}
+	raw, err := os.ReadFile(videoDir + "/vp9_333x197_24fps_3s.webm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := xxh3.Hash128(raw).Bytes()
+	want := ids[scheduler.RendezvousOrder(k, ids)[0]]
+	body := mediaBody(t, "qwen", videoPart(h.media+"/a/vp9_333x197_24fps_3s.webm"), textPart("Describe this video."))
+	e := h.explain(t, body)
+	if e.fallback() != "unsupported_codec" || !strings.Contains(e.Detail, "codec vp9 is not in the codec allow-list (vp8)") || e.Decision.WorkerID != want {
+		t.Fatalf("vp9 with codecs vp8: explain %+v, want worker %s", e, want)
+	}
+	for i := range 20 {
+		if a := h.chat(t, body).mustOK(t); a.worker != want || a.fallback != "unsupported_codec" {
+			t.Fatalf("repeat %d: worker %s fallback %q, want %s", i, a.worker, a.fallback, want)
+		}
+	}
+	vp8 := mediaBody(t, "qwen", videoPart(h.media+"/a/vp8_320x240_25fps_4s.webm"), textPart("Describe this video."))
+	if e := h.explain(t, vp8); e.fallback() != "" || len(e.Media) != 1 {
+		t.Fatalf("vp8 with codecs vp8: explain %+v", e)
 	}
 }
