@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zeebo/xxh3"
 
@@ -145,5 +146,68 @@ func TestCodecAllowList(t *testing.T) {
 	vp8 := mediaBody(t, "qwen", videoPart(h.media+"/a/vp8_320x240_25fps_4s.webm"), textPart("Describe this video."))
 	if e := h.explain(t, vp8); e.fallback() != "" || len(e.Media) != 1 {
 		t.Fatalf("vp8 with codecs vp8: explain %+v", e)
+	}
+}
+
+// TestAffinityLoadBound: the load bound applies to the affinity worker as to any. While the first
+// request of an H.264 clip is in flight on its rendezvous worker (prefill takes 1.5 s), that
+// worker is over the bound (recent count 1 + 1 > ceil(1.1 · 2 / 4) = 1), and explain credits the
+// next worker in the key's rendezvous order instead and names it as the decision.
+func TestAffinityLoadBound(t *testing.T) {
+	var specs []simSpec
+	ids := []string{"lb-1", "lb-2", "lb-3", "lb-4"}
+	for _, id := range ids {
+		specs = append(specs, simSpec{ID: id, Model: "qwen", PrefillDelay: 1500 * time.Millisecond})
+	}
+	h := startHarness(t, specs)
+	raw, err := os.ReadFile(videoDir + "/h264_640x360_30fps_3s.mp4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := scheduler.RendezvousOrder(xxh3.Hash128(raw).Bytes(), ids)
+	first, second := ids[order[0]], ids[order[1]]
+	body := mediaBody(t, "qwen", videoPart(h.media+"/a/h264_640x360_30fps_3s.mp4"), textPart("Describe this video."))
+	type result struct {
+		status int
+		worker string
+	}
+	done := make(chan result, 1)
+	go func() { // not h.post: it may call t.Fatal, which only the test's goroutine may
+		res, err := h.client.Post(h.base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			done <- result{}
+			return
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		done <- result{res.StatusCode, res.Header.Get("X-Kvroute-Worker")}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e := h.explain(t, body)
+		var c *struct{ active, over bool }
+		for _, cd := range e.Candidates {
+			if cd.WorkerID == first {
+				c = &struct{ active, over bool }{cd.ActiveRequests > 0, cd.OverBalance}
+			}
+		}
+		if c != nil && c.active {
+			if !c.over || e.Decision.WorkerID != second || e.fallback() != "unsupported_codec" {
+				t.Fatalf("first %s in flight: over_balance %v, decision %s (want %s)", first, c.over, e.Decision.WorkerID, second)
+			}
+			break
+		}
+		select {
+		case a := <-done:
+			t.Fatalf("the request finished (worker %s) before explain saw it in flight", a.worker)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the request never showed as in flight")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if a := <-done; a.status != 200 || a.worker != first {
+		t.Fatalf("the in-flight request: status %d worker %s, want %s", a.status, a.worker, first)
 	}
 }
