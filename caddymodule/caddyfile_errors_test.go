@@ -45,6 +45,8 @@ func TestCaddyfileErrors(t *testing.T) {
 		"max_parts negative":       {global("\t\tmax_parts -5"), `max_parts: "-5" is not a positive integer`},
 		"index max_blocks 0":       {global("\t\tindex {\n\t\t\tmax_blocks 0\n\t\t}"), `max_blocks: "0" is not a positive integer`},
 		"media decoded frames 0":   {global("\t\tmedia {\n\t\t\tmax_decoded_frames 0\n\t\t}"), `max_decoded_frames: "0" is not a positive integer`},
+		"media unknown codec":      {global("\t\tmedia {\n\t\t\tcodecs vp9 avc\n\t\t}"), `codecs: unknown codec "avc"`},
+		"media no codec":           {global("\t\tmedia {\n\t\t\tcodecs\n\t\t}"), "wrong argument count"},
 		"media frame size 0":       {global("\t\tmedia {\n\t\t\tmax_frame_size 0 0\n\t\t}"), `"0" is not a positive integer`},
 		"media decode slots 0":     {global("\t\tmedia {\n\t\t\tdecode_slots 0\n\t\t}"), `decode_slots: "0" is not a positive integer`},
 		"scheduler balance window": {global("\t\tscheduler {\n\t\t\tbalance_window 0\n\t\t}"), `balance_window: "0" is not a positive integer`},

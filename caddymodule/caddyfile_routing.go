@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/dustin/go-humanize"
 
+	"github.com/kvroute/kvroute/routing/mediaport"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
@@ -142,6 +143,12 @@ func (m *MediaConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
 		switch d.Val() {
+		case "codecs":
+			if m.Codecs, err = appendArgs(d, m.Codecs); err == nil {
+				if _, perr := mediaport.ParseCodecs(m.Codecs); perr != nil {
+					err = d.Errf("%v", perr)
+				}
+			}
 		case "allow_loopback":
 			m.AllowLoopback = true
 			err = noArgs(d)

@@ -17,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/routing/mediaport"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
@@ -73,6 +74,12 @@ type RoutingConfig struct {
 
 // MediaConfig configures the media fetcher and decoder.
 type MediaConfig struct {
+	// Codecs is the video codec allow-list: vp8, vp9, av1, h264, hevc. A clip of a codec not
+	// listed falls back with unsupported_codec (its repeats still reach one worker: affinity).
+	// H.264 and HEVC decoding may need a patent licence in some places: listing them is the
+	// operator's choice. Default: vp8 vp9.
+	Codecs []string `json:"codecs,omitempty"`
+
 	// AllowLoopback lets media URLs reach loopback addresses (127.0.0.0/8, ::1). Only for
 	// development and demos: on an edge router it opens the admin endpoint and local services to
 	// clients. Default: false.
@@ -208,6 +215,20 @@ var (
 	budgets   = map[budgetKey]*fetch.Budget{}
 )
 
+// CodecList returns the video codec allow-list (DefaultCodecs when none is configured); the
+// media decoder consults it (mediaport.Codecs.Allows). Call it after provisioning, which
+// rejects an invalid list.
+func (m *MediaConfig) CodecList() mediaport.Codecs {
+	if m == nil || m.Codecs == nil {
+		return mediaport.DefaultCodecs
+	}
+	c, err := mediaport.ParseCodecs(m.Codecs)
+	if err != nil {
+		return mediaport.DefaultCodecs
+	}
+	return c
+}
+
 func (m *MediaConfig) decoderConfig() *media.DecoderConfig {
 	cfg := media.DefaultDecoderConfig()
 	if m == nil {
@@ -229,6 +250,11 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 	rc.ModelDir = repl.ReplaceAll(rc.ModelDir, "")
 	if rc.Media != nil {
 		rc.Media.FileRoot = repl.ReplaceAll(rc.Media.FileRoot, "")
+		if rc.Media.Codecs != nil {
+			if _, err := mediaport.ParseCodecs(rc.Media.Codecs); err != nil {
+				return fmt.Errorf("media: %w", err)
+			}
+		}
 	}
 	if rc.Scheduler != nil {
 		if err := rc.Scheduler.Validate(); err != nil {

@@ -35,6 +35,10 @@ type ExplainResponse struct {
 	CostModel string `json:"cost_model"`
 	// RequestTokens is the prompt length the cost used.
 	RequestTokens int `json:"request_tokens"`
+	// Affinity is set when the request fell back on media kvroute did not decode: the media's
+	// key and the rendezvous worker credited with its estimated tokens (the candidates' `affinity`
+	// term); absent otherwise.
+	Affinity *router.Affinity `json:"affinity,omitempty"`
 }
 
 // ExplainDecision names the worker the request would go to ("" when the policy's fallback
@@ -94,7 +98,7 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 // explainResponse is the explain view of res.
 func explainResponse(res *router.Result) ExplainResponse {
 	out := ExplainResponse{Model: res.Model, Adapter: res.Adapter, Detail: res.Detail, TotalBlocks: res.TotalBlocks,
-		Media: res.Media, Candidates: res.Ranked, CostModel: res.CostModel, RequestTokens: res.RequestTokens}
+		Media: res.Media, Candidates: res.Ranked, CostModel: res.CostModel, RequestTokens: res.RequestTokens, Affinity: res.Affinity}
 	if res.Fallback != "" {
 		f := string(res.Fallback)
 		out.Fallback = &f

@@ -259,7 +259,7 @@ func (h *Handler) record(r *http.Request, d *Decision) {
 		h.metrics.hitRatio.Observe(float64(d.OverlapBlocks) / float64(d.TotalBlocks))
 	}
 	if c := h.logger.Check(zapcore.InfoLevel, "[ROUTING]"); c != nil {
-		c.Write(
+		fields := []zap.Field{
 			zap.String("request_id", d.RequestID),
 			zap.String("model", d.Model),
 			zap.String("worker_id", d.WorkerID()),
@@ -268,7 +268,12 @@ func (h *Handler) record(r *http.Request, d *Decision) {
 			zap.Int("total_blocks", d.TotalBlocks),
 			zap.String("fallback", string(d.Fallback)),
 			zap.Any("costs", costsOrEmpty(d.Costs)),
-		)
+		}
+		if d.Affinity != nil {
+			// media kvroute did not decode: its key's rendezvous worker got the affinity credit
+			fields = append(fields, zap.String("affinity", d.Affinity.WorkerID), zap.String("affinity_key", d.Affinity.Key))
+		}
+		c.Write(fields...)
 	}
 }
 

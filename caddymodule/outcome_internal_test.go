@@ -41,23 +41,25 @@ func explainJSON(t *testing.T, v any) string {
 func TestExplainJSONShape(t *testing.T) {
 	ranked := []router.Candidate{
 		{WorkerID: "w1", Endpoint: "10.0.0.1:8000", OverlapBlocks: 7, Cost: 12.5, Available: true,
-			Terms: scheduler.Terms{UncachedTokens: 1, QueuedPrefillTokens: 2, WaitingSequences: 3, QueueTokens: 4.5, PrefillBlocks: 5.5, DecodeBlocks: 6.5},
+			Terms: scheduler.Terms{UncachedTokens: 1, QueuedPrefillTokens: 2, WaitingSequences: 3, QueueTokens: 4.5, PrefillBlocks: 5.5, DecodeBlocks: 6.5, Affinity: 7.5},
 			Load:  scheduler.Load{PrefillTokens: 8, DecodeBlocks: 9, Requests: 10}, Busy: true, OverBalance: true, RecentRequests: 2.25},
 		{WorkerID: "w<2>", Endpoint: "10.0.0.2:8000", Cost: 20},
 	}
 	full := &router.Result{Model: "qwen", Fallback: reason.ClientUUID, Detail: "a & b", TotalBlocks: 143, OverlapBlocks: 7,
 		RequestTokens: 2288, Chosen: &ranked[0], Ranked: ranked, Costs: map[string]float64{"w1": 12.5, "w<2>": 20},
 		CostModel: scheduler.CostTTFT, MediaItems: 1, Forwarded: true, Body: []byte(`{}`),
-		Media: []router.MediaSummary{{Kind: "video", Identity: "0123456789abcdef", Frames: 24, Width: 640, Height: 360, GridTHW: [3]int{12, 22, 40}, Tokens: 2640}}}
+		Affinity: &router.Affinity{Key: "00112233445566778899aabbccddeeff", Source: "bytes", WorkerID: "w1", Tokens: 1024},
+		Media:    []router.MediaSummary{{Kind: "video", Identity: "0123456789abcdef", Frames: 24, Width: 640, Height: 360, GridTHW: [3]int{12, 22, 40}, Tokens: 2640}}}
 	want := `{"model":"qwen","fallback":"client_uuid","detail":"a & b","total_blocks":143,` +
 		`"media":[{"kind":"video","identity":"0123456789abcdef","frames":24,"width":640,"height":360,"grid_thw":[12,22,40],"tokens":2640}],` +
 		`"candidates":[{"worker_id":"w1","endpoint":"10.0.0.1:8000","overlap_blocks":7,"cost":12.5,"available":true,` +
-		`"terms":{"uncached_tokens":1,"queued_prefill_tokens":2,"waiting_sequences":3,"queue_tokens":4.5,"prefill_blocks":5.5,"decode_blocks":6.5},` +
+		`"terms":{"uncached_tokens":1,"queued_prefill_tokens":2,"waiting_sequences":3,"queue_tokens":4.5,"prefill_blocks":5.5,"decode_blocks":6.5,"affinity":7.5},` +
 		`"active_prefill_tokens":8,"active_decode_blocks":9,"active_requests":10,"busy":true,"recent_requests":2.25,"over_balance":true},` +
 		`{"worker_id":"w<2>","endpoint":"10.0.0.2:8000","overlap_blocks":0,"cost":20,"available":false,` +
-		`"terms":{"uncached_tokens":0,"queued_prefill_tokens":0,"waiting_sequences":0,"queue_tokens":0,"prefill_blocks":0,"decode_blocks":0},` +
+		`"terms":{"uncached_tokens":0,"queued_prefill_tokens":0,"waiting_sequences":0,"queue_tokens":0,"prefill_blocks":0,"decode_blocks":0,"affinity":0},` +
 		`"active_prefill_tokens":0,"active_decode_blocks":0,"active_requests":0,"busy":false,"recent_requests":0,"over_balance":false}],` +
-		`"decision":{"worker_id":"w1","endpoint":"10.0.0.1:8000"},"cost_model":"ttft","request_tokens":2288}` + "\n"
+		`"decision":{"worker_id":"w1","endpoint":"10.0.0.1:8000"},"cost_model":"ttft","request_tokens":2288,` +
+		`"affinity":{"key":"00112233445566778899aabbccddeeff","source":"bytes","worker_id":"w1","tokens":1024}}` + "\n"
 	if got := explainJSON(t, explainResponse(full)); got != want {
 		t.Errorf("full result:\n got %s\nwant %s", got, want)
 	}
@@ -107,7 +109,7 @@ func TestOutcomeChainPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const terms = `"terms":{"uncached_tokens":89,"queued_prefill_tokens":0,"waiting_sequences":0,"queue_tokens":0,"prefill_blocks":0,"decode_blocks":0},` +
+	const terms = `"terms":{"uncached_tokens":89,"queued_prefill_tokens":0,"waiting_sequences":0,"queue_tokens":0,"prefill_blocks":0,"decode_blocks":0,"affinity":0},` +
 		`"active_prefill_tokens":0,"active_decode_blocks":0,"active_requests":0,"busy":false,"recent_requests":0,"over_balance":false}`
 	want := `{"model":"qwen","fallback":null,"total_blocks":5,"media":[],"candidates":[` +
 		`{"worker_id":"w3","endpoint":"127.0.0.1:9003","overlap_blocks":0,"cost":89,"available":true,` + terms + `,` +

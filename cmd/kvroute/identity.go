@@ -13,13 +13,15 @@ import (
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/mediaport"
+	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // maxIdentityFile bounds the clip read by `kvroute identity` (DESIGN.md §6 fetched-size cap).
 const maxIdentityFile = 256 << 20
 
 func init() {
-	register("identity", "identity FILE_OR_URL (--indices 0,5,9 | --contract FILE) [--allow-loopback]", runIdentity)
+	register("identity", "identity FILE_OR_URL (--indices 0,5,9 | --contract FILE) [--allow-loopback] [--codecs vp8,vp9]", runIdentity)
 }
 
 // identityOutput is the output of `kvroute identity`, keys in DESIGN.md §10a order.
@@ -45,6 +47,7 @@ func runIdentity(args []string) (any, error) {
 	indices := fs.String("indices", "", "comma-separated frame indices, e.g. 0,5,9")
 	contractPath := fs.String("contract", "", "video contract JSON file (DESIGN.md §2.3)")
 	allowLoopback := fs.Bool("allow-loopback", false, "let a URL reach loopback addresses (a local media server)")
+	codecList := fs.String("codecs", mediaport.DefaultCodecs.String(), "comma-separated video codec allow-list (vp8, vp9, av1, h264, hevc): another codec is unsupported_codec")
 	// The file may come before or after the flags.
 	var file string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -67,6 +70,10 @@ func runIdentity(args []string) (any, error) {
 	}
 	if (*indices == "") == (*contractPath == "") {
 		return nil, errors.New("identity: exactly one of --indices and --contract is required")
+	}
+	codecs, err := mediaport.ParseCodecs(strings.Split(*codecList, ","))
+	if err != nil {
+		return nil, fmt.Errorf("identity: --codecs: %w", err)
 	}
 	var sampler media.Sampler
 	if *indices != "" {
@@ -94,6 +101,9 @@ func runIdentity(args []string) (any, error) {
 	r, err := d.Decode(context.Background(), data, sampler, media.DecodeOptions{})
 	if err != nil {
 		return nil, err
+	}
+	if !codecs.Allows(r.Stats.Codec) {
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not in --codecs (%s)", r.Stats.Codec, codecs)
 	}
 	fps, err := media.PyFloat(r.Stats.FPS)
 	if err != nil {

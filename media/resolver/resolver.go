@@ -46,6 +46,9 @@ type Resolver struct {
 	// Revalidated, when set, is called for every video whose URL answered 304 Not Modified to
 	// a conditional request, so its earlier result was reused (revalidate.go).
 	Revalidated func()
+	// Codecs is the video codec allow-list (`media { codecs … }`; nil: vp8, vp9): a clip of
+	// another codec is unsupported_codec, whatever the linked FFmpeg decodes.
+	Codecs mediaport.Codecs
 
 	reval      revalidated
 	lastDigest atomic.Pointer[digested] // digest.go
@@ -94,6 +97,12 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 	if err != nil {
 		return nil, err
 	}
+	if !r.Codecs.Allows(res.Stats.Codec) {
+		// checked after the decode: this FFmpeg decodes only codecs the default list has, so an
+		// operator's shorter list is the only way here (a pre-decode check comes with the
+		// decoders of issue 24's FFmpeg build)
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not in the codec allow-list (%s)", res.Stats.Codec, r.Codecs)
+	}
 	if r.CacheResult != nil {
 		if res.Cached {
 			r.CacheResult("hit")
@@ -129,8 +138,9 @@ func (r *Resolver) Image(ctx context.Context, url string) (*mediaport.ImageInfo,
 }
 
 // identifyImage is the identity of fetched bytes (imagecache.go), timed as the "decode" stage.
-func (r *Resolver) identifyImage(ctx context.Context, data []byte) (*mediaport.ImageInfo, error) {
+func (r *Resolver) identifyImage(ctx context.Context, data []byte) (info *mediaport.ImageInfo, err error) {
 	defer r.stage(ctx, "decode", time.Now())
+	defer func() { err = keyed(data, err) }()
 	// The decoded pixels are reserved in the media budget too: a header is a few bytes, and a
 	// 118-byte BMP claiming 8192×8192 made the decoder allocate 256 MiB before it failed.
 	return r.imageInfo(ctx, data, func(n int64) (func(), error) { return r.fetcher.Reserve(ctx, n) })
@@ -238,4 +248,13 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
 	}
 	return &mediaport.ImageInfo{Identity: id, Width: px.w, Height: px.h}, nil
+}
+
+// keyed wraps a fallback error of fetched bytes in a mediaport.KeyedError carrying XXH3-128 of
+// the bytes (the affinity key, routing/router affinity.go); client errors and nil pass unchanged.
+func keyed(data []byte, err error) error {
+	if err == nil || reason.CodeOf(err).IsClientError() {
+		return err
+	}
+	return &mediaport.KeyedError{Key: xxh3.Hash128(data).Bytes(), Err: err}
 }

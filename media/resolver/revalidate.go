@@ -186,6 +186,7 @@ func (r *Resolver) fetched(ctx context.Context, key string, known bool, data []b
 		return nil, err
 	}
 	info, err := r.DecodeVideo(ctx, data, c)
+	err = keyed(data, err)
 	if err == nil && v.Revalidatable() {
 		r.reval.put(key, v, info)
 	} else if known {
@@ -202,7 +203,8 @@ func (r *Resolver) videoFetch(ctx context.Context, url string, c *layout.Contrac
 	if err != nil {
 		return nil, err
 	}
-	return r.DecodeVideo(ctx, data, c)
+	info, err := r.DecodeVideo(ctx, data, c)
+	return info, keyed(data, err)
 }
 
 // fetchHeld is fetch.Fetcher.FetchHeld timed as the "fetch" stage: release (never nil) gives the

@@ -65,6 +65,9 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 		return nil, code, detail, nil
 	}
 	rs, code, detail, err := r.resolveAll(ctx, req.Media, cs.cohort.Contract)
+	if code != "" {
+		res.mediaKey = fetchedKey(rs)
+	}
 	if err != nil || code != "" {
 		return nil, code, detail, err
 	}
@@ -136,7 +139,7 @@ func (r *Router) resolveAll(ctx context.Context, parts []chat.MediaPart, c *layo
 			if code == "" {
 				code = reason.IdentityError
 			}
-			return nil, code, o.err.Error(), nil
+			return out, code, o.err.Error(), nil // out: the fetched items' affinity keys
 		}
 	}
 	return out, "", "", nil

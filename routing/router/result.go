@@ -2,6 +2,7 @@ package router
 
 import (
 	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/routing/mediaport"
 	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -114,8 +115,16 @@ type Result struct {
 	// not see).
 	ResponseFieldsRead bool
 
+	// Affinity is set when the request fell back on media it did not decode and was routed by
+	// the media's key (affinity.go; explain's `affinity`).
+	Affinity *Affinity
+
 	decision    scheduler.Decision
 	hasDecision bool
+	// mediaKey is the key of the first fetched media item that did not decode (mediaView).
+	mediaKey *mediaport.Key
+	// affinity is what score passes the scheduler (nil: no affinity).
+	affinity *scheduler.Affinity
 }
 
 // WorkerID returns the chosen worker's id; "" for no preference.

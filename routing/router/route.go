@@ -146,6 +146,7 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		}
 		if code != "" {
 			res.Fallback, res.Detail = code, detail
+			setAffinity(res, req)
 			tokens = textPrefix(ids, r.model.TokenIDs, r.videoPlaceholder)
 		} else {
 			tokens, spans = exp.Tokens, exp.Spans

@@ -55,7 +55,10 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 	res.RequestTokens = requestTokens
 	cfg := r.sched.Config()
 	res.CostModel = cfg.Model()
-	d, err := r.sched.Select(scheduler.Request{Tokens: requestTokens, BlockSize: bs}, cands)
+	d, err := r.sched.Select(scheduler.Request{Tokens: requestTokens, BlockSize: bs, Affinity: res.affinity}, cands)
+	if res.Affinity != nil {
+		res.Affinity.WorkerID = d.AffinityWorker.ID
+	}
 	r.stage(ctx, "score", t)
 	res.Costs = make(map[string]float64, len(d.Candidates))
 	if len(d.Candidates) > 0 {

@@ -35,6 +35,9 @@ type Terms struct {
 	// DecodeBlocks is the linear model's decode term: active_decode_blocks + ceil(request_tokens /
 	// block_size) (linear).
 	DecodeBlocks float64 `json:"decode_blocks"`
+	// Affinity is the credit, in the model's units, of the rendezvous worker of media the router
+	// did not decode, subtracted from its cost (affinity.go); 0 on every other candidate.
+	Affinity float64 `json:"affinity"`
 }
 
 // Score returns one worker's cost and its terms under the configured model.

@@ -109,6 +109,9 @@ type Request struct {
 	Tokens int
 	// BlockSize is the model's KV block size in tokens (> 0).
 	BlockSize int
+	// Affinity, when set, credits the rendezvous worker of media the router did not decode
+	// (affinity.go).
+	Affinity *Affinity
 }
 
 // Scored is one candidate with its load and cost, as listed by explain.
@@ -145,6 +148,8 @@ type Decision struct {
 	Tied []index.WorkerKey
 	// Candidates lists every candidate in the order given.
 	Candidates []Scored
+	// AffinityWorker is the candidate credited with the request's Affinity (zero without one).
+	AffinityWorker index.WorkerKey
 
 	// tokens and blockSize are the request's, for PrefillOn.
 	tokens, blockSize int64
@@ -234,6 +239,10 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		d.Candidates[i] = sc
 	}
 	s.markOverBalance(d.Candidates, cands, available)
+	if i := s.applyAffinity(req.Affinity, req.BlockSize, d.Candidates); i >= 0 {
+		d.AffinityWorker = d.Candidates[i].Worker
+		d.Costs[d.AffinityWorker] = d.Candidates[i].Cost
+	}
 	for _, sc := range d.Candidates {
 		if sc.Available && !sc.Busy && !sc.OverBalance {
 			idle++
