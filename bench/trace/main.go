@@ -50,7 +50,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.trace, "trace", "../shared/traces/mooncake_synthetic_trace.jsonl", "Mooncake-format trace (JSON lines: timestamp, input_length, output_length, hash_ids)")
-	flag.StringVar(&o.slices, "slices", "0:200", "slices to replay, START:LENGTH in records, comma-separated")
+	flag.StringVar(&o.slices, "slices", "3000:200@1.2", "slices to replay, START:LENGTH[@COMPRESS] in records, comma-separated (without @: -compress)")
 	flag.Float64Var(&o.compress, "compress", 2, "time compression: arrivals at timestamp / compress")
 	flag.IntVar(&o.workers, "workers", 4, "simulated workers")
 	flag.Float64Var(&o.cacheShare, "cache-share", 0.5, "the workers' caches together hold this share of the slice's distinct blocks")
@@ -61,7 +61,7 @@ func main() {
 	flag.IntVar(&o.maxRunning, "max-running", 0, "sequences running at once per worker (kvroute-sim -max-running; 0 unbounded)")
 	flag.IntVar(&o.maxOut, "max-output", 64, "cap on a request's output tokens (the trace's output_length otherwise)")
 	flag.DurationVar(&o.drain, "drain", 60*time.Second, "after the last arrival, how long requests may still run before they count as errors")
-	flag.StringVar(&o.policies, "policies", "kvroute,kvroute[cost linear],round_robin,least_conn", "policies to compare, comma-separated")
+	flag.StringVar(&o.policies, "policies", "kvroute,kvroute[cost ttft],kvroute[cost linear],round_robin,least_conn", "policies to compare, comma-separated")
 	flag.StringVar(&o.modelDir, "model", sim.DefaultModelDir, "model folder (run from the repository root)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
@@ -113,17 +113,31 @@ func splitPolicies(s string) []string {
 	return out
 }
 
-// parseSlices reads START:LENGTH[,START:LENGTH...].
-func parseSlices(s string) ([][2]int, error) {
-	var out [][2]int
+// traceSlice is one replayed slice: records [Start, Start+N), arrivals compressed by Compress.
+type traceSlice struct {
+	Start, N int
+	Compress float64
+}
+
+// parseSlices reads START:LENGTH[@COMPRESS][,...]; a slice without @ uses compress.
+func parseSlices(s string, compress float64) ([]traceSlice, error) {
+	var out []traceSlice
 	for _, f := range strings.Split(s, ",") {
-		a, b, ok := strings.Cut(strings.TrimSpace(f), ":")
-		start, err1 := strconv.Atoi(a)
-		n, err2 := strconv.Atoi(b)
-		if !ok || err1 != nil || err2 != nil || start < 0 || n < 1 {
-			return nil, fmt.Errorf("slice %q: want START:LENGTH", f)
+		f = strings.TrimSpace(f)
+		sl := traceSlice{Compress: compress}
+		var err3 error
+		if body, c, ok := strings.Cut(f, "@"); ok {
+			f = body
+			sl.Compress, err3 = strconv.ParseFloat(c, 64)
 		}
-		out = append(out, [2]int{start, n})
+		a, b, ok := strings.Cut(f, ":")
+		var err1, err2 error
+		sl.Start, err1 = strconv.Atoi(a)
+		sl.N, err2 = strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || err3 != nil || sl.Start < 0 || sl.N < 1 || !(sl.Compress > 0) || math.IsInf(sl.Compress, 0) {
+			return nil, fmt.Errorf("slice %q: want START:LENGTH[@COMPRESS]", f)
+		}
+		out = append(out, sl)
 	}
 	return out, nil
 }
@@ -148,7 +162,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	sls, err := parseSlices(o.slices)
+	sls, err := parseSlices(o.slices, o.compress)
 	if err != nil {
 		return err
 	}
@@ -165,12 +179,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("loading the model (run from the repository root or set -model): %w", err)
 	}
-	fmt.Printf("kvroute trace replay: %s (%d records), %d workers, prefill %v + %v/uncached token (serial), decode %v/token (output capped at %d), max running %d, compression %g×\n\n",
+	fmt.Printf("kvroute trace replay: %s (%d records), %d workers, prefill %v + %v/uncached token (serial), decode %v/token (output capped at %d), max running %d, default compression %g×\n\n",
 		o.trace, len(recs), o.workers, o.prefillDelay, o.prefillPerToken, o.tokenDelay, o.maxOut, o.maxRunning, o.compress)
 	for si, sl := range sls {
-		part := sliceTrace(recs, sl[0], sl[1])
+		part := sliceTrace(recs, sl.Start, sl.N)
 		if len(part) == 0 {
-			return fmt.Errorf("slice %d:%d is empty (the trace has %d records)", sl[0], sl[1], len(recs))
+			return fmt.Errorf("slice %d:%d is empty (the trace has %d records)", sl.Start, sl.N, len(recs))
 		}
 		if err := runSlice(ctx, o, fe, si, sl, part, pols); err != nil {
 			return err
@@ -179,14 +193,15 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-func runSlice(ctx context.Context, o options, fe *sim.Frontend, si int, sl [2]int, part []record, pols []policy) error {
+func runSlice(ctx context.Context, o options, fe *sim.Frontend, si int, sl traceSlice, part []record, pols []policy) error {
+	o.compress = sl.Compress
 	st := statsOf(part)
 	perBlock := TraceBlock / o.blockSize
 	capacity := max(1, int(math.Ceil(o.cacheShare*float64(st.DistinctBlocks*perBlock)/float64(o.workers))))
 	dur := time.Duration(float64(st.DurationMS)/o.compress) * time.Millisecond
 	offered := float64(st.InputTokens) * (1 - st.Reuse) * float64(o.prefillPerToken) / float64(time.Duration(o.workers)*max(dur, time.Millisecond))
-	fmt.Printf("## slice %d:%d — %d requests over %v (%v compressed), input %d tokens/request on average, output %d; %d distinct blocks of %d, ideal reuse %.3f\n",
-		sl[0], sl[1], st.Requests, time.Duration(st.DurationMS)*time.Millisecond, dur.Round(100*time.Millisecond),
+	fmt.Printf("## slice %d:%d@%g — %d requests over %v (%v compressed), input %d tokens/request on average, output %d; %d distinct blocks of %d, ideal reuse %.3f\n",
+		sl.Start, sl.N, sl.Compress, st.Requests, time.Duration(st.DurationMS)*time.Millisecond, dur.Round(100*time.Millisecond),
 		st.InputTokens/int64(st.Requests), st.OutputTokens/int64(st.Requests), st.DistinctBlocks, st.TotalBlocks, st.Reuse)
 	fmt.Printf("simulators: -cache-blocks %d (block size %d; %.2f of the slice's distinct blocks over %d workers), -prefill-per-token %v; prefill utilisation at ideal reuse %.2f\n\n",
 		capacity, o.blockSize, o.cacheShare, o.workers, o.prefillPerToken, offered)
@@ -207,7 +222,7 @@ func runSlice(ctx context.Context, o options, fe *sim.Frontend, si int, sl [2]in
 	for pi, p := range pols {
 		r, err := runPolicy(ctx, o, fe, p, fmt.Sprintf("t%d%d", si, pi), capacity, bodies, at, dur)
 		if err != nil {
-			return fmt.Errorf("slice %d:%d, policy %s: %w", sl[0], sl[1], p.Label, err)
+			return fmt.Errorf("slice %d:%d, policy %s: %w", sl.Start, sl.N, p.Label, err)
 		}
 		results = append(results, r)
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }

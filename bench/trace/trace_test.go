@@ -120,11 +120,13 @@ func TestParsePoliciesAndSlices(t *testing.T) {
 	if _, err := parsePolicies("random"); err == nil {
 		t.Fatal("unknown policy accepted")
 	}
-	sl, err := parseSlices("0:200, 1800:50")
-	if err != nil || !slices.Equal(sl, [][2]int{{0, 200}, {1800, 50}}) {
+	sl, err := parseSlices("0:200, 1800:50@1.5", 2)
+	if err != nil || !slices.Equal(sl, []traceSlice{{0, 200, 2}, {1800, 50, 1.5}}) {
 		t.Fatalf("slices %v, %v", sl, err)
 	}
-	if _, err := parseSlices("5"); err == nil {
-		t.Fatal("slice without a length accepted")
+	for _, bad := range []string{"5", "1:2@0", "1:2@x", "-1:5", "1:0"} {
+		if _, err := parseSlices(bad, 2); err == nil {
+			t.Errorf("slice %q accepted", bad)
+		}
 	}
 }

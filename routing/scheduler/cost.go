@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"math"
+
+	"github.com/kvroute/kvroute/routing/index"
 )
 
 // The cost models (Config.CostModel).
@@ -13,6 +15,9 @@ const (
 	CostTTFT = "ttft"
 	// CostLinear is DESIGN.md §7's cost, Dynamo's linear policy over prefill and decode blocks.
 	CostLinear = "linear"
+	// CostTTFT2 scores like CostTTFT but bounds the load by the requests in flight now instead of
+	// the requests routed over a window (markOverInFlight).
+	CostTTFT2 = "ttft2"
 )
 
 // Terms are the parts of one candidate's cost, for explain and logs. The ttft model fills the token
@@ -35,6 +40,14 @@ type Terms struct {
 	// DecodeBlocks is the linear model's decode term: active_decode_blocks + ceil(request_tokens /
 	// block_size) (linear).
 	DecodeBlocks float64 `json:"decode_blocks"`
+	// InFlightBound is the ttft2 model's load bound: the most requests in flight a worker may hold,
+	// this one included (ttft2).
+	InFlightBound float64 `json:"in_flight_bound,omitempty"`
+	// BusyShare is the share of the available workers with prefill queued or running (ttft2).
+	BusyShare float64 `json:"busy_share,omitempty"`
+	// DelayedTokens is UncachedTokens · BusyShare: the prefill this request adds in front of the
+	// requests that will queue behind it on a busy cluster (ttft2).
+	DelayedTokens float64 `json:"delayed_tokens,omitempty"`
 }
 
 // Score returns one worker's cost and its terms under the configured model.
@@ -93,9 +106,9 @@ func (c *Config) Cost(load Load, requestTokens, blockSize, overlapBlocks int) fl
 // validateModel checks the cost model's name and its own parameters.
 func (c *Config) validateModel() error {
 	switch c.CostModel {
-	case "", CostTTFT, CostLinear:
+	case "", CostTTFT, CostLinear, CostTTFT2:
 	default:
-		return fmt.Errorf("cost must be %s or %s, got %q", CostTTFT, CostLinear, c.CostModel)
+		return fmt.Errorf("cost must be %s, %s or %s, got %q", CostTTFT2, CostTTFT, CostLinear, c.CostModel)
 	}
 	if c.BalanceFactor > 0 && c.BalanceFactor < 1 || math.IsNaN(c.BalanceFactor) || math.IsInf(c.BalanceFactor, 0) {
 		return fmt.Errorf("balance_factor must be >= 1 (0: default, negative: off), got %v", c.BalanceFactor)
@@ -110,4 +123,30 @@ func (c *Config) validateModel() error {
 		return fmt.Errorf("queue_wait_tokens must be a finite number >= 0, got %v", c.QueueWaitTokens)
 	}
 	return nil
+}
+
+// addDelayed adds the ttft2 model's externality term to every candidate's cost: DelayedTokens =
+// UncachedTokens · BusyShare, BusyShare the share of available candidates with prefill tokens in
+// flight. costs (the decision's map) is updated alongside.
+func addDelayed(scored []Scored, costs map[index.WorkerKey]float64) {
+	avail, busy := 0, 0
+	for _, sc := range scored {
+		if sc.Available {
+			avail++
+			if sc.Load.PrefillTokens > 0 {
+				busy++
+			}
+		}
+	}
+	if avail == 0 {
+		return
+	}
+	share := float64(busy) / float64(avail)
+	for i := range scored {
+		sc := &scored[i]
+		sc.Terms.BusyShare = share
+		sc.Terms.DelayedTokens = float64(sc.Terms.UncachedTokens) * share
+		sc.Cost += sc.Terms.DelayedTokens
+		costs[sc.Worker] = sc.Cost
+	}
 }

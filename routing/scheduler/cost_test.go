@@ -44,7 +44,7 @@ func TestTTFTCostPrefersCachedWorker(t *testing.T) {
 func TestTTFTTerms(t *testing.T) {
 	req := scheduler.Request{Tokens: 460, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0), cand(w3, 1)}
-	cfg := scheduler.DefaultConfig()
+	cfg := ttft()
 	cfg.MaxRunning = 2
 	s := newSched(t, cfg, 1)
 	// w1 prefills a 500-token request and decodes another: 28 + 500 queued, and with 2 running the
@@ -76,7 +76,7 @@ func TestTTFTTerms(t *testing.T) {
 	}
 	// Without max_running there is no queue term: w1 528 (still behind w2's 460 on queued prefill),
 	// w3 444 wins.
-	d, _ = newSchedWithLoads(t, scheduler.DefaultConfig(), s).Select(req, cands)
+	d, _ = newSchedWithLoads(t, ttft(), s).Select(req, cands)
 	if d.Costs[w1] != 528 || d.Costs[w3] != 444 || d.Worker != w3 {
 		t.Errorf("no max_running: costs %v pick %v", d.Costs, d.Worker)
 	}
@@ -85,6 +85,13 @@ func TestTTFTTerms(t *testing.T) {
 	if tm := lin.Candidates[1].Terms; tm != (scheduler.Terms{PrefillBlocks: 28.75, DecodeBlocks: 59}) || lin.Costs[w2] != 87.75 {
 		t.Errorf("linear w2 terms %+v cost %v", tm, lin.Costs[w2])
 	}
+}
+
+// ttft is today's ttft model (the default before ttft2) with the other defaults.
+func ttft() *scheduler.Config {
+	c := scheduler.DefaultConfig()
+	c.CostModel = scheduler.CostTTFT
+	return c
 }
 
 // newSchedWithLoads is a scheduler with cfg over s's tracker.
@@ -125,20 +132,52 @@ func TestCostModelValidation(t *testing.T) {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	for _, m := range []string{"", scheduler.CostTTFT, scheduler.CostLinear} {
+	for _, m := range []string{"", scheduler.CostTTFT, scheduler.CostLinear, scheduler.CostTTFT2} {
 		if _, err := scheduler.New(&scheduler.Config{CostModel: m}, nil); err != nil {
 			t.Errorf("cost %q: %v", m, err)
 		}
 	}
-	if d := scheduler.DefaultConfig(); d.Model() != "ttft" || d.QueueWaitTokens != 0 || d.MaxRunning != 0 {
+	if d := scheduler.DefaultConfig(); d.Model() != "ttft2" || d.QueueWaitTokens != 0 || d.MaxRunning != 0 {
 		t.Errorf("defaults %+v", d)
 	}
-	if (&scheduler.Config{CostModel: "linear"}).Model() != "linear" {
-		t.Error("linear model name")
+	for _, m := range []string{"linear", "ttft", "ttft2"} {
+		if got := (&scheduler.Config{CostModel: m}).Model(); got != m {
+			t.Errorf("model name %q: %q", m, got)
+		}
 	}
 	// queue_wait_tokens set: one waiting sequence costs 100 tokens.
 	c := &scheduler.Config{MaxRunning: 1, QueueWaitTokens: 100}
 	if cost, tm := c.Score(scheduler.Load{Requests: 1}, 32, 16, 1); cost != 116 || tm.QueueTokens != 100 || tm.WaitingSequences != 1 {
 		t.Errorf("queue_wait_tokens 100: cost %v terms %+v", cost, tm)
+	}
+}
+
+// TestTTFT2Delayed: w1 caches 27 of the request's 28 full blocks (460 tokens: 28 uncached) and
+// has 500 prefill tokens queued; w2 is idle and cold. ttft trades them one for one: w1 528 > w2
+// 460, so the cache is lost. ttft2 adds the prefill the request puts in front of later requests
+// while half the cluster is busy (busy_share 1/2): w1 528 + 28/2 = 542, w2 460 + 460/2 = 690, so
+// w1 keeps the request.
+func TestTTFT2Delayed(t *testing.T) {
+	req := scheduler.Request{Tokens: 460, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
+	for _, tc := range []struct {
+		model      string
+		want       index.WorkerKey
+		costW1     float64
+		costW2     float64
+		share, del float64
+	}{{scheduler.CostTTFT, w2, 528, 460, 0, 0}, {scheduler.CostTTFT2, w1, 542, 690, 0.5, 14}} {
+		s := newSched(t, &scheduler.Config{CostModel: tc.model}, 1)
+		h := s.Tracker().Begin(w1, 500, 30)
+		d, err := s.Select(req, cands)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c1, c2 := d.Candidates[0], d.Candidates[1]
+		if d.Worker != tc.want || c1.Cost != tc.costW1 || c2.Cost != tc.costW2 || d.Costs[w1] != tc.costW1 ||
+			c1.Terms.BusyShare != tc.share || c1.Terms.DelayedTokens != tc.del || c1.OverBalance {
+			t.Errorf("%s: picked %v; w1 %+v; w2 %+v", tc.model, d.Worker, c1, c2)
+		}
+		h.Done()
 	}
 }

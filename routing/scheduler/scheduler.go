@@ -66,10 +66,11 @@ func DefaultConfig() *Config {
 
 // Model returns the effective cost model name: CostTTFT or CostLinear.
 func (c *Config) Model() string {
-	if c.CostModel == CostLinear {
-		return CostLinear
+	switch c.CostModel {
+	case CostLinear, CostTTFT:
+		return c.CostModel
 	}
-	return CostTTFT
+	return CostTTFT2
 }
 
 // Validate rejects negative or non-finite parameters.
@@ -233,6 +234,9 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		d.Overlaps[c.Worker] = c.OverlapBlocks
 		d.Candidates[i] = sc
 	}
+	if s.cfg.Model() == CostTTFT2 {
+		addDelayed(d.Candidates, d.Costs)
+	}
 	s.markOverBalance(d.Candidates, cands, available)
 	for _, sc := range d.Candidates {
 		if sc.Available && !sc.Busy && !sc.OverBalance {
@@ -266,6 +270,9 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 			if d.Candidates[i].Cost == lo {
 				tied = append(tied, i)
 			}
+		}
+		if s.cfg.Model() == CostTTFT2 {
+			tied = fewestRecent(tied, d.Candidates)
 		}
 		pick = tied[s.intN(len(tied))]
 	} else {
@@ -349,7 +356,11 @@ func (s *Scheduler) Begin(d Decision) *Handle {
 // ceil(factor · (total + 1) / available), total summed over the available candidates.
 func (s *Scheduler) markOverBalance(scored []Scored, cands []Candidate, available int) {
 	factor := s.cfg.balanceFactor()
-	if s.cfg.Model() != CostTTFT || factor == 0 || available == 0 {
+	if s.cfg.Model() == CostLinear || factor == 0 || available == 0 {
+		return
+	}
+	if s.cfg.Model() == CostTTFT2 {
+		s.markOverInFlight(scored, cands, factor, available)
 		return
 	}
 	counts := s.recent.snapshot(cands)
