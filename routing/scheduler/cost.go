@@ -9,19 +9,22 @@ import (
 
 // The cost models (Config.CostModel).
 const (
-	// CostTTFT (the default) scores the time to first token the worker would give the request, in
+	// CostTTFT (the default before CostTTFT2) scores the time to first token the worker would give the request, in
 	// prefill tokens: the request's uncached tokens, plus the prefill tokens already waiting on the
 	// worker, plus queue_wait_tokens per sequence over the worker's running limit.
 	CostTTFT = "ttft"
 	// CostLinear is DESIGN.md §7's cost, Dynamo's linear policy over prefill and decode blocks.
 	CostLinear = "linear"
-	// CostTTFT2 scores like CostTTFT but bounds the load by the requests in flight now instead of
-	// the requests routed over a window (markOverInFlight).
+	// CostTTFT2 (the default) is CostTTFT plus the prefill the request delays later requests by
+	// (DelayedTokens), with the load bound on the requests in flight now instead of those routed
+	// over a window (markOverInFlight) and ties going to the worker with the fewest recent
+	// requests (fewestRecent). docs/architecture.md, "Cost model", has the evidence.
 	CostTTFT2 = "ttft2"
 )
 
-// Terms are the parts of one candidate's cost, for explain and logs. The ttft model fills the token
-// terms, the linear model the block terms.
+// Terms are the parts of one candidate's cost, for explain and logs. The ttft and ttft2 models fill
+// the token terms (ttft2 also InFlightBound, BusyShare and DelayedTokens), the linear model the
+// block terms.
 type Terms struct {
 	// UncachedTokens is the request's prompt tokens not in the worker's cached prefix:
 	// max(request_tokens − overlap_blocks · block_size, 0) (ttft).
@@ -52,7 +55,10 @@ type Terms struct {
 
 // Score returns one worker's cost and its terms under the configured model.
 //
-// ttft (the default), in prefill tokens, so that cost × the worker's prefill time per token
+// ttft2 (the default) is ttft's sum plus DelayedTokens = uncached_tokens · busy_share, added by
+// Select (addDelayed), which needs every candidate's load.
+//
+// ttft, in prefill tokens, so that cost × the worker's prefill time per token
 // estimates the time to first token:
 //
 //	cost = max(request_tokens − overlap_blocks·block_size, 0) + active_prefill_tokens
