@@ -152,31 +152,44 @@ func TestCostModelValidation(t *testing.T) {
 	}
 }
 
-// TestTTFT2Delayed: w1 caches 27 of the request's 28 full blocks (460 tokens: 28 uncached) and
-// has 500 prefill tokens queued; w2 is idle and cold. ttft trades them one for one: w1 528 > w2
-// 460, so the cache is lost. ttft2 adds the prefill the request puts in front of later requests
-// while half the cluster is busy (busy_share 1/2): w1 528 + 28/2 = 542, w2 460 + 460/2 = 690, so
-// w1 keeps the request.
-func TestTTFT2Delayed(t *testing.T) {
-	req := scheduler.Request{Tokens: 460, BlockSize: 16}
+// TestTTFT2Terms: a 480-token request; w1 caches 27 blocks (432 tokens) and has prefill queued,
+// w2 is idle and cold, so half the workers are busy (busy_share 1/2) and w2's queue is the least.
+//
+// 96 queued on w1: credited 432 · 480 / (480 + 96) = 360, uncached 120, delayed 60, cost
+// 120 + 60 + 96 = 276; w2: 480 + 240 = 720. Both models keep the cache (ttft: 48 + 96 = 144).
+//
+// 384 queued on w1: while they prefill, the cached prefix may leave w1's LRU, so the credit decays
+// to 432 · 480 / 864 = 240: uncached 240, delayed 120, cost 240 + 120 + 384 = 744 > 720, and w2
+// takes the request. ttft trades one for one and stays: 48 + 384 = 432 < 480.
+func TestTTFT2Terms(t *testing.T) {
+	req := scheduler.Request{Tokens: 480, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
 	for _, tc := range []struct {
-		model      string
-		want       index.WorkerKey
-		costW1     float64
-		costW2     float64
-		share, del float64
-	}{{scheduler.CostTTFT, w2, 528, 460, 0, 0}, {scheduler.CostTTFT2, w1, 542, 690, 0.5, 14}} {
+		model                 string
+		queued                int64
+		want                  index.WorkerKey
+		costW1, costW2        float64
+		credited, share, dely float64
+	}{
+		{scheduler.CostTTFT2, 96, w1, 276, 720, 360, 0.5, 60},
+		{scheduler.CostTTFT, 96, w1, 144, 480, 0, 0, 0},
+		{scheduler.CostTTFT2, 384, w2, 744, 720, 240, 0.5, 120},
+		{scheduler.CostTTFT, 384, w1, 432, 480, 0, 0, 0},
+	} {
 		s := newSched(t, &scheduler.Config{CostModel: tc.model}, 1)
-		h := s.Tracker().Begin(w1, 500, 30)
+		h := s.Tracker().Begin(w1, tc.queued, 30)
 		d, err := s.Select(req, cands)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c1, c2 := d.Candidates[0], d.Candidates[1]
 		if d.Worker != tc.want || c1.Cost != tc.costW1 || c2.Cost != tc.costW2 || d.Costs[w1] != tc.costW1 ||
-			c1.Terms.BusyShare != tc.share || c1.Terms.DelayedTokens != tc.del || c1.OverBalance {
-			t.Errorf("%s: picked %v; w1 %+v; w2 %+v", tc.model, d.Worker, c1, c2)
+			c1.Terms.CreditedTokens != tc.credited || c1.Terms.BusyShare != tc.share || c1.Terms.DelayedTokens != tc.dely ||
+			c1.Terms.UncachedTokens != 48 || c1.Terms.QueuedPrefillTokens != tc.queued || c1.OverBalance {
+			t.Errorf("%s, %d queued: picked %v; w1 %+v; w2 %+v", tc.model, tc.queued, d.Worker, c1, c2)
+		}
+		if d.PrefillTokens != map[index.WorkerKey]int64{w1: 48, w2: 480}[d.Worker] {
+			t.Errorf("%s: accounted prefill %d on %v", tc.model, d.PrefillTokens, d.Worker)
 		}
 		h.Done()
 	}

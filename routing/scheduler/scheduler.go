@@ -238,7 +238,7 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		d.Candidates[i] = sc
 	}
 	if s.cfg.Model() == CostTTFT2 {
-		addDelayed(d.Candidates, d.Costs)
+		applyTTFT2(d.Candidates, d.Costs, tokens, req.BlockSize)
 	}
 	s.markOverBalance(d.Candidates, cands, available)
 	for _, sc := range d.Candidates {
