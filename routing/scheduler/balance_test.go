@@ -131,7 +131,7 @@ func TestFewestRecentTieBreak(t *testing.T) {
 	req := scheduler.Request{Tokens: 64, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 0), cand(w2, 0)}
 	for seed := range uint64(3) {
-		s := newSched(t, nil, seed)
+		s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2}, seed)
 		count := map[index.WorkerKey]int{}
 		var prev index.WorkerKey
 		for i := range 10 {

@@ -9,13 +9,13 @@ import (
 
 // The cost models (Config.CostModel).
 const (
-	// CostTTFT (the default before CostTTFT2) scores the time to first token the worker would give the request, in
+	// CostTTFT (the default) scores the time to first token the worker would give the request, in
 	// prefill tokens: the request's uncached tokens, plus the prefill tokens already waiting on the
 	// worker, plus queue_wait_tokens per sequence over the worker's running limit.
 	CostTTFT = "ttft"
 	// CostLinear is DESIGN.md §7's cost, Dynamo's linear policy over prefill and decode blocks.
 	CostLinear = "linear"
-	// CostTTFT2 (the default) is CostTTFT with the cached prefix's credit decayed by the prefill
+	// CostTTFT2 (selectable, not the default; issue 26) is CostTTFT with the cached prefix's credit decayed by the prefill
 	// queued ahead of it (CreditedTokens), plus the prefill the request delays later requests by
 	// (DelayedTokens), with the load bound on the requests in flight now instead of those routed
 	// over a window (markOverInFlight) and ties going to the worker with the fewest recent
@@ -60,11 +60,11 @@ type Terms struct {
 
 // Score returns one worker's cost and its terms under the configured model.
 //
-// ttft2 (the default) is computed by Select (applyTTFT2), which needs every candidate's load: the
+// ttft2 (selectable) is computed by Select (applyTTFT2), which needs every candidate's load: the
 // cached prefix credited with a decay by the excess queued prefill, the uncached rest counted
 // 1 + busy_share times, plus the queued prefill and the queue term.
 //
-// ttft, in prefill tokens, so that cost × the worker's prefill time per token
+// ttft (the default), in prefill tokens, so that cost × the worker's prefill time per token
 // estimates the time to first token:
 //
 //	cost = max(request_tokens − overlap_blocks·block_size, 0) + active_prefill_tokens

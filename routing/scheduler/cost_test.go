@@ -87,7 +87,7 @@ func TestTTFTTerms(t *testing.T) {
 	}
 }
 
-// ttft is today's ttft model (the default before ttft2) with the other defaults.
+// ttft is the ttft model (the default) named explicitly, with the other defaults.
 func ttft() *scheduler.Config {
 	c := scheduler.DefaultConfig()
 	c.CostModel = scheduler.CostTTFT
@@ -137,7 +137,7 @@ func TestCostModelValidation(t *testing.T) {
 			t.Errorf("cost %q: %v", m, err)
 		}
 	}
-	if d := scheduler.DefaultConfig(); d.Model() != "ttft2" || d.QueueWaitTokens != 0 || d.MaxRunning != 0 {
+	if d := scheduler.DefaultConfig(); d.Model() != "ttft" || d.QueueWaitTokens != 0 || d.MaxRunning != 0 {
 		t.Errorf("defaults %+v", d)
 	}
 	for _, m := range []string{"linear", "ttft", "ttft2"} {

@@ -18,8 +18,9 @@ var ErrNoCandidates = errors.New("no available candidate")
 // every numeric field (prefill_load_scale 0 routes on decode load alone, overlap_credit 0 ignores the
 // cache, max_running 0 turns the queue term off).
 type Config struct {
-	// CostModel is the cost model: CostTTFT2 ("ttft2", the default, also meant by ""), CostTTFT
-	// ("ttft", the default before ttft2) or CostLinear ("linear", DESIGN.md §7). See Score.
+	// CostModel is the cost model: CostTTFT ("ttft", the default, also meant by ""), CostTTFT2
+	// ("ttft2", issue 26's candidate, not the default: see docs/architecture.md, "Cost model") or
+	// CostLinear ("linear", DESIGN.md §7). See Score.
 	CostModel string `json:"cost,omitempty"`
 	// MaxRunning is the workers' running-sequence limit (vLLM max_num_seqs, SGLang
 	// max_running_requests) as the ttft model assumes it; a request routed to a worker with this
@@ -59,20 +60,20 @@ type Config struct {
 // DefaultQueueWaitTokens is the default QueueWaitTokens.
 const DefaultQueueWaitTokens = 1024
 
-// DefaultConfig returns the defaults: cost ttft2 (CostModel ""), no max_running, queue_wait_tokens
+// DefaultConfig returns the defaults: cost ttft (CostModel ""), no max_running, queue_wait_tokens
 // 1024 (QueueWaitTokens 0), prefill_load_scale 1 and overlap_credit 1 (for cost linear),
 // temperature 0, no busy thresholds.
 func DefaultConfig() *Config {
 	return &Config{PrefillLoadScale: 1, OverlapCredit: 1}
 }
 
-// Model returns the effective cost model name: CostTTFT2, CostTTFT or CostLinear.
+// Model returns the effective cost model name: CostTTFT, CostTTFT2 or CostLinear.
 func (c *Config) Model() string {
 	switch c.CostModel {
-	case CostLinear, CostTTFT:
+	case CostLinear, CostTTFT2:
 		return c.CostModel
 	}
-	return CostTTFT2
+	return CostTTFT
 }
 
 // Validate rejects negative or non-finite parameters.
