@@ -61,7 +61,7 @@ func main() {
 	flag.IntVar(&o.maxRunning, "max-running", 0, "sequences running at once per worker (kvroute-sim -max-running; 0 unbounded)")
 	flag.IntVar(&o.maxOut, "max-output", 64, "cap on a request's output tokens (the trace's output_length otherwise)")
 	flag.DurationVar(&o.drain, "drain", 60*time.Second, "after the last arrival, how long requests may still run before they count as errors")
-	flag.StringVar(&o.policies, "policies", "kvroute,kvroute[cost ttft],kvroute[cost linear],round_robin,least_conn", "policies to compare, comma-separated")
+	flag.StringVar(&o.policies, "policies", "kvroute,kvroute[cost ttft2],kvroute[cost linear],round_robin,least_conn", "policies to compare, comma-separated")
 	flag.StringVar(&o.modelDir, "model", sim.DefaultModelDir, "model folder (run from the repository root)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
