@@ -84,14 +84,18 @@ func (c *Config) balanceWindow() int {
 	return c.BalanceWindow
 }
 
-// markOverInFlight is the ttft2 model's load bound: a candidate is over it when its requests in
+// markOverInFlight sets RecentRequests and, unless the bound is off (factor 0), the ttft2 model's
+// load bound: a candidate is over it when its requests in
 // flight now, this one included, exceed ceil(factor · (in flight on the available candidates + 1) /
 // available). The bound counts what is running or queued on the worker now, not what was routed to
 // it over a window: requests that finished (a conversation's earlier turns) no longer count against
 // the worker that caches the conversation.
 func (s *Scheduler) markOverInFlight(scored []Scored, cands []Candidate, factor float64, available int) {
 	for i, c := range s.recent.snapshot(cands) {
-		scored[i].RecentRequests = c
+		scored[i].RecentRequests = c // the tie-break reads them, with or without the bound
+	}
+	if factor == 0 {
+		return
 	}
 	total := 0.0
 	for i := range scored {

@@ -126,12 +126,14 @@ func TestInFlightBound(t *testing.T) {
 
 // TestFewestRecentTieBreak: cold requests (no overlap anywhere) on idle workers tie on cost; ttft2
 // gives each to the tied worker with the fewest recently routed requests, so ten sequential cold
-// requests alternate between two workers, 5 and 5, whatever the random source.
+// requests alternate between two workers, 5 and 5, whatever the random source, with the load bound
+// on or off.
 func TestFewestRecentTieBreak(t *testing.T) {
 	req := scheduler.Request{Tokens: 64, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 0), cand(w2, 0)}
-	for seed := range uint64(3) {
-		s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2}, seed)
+	for seed := range uint64(4) {
+		// odd seeds with the load bound off: the tie-break still reads the recent counts
+		s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2, BalanceFactor: -float64(seed % 2)}, seed)
 		count := map[index.WorkerKey]int{}
 		var prev index.WorkerKey
 		for i := range 10 {

@@ -124,8 +124,9 @@ type Scored struct {
 	Cost  float64
 	Terms Terms
 	// Busy is set when a busy threshold is exceeded; OverBalance when the load bound is (ttft:
-	// RecentRequests + 1 > the bound; ttft2: active requests + 1 > Terms.InFlightBound); Eligible when the candidate took part in the choice
-	// (available, and neither busy nor over the bound unless all available candidates were).
+	// RecentRequests + 1 > the bound; ttft2: active requests + 1 > Terms.InFlightBound);
+	// Eligible when the candidate took part in the choice (available, and neither busy nor over
+	// the bound unless all available candidates were).
 	Busy, OverBalance, Eligible bool
 	// RecentRequests is the worker's decayed count of recently routed requests (ttft, ttft2).
 	RecentRequests float64
@@ -360,11 +361,14 @@ func (s *Scheduler) Begin(d Decision) *Handle {
 // ceil(factor · (total + 1) / available), total summed over the available candidates.
 func (s *Scheduler) markOverBalance(scored []Scored, cands []Candidate, available int) {
 	factor := s.cfg.balanceFactor()
-	if s.cfg.Model() == CostLinear || factor == 0 || available == 0 {
+	if s.cfg.Model() == CostLinear || available == 0 {
 		return
 	}
 	if s.cfg.Model() == CostTTFT2 {
 		s.markOverInFlight(scored, cands, factor, available)
+		return
+	}
+	if factor == 0 {
 		return
 	}
 	counts := s.recent.snapshot(cands)
