@@ -69,6 +69,10 @@ func balanceBound(factor, total float64, n int) float64 {
 
 func (c *Config) balanceFactor() float64 {
 	switch {
+	case c.BalanceFactor == 0 && c.Model() == CostTTFT2:
+		// ttft2 runs without a bound unless one is set: on the trace replay its in-flight bound
+		// cost time (docs/architecture.md, "Cost model").
+		return 0
 	case c.BalanceFactor == 0:
 		return DefaultBalanceFactor
 	case c.BalanceFactor < 0:

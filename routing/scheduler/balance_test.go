@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/kvroute/kvroute/routing/index"
@@ -81,7 +82,7 @@ func TestBalanceValidation(t *testing.T) {
 	}
 }
 
-// TestInFlightBound: a conversation's turns go one after another to w1, which caches them. After
+// TestInFlightBound (balance_factor 1.1 set: ttft2 has no bound by default): a conversation's turns go one after another to w1, which caches them. After
 // ten finished turns and one turn in flight, the ttft model's window counts ten recent requests on
 // w1 and skips it for the next turn (its recent count + 1 exceeds ceil(1.1 · (total + 1) / 2));
 // ttft2 counts what is in flight now, one request: ceil(1.1 · (1 + 1) / 2) = 2 ≥ 1 + 1, so w1 keeps
@@ -94,7 +95,7 @@ func TestInFlightBound(t *testing.T) {
 		stay   bool
 		bound1 float64 // Terms.InFlightBound with one request in flight (ttft2 only)
 	}{{scheduler.CostTTFT, false, 0}, {scheduler.CostTTFT2, true, 2}} {
-		s := newSched(t, &scheduler.Config{CostModel: tc.model}, 1)
+		s := newSched(t, &scheduler.Config{CostModel: tc.model, BalanceFactor: 1.1}, 1)
 		for range 10 {
 			d, err := s.Select(req, cands)
 			if err != nil || d.Worker != w1 {
@@ -151,6 +152,33 @@ func TestFewestRecentTieBreak(t *testing.T) {
 		}
 		if count[w1] != 5 || count[w2] != 5 {
 			t.Errorf("seed %d: %v", seed, count)
+		}
+	}
+}
+
+// TestTTFT2NoBoundByDefault: ttft2 without balance_factor keeps every request on the worker that
+// caches it, however many are in flight there. With balance_factor 1.1 the third request finds 2
+// in flight on w1, over ceil(1.1 · (2 + 1) / 2) = 2, and goes to w2; the fourth finds 2 and 1, and
+// w1 is within ceil(1.1 · 4 / 2) = 3 again.
+func TestTTFT2NoBoundByDefault(t *testing.T) {
+	req := scheduler.Request{Tokens: 460, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 28), cand(w2, 0)}
+	for _, tc := range []struct {
+		factor float64
+		want   []index.WorkerKey
+	}{{0, []index.WorkerKey{w1, w1, w1, w1}}, {1.1, []index.WorkerKey{w1, w1, w2, w1}}} {
+		s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2, BalanceFactor: tc.factor}, 1)
+		var got []index.WorkerKey
+		for range 4 {
+			d, err := s.Select(req, cands)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d.Worker)
+			s.Begin(d).FirstByte() // decoding: in flight, no prefill queued
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("balance_factor %v: %v, want %v", tc.factor, got, tc.want)
 		}
 	}
 }

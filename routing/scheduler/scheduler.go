@@ -35,8 +35,9 @@ type Config struct {
 	// flight now: over when in_flight + 1 > ceil(BalanceFactor · (in flight on the available
 	// workers + 1) / available workers). ttft bounds each worker's share of the last
 	// BalanceWindow routed requests: a worker with requests in flight whose count + 1 exceeds
-	// ceil(BalanceFactor · (total + 1) / available workers). 0 means the default,
-	// DefaultBalanceFactor (1.1); a negative value turns the bound off; otherwise it must be >= 1.
+	// ceil(BalanceFactor · (total + 1) / available workers). 0 means the default:
+	// DefaultBalanceFactor (1.1) for ttft, no bound for ttft2; a negative value turns the bound
+	// off; otherwise it must be >= 1.
 	BalanceFactor float64 `json:"balance_factor,omitempty"`
 	// BalanceWindow is the number of recent requests per available worker the recent counts
 	// cover (an exponential decay of 1 − 1/(BalanceWindow · workers) per routed request): ttft's
