@@ -81,6 +81,12 @@ demo: deps bins caddy
 bench-quality: deps
 	go run ./bench/quality $(ARGS)
 
+## bench-trace: replay a Mooncake-format trace slice through kvroute vs linear, round robin and least
+## connections (docs/benchmarks.md, "Trace replay"); a few minutes. ARGS passes flags (-slices, -compress, -policies).
+.PHONY: bench-trace
+bench-trace: deps
+	go run ./bench/trace $(ARGS)
+
 ## bench-proxy: kvroute vs plain reverse_proxy in one Caddy (docs/benchmarks.md); ARGS passes flags.
 .PHONY: bench-proxy
 bench-proxy: deps

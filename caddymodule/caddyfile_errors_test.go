@@ -33,7 +33,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		"worker bad block size":    {global("\t\tworker a {\n\t\t\tblock_size 0\n\t\t}"), "invalid block_size '0'"},
 		"worker duplicate option":  {global("\t\tworker a {\n\t\t\tmodel m\n\t\t\tmodel n\n\t\t}"), "model already specified"},
 		"worker unknown option":    {global("\t\tworker a {\n\t\t\tgpu h100\n\t\t}"), "unrecognized subdirective 'gpu'"},
-		"scheduler unknown cost":   {global("\t\tscheduler {\n\t\t\tcost quadratic\n\t\t}"), `cost must be ttft or linear, not "quadratic"`},
+		"scheduler unknown cost":   {global("\t\tscheduler {\n\t\t\tcost quadratic\n\t\t}"), `cost must be ttft2, ttft or linear, not "quadratic"`},
 		"scheduler bad running":    {global("\t\tscheduler {\n\t\t\tmax_running -2\n\t\t}"), "max_running"},
 		"scheduler bad balance":    {global("\t\tscheduler {\n\t\t\tbalance_factor 0.5\n\t\t}"), `balance_factor: "0.5" is not off or a number >= 1`},
 		"scheduler bad queue":      {global("\t\tscheduler {\n\t\t\tqueue_wait_tokens many\n\t\t}"), "queue_wait_tokens"},

@@ -208,8 +208,8 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 		switch d.Val() {
 		case "cost":
 			err = oneArg(d, func(v string) error {
-				if v != scheduler.CostTTFT && v != scheduler.CostLinear {
-					return d.Errf("cost must be %s or %s, not %q", scheduler.CostTTFT, scheduler.CostLinear, v)
+				if v != scheduler.CostTTFT && v != scheduler.CostLinear && v != scheduler.CostTTFT2 {
+					return d.Errf("cost must be %s, %s or %s, not %q", scheduler.CostTTFT2, scheduler.CostTTFT, scheduler.CostLinear, v)
 				}
 				c.CostModel = v
 				return nil

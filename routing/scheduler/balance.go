@@ -69,6 +69,10 @@ func balanceBound(factor, total float64, n int) float64 {
 
 func (c *Config) balanceFactor() float64 {
 	switch {
+	case c.BalanceFactor == 0 && c.Model() == CostTTFT2:
+		// ttft2 runs without a bound unless one is set: on the trace replay its in-flight bound
+		// cost time (docs/architecture.md, "Cost model").
+		return 0
 	case c.BalanceFactor == 0:
 		return DefaultBalanceFactor
 	case c.BalanceFactor < 0:
@@ -82,4 +86,47 @@ func (c *Config) balanceWindow() int {
 		return DefaultBalanceWindow
 	}
 	return c.BalanceWindow
+}
+
+// markOverInFlight sets RecentRequests and, unless the bound is off (factor 0), the ttft2 model's
+// load bound: a candidate is over it when its requests in
+// flight now, this one included, exceed ceil(factor · (in flight on the available candidates + 1) /
+// available). The bound counts what is running or queued on the worker now, not what was routed to
+// it over a window: requests that finished (a conversation's earlier turns) no longer count against
+// the worker that caches the conversation.
+func (s *Scheduler) markOverInFlight(scored []Scored, cands []Candidate, factor float64, available int) {
+	for i, c := range s.recent.snapshot(cands) {
+		scored[i].RecentRequests = c // the tie-break reads them, with or without the bound
+	}
+	if factor == 0 {
+		return
+	}
+	total := 0.0
+	for i := range scored {
+		if scored[i].Available {
+			total += float64(max(scored[i].Load.Requests, 0))
+		}
+	}
+	bound := balanceBound(factor, total, available)
+	for i := range scored {
+		scored[i].Terms.InFlightBound = bound
+		scored[i].OverBalance = scored[i].Available && float64(scored[i].Load.Requests)+1 > bound
+	}
+}
+
+// fewestRecent keeps the tied candidates with the fewest recently routed requests (ttft2): a choice
+// the cache and the queues do not decide (a cold prompt on idle workers) goes where it restores the
+// long-run balance instead of to a random worker.
+func fewestRecent(tied []int, scored []Scored) []int {
+	lo := math.Inf(1)
+	for _, i := range tied {
+		lo = math.Min(lo, scored[i].RecentRequests)
+	}
+	var out []int
+	for _, i := range tied {
+		if scored[i].RecentRequests == lo {
+			out = append(out, i)
+		}
+	}
+	return out
 }

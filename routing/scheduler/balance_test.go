@@ -1,7 +1,10 @@
 package scheduler_test
 
 import (
+	"slices"
 	"testing"
+
+	"github.com/kvroute/kvroute/routing/index"
 
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -15,7 +18,7 @@ func TestBalanceBound(t *testing.T) {
 	req := scheduler.Request{Tokens: 460, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
 	decay := 1 - 1/50.0
-	s := newSched(t, nil, 1)
+	s := newSched(t, ttft(), 1)
 	var open []*scheduler.Handle
 	for i := range 2 {
 		d, err := s.Select(req, cands)
@@ -54,11 +57,11 @@ func TestBalanceBound(t *testing.T) {
 	}
 	// The bound off (negative factor): w1 keeps every request. The linear model has no bound
 	// (its decode term is its balance): nothing is counted or marked.
-	for _, cfg := range []*scheduler.Config{{BalanceFactor: -1}, {CostModel: scheduler.CostLinear, PrefillLoadScale: 1, OverlapCredit: 1}} {
+	for _, cfg := range []*scheduler.Config{{CostModel: scheduler.CostTTFT, BalanceFactor: -1}, {CostModel: scheduler.CostLinear, PrefillLoadScale: 1, OverlapCredit: 1}} {
 		o := newSched(t, cfg, 1)
 		for i := range 3 {
 			d, _ := o.Select(req, cands)
-			if c := d.Candidates[0]; c.OverBalance || c.RecentRequests != 0 || (cfg.CostModel == "" && d.Worker != w1) {
+			if c := d.Candidates[0]; c.OverBalance || c.RecentRequests != 0 || (cfg.CostModel == scheduler.CostTTFT && d.Worker != w1) {
 				t.Errorf("%+v request %d: picked %v, w1 %+v", cfg, i, d.Worker, c)
 			}
 			o.Begin(d).FirstByte() // kept in flight
@@ -75,6 +78,107 @@ func TestBalanceValidation(t *testing.T) {
 	for _, c := range []scheduler.Config{{BalanceFactor: -1}, {BalanceFactor: 1}, {BalanceFactor: 2, BalanceWindow: 7}} {
 		if _, err := scheduler.New(&c, nil); err != nil {
 			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// TestInFlightBound (balance_factor 1.1 set: ttft2 has no bound by default): a conversation's turns go one after another to w1, which caches them. After
+// ten finished turns and one turn in flight, the ttft model's window counts ten recent requests on
+// w1 and skips it for the next turn (its recent count + 1 exceeds ceil(1.1 · (total + 1) / 2));
+// ttft2 counts what is in flight now, one request: ceil(1.1 · (1 + 1) / 2) = 2 ≥ 1 + 1, so w1 keeps
+// the turn. With two in flight, ttft2 too spreads: 2 + 1 > ceil(1.1 · 3 / 2) = 2.
+func TestInFlightBound(t *testing.T) {
+	req := scheduler.Request{Tokens: 460, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
+	for _, tc := range []struct {
+		model  string
+		stay   bool
+		bound1 float64 // Terms.InFlightBound with one request in flight (ttft2 only)
+	}{{scheduler.CostTTFT, false, 0}, {scheduler.CostTTFT2, true, 2}} {
+		s := newSched(t, &scheduler.Config{CostModel: tc.model, BalanceFactor: 1.1}, 1)
+		for range 10 {
+			d, err := s.Select(req, cands)
+			if err != nil || d.Worker != w1 {
+				t.Fatalf("%s: sequential turn went to %v (%v)", tc.model, d.Worker, err)
+			}
+			s.Begin(d).Done()
+		}
+		d, _ := s.Select(req, cands)
+		h := s.Begin(d)
+		h.FirstByte()
+		d, _ = s.Select(req, cands)
+		if got := d.Worker == w1; got != tc.stay || d.Candidates[0].OverBalance == tc.stay || d.Candidates[0].Terms.InFlightBound != tc.bound1 {
+			t.Errorf("%s: one in flight on w1: picked %v, w1 %+v", tc.model, d.Worker, d.Candidates[0])
+		}
+		if tc.model != scheduler.CostTTFT2 {
+			h.Done()
+			continue
+		}
+		h2 := s.Begin(d)
+		h2.FirstByte()
+		d, _ = s.Select(req, cands)
+		if c := d.Candidates[0]; d.Worker != w2 || !c.OverBalance || c.Terms.InFlightBound != 2 || c.Load.Requests != 2 {
+			t.Errorf("ttft2, two in flight on w1: picked %v, w1 %+v", d.Worker, c)
+		}
+		h.Done()
+		h2.Done()
+	}
+}
+
+// TestFewestRecentTieBreak: cold requests (no overlap anywhere) on idle workers tie on cost; ttft2
+// gives each to the tied worker with the fewest recently routed requests, so ten sequential cold
+// requests alternate between two workers, 5 and 5, whatever the random source, with the load bound
+// on or off.
+func TestFewestRecentTieBreak(t *testing.T) {
+	req := scheduler.Request{Tokens: 64, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 0), cand(w2, 0)}
+	for seed := range uint64(4) {
+		// odd seeds with the load bound off: the tie-break still reads the recent counts
+		s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2, BalanceFactor: -float64(seed % 2)}, seed)
+		count := map[index.WorkerKey]int{}
+		var prev index.WorkerKey
+		for i := range 10 {
+			d, err := s.Select(req, cands)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i > 0 && d.Worker == prev {
+				t.Fatalf("seed %d request %d went to %v again (recent %v, %v)", seed, i, d.Worker,
+					d.Candidates[0].RecentRequests, d.Candidates[1].RecentRequests)
+			}
+			prev = d.Worker
+			count[d.Worker]++
+			s.Begin(d).Done()
+		}
+		if count[w1] != 5 || count[w2] != 5 {
+			t.Errorf("seed %d: %v", seed, count)
+		}
+	}
+}
+
+// TestTTFT2NoBoundByDefault: ttft2 without balance_factor keeps every request on the worker that
+// caches it, however many are in flight there. With balance_factor 1.1 the third request finds 2
+// in flight on w1, over ceil(1.1 · (2 + 1) / 2) = 2, and goes to w2; the fourth finds 2 and 1, and
+// w1 is within ceil(1.1 · 4 / 2) = 3 again.
+func TestTTFT2NoBoundByDefault(t *testing.T) {
+	req := scheduler.Request{Tokens: 460, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 28), cand(w2, 0)}
+	for _, tc := range []struct {
+		factor float64
+		want   []index.WorkerKey
+	}{{0, []index.WorkerKey{w1, w1, w1, w1}}, {1.1, []index.WorkerKey{w1, w1, w2, w1}}} {
+		s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2, BalanceFactor: tc.factor}, 1)
+		var got []index.WorkerKey
+		for range 4 {
+			d, err := s.Select(req, cands)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d.Worker)
+			s.Begin(d).FirstByte() // decoding: in flight, no prefill queued
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("balance_factor %v: %v, want %v", tc.factor, got, tc.want)
 		}
 	}
 }

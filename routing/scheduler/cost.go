@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"math"
+
+	"github.com/kvroute/kvroute/routing/index"
 )
 
 // The cost models (Config.CostModel).
@@ -13,10 +15,17 @@ const (
 	CostTTFT = "ttft"
 	// CostLinear is DESIGN.md §7's cost, Dynamo's linear policy over prefill and decode blocks.
 	CostLinear = "linear"
+	// CostTTFT2 (selectable, not the default; issue 26) is CostTTFT with the cached prefix's credit decayed by the prefill
+	// queued ahead of it (CreditedTokens), plus the prefill the request delays later requests by
+	// (DelayedTokens), without a load bound unless balance_factor is set (then on the requests in
+	// flight now, markOverInFlight, not those routed over a window) and ties going to the worker with the fewest recent
+	// requests (fewestRecent). docs/architecture.md, "Cost model", has the evidence.
+	CostTTFT2 = "ttft2"
 )
 
-// Terms are the parts of one candidate's cost, for explain and logs. The ttft model fills the token
-// terms, the linear model the block terms.
+// Terms are the parts of one candidate's cost, for explain and logs. The ttft and ttft2 models fill
+// the token terms (ttft2 also InFlightBound, CreditedTokens, BusyShare and DelayedTokens), the linear model the
+// block terms.
 type Terms struct {
 	// UncachedTokens is the request's prompt tokens not in the worker's cached prefix:
 	// max(request_tokens − overlap_blocks · block_size, 0) (ttft).
@@ -38,9 +47,25 @@ type Terms struct {
 	// Affinity is the credit, in the model's units, of the rendezvous worker of media the router
 	// did not decode, subtracted from its cost (affinity.go); 0 on every other candidate.
 	Affinity float64 `json:"affinity"`
+	// InFlightBound is the ttft2 model's load bound: the most requests in flight a worker may hold,
+	// this one included (ttft2).
+	InFlightBound float64 `json:"in_flight_bound,omitempty"`
+	// CreditedTokens is the cached prefix the ttft2 model credits: overlap_blocks · block_size
+	// (at most request_tokens), decayed by request_tokens / (request_tokens + the prefill queued
+	// on the worker beyond the least loaded available worker's) (ttft2).
+	CreditedTokens float64 `json:"credited_tokens,omitempty"`
+	// BusyShare is the share of the available workers with prefill queued or running (ttft2).
+	BusyShare float64 `json:"busy_share,omitempty"`
+	// DelayedTokens is (request_tokens − CreditedTokens) · BusyShare: the prefill this request adds in front of the
+	// requests that will queue behind it on a busy cluster (ttft2).
+	DelayedTokens float64 `json:"delayed_tokens,omitempty"`
 }
 
 // Score returns one worker's cost and its terms under the configured model.
+//
+// ttft2 (selectable) is computed by Select (applyTTFT2), which needs every candidate's load: the
+// cached prefix credited with a decay by the excess queued prefill, the uncached rest counted
+// 1 + busy_share times, plus the queued prefill and the queue term.
 //
 // ttft (the default), in prefill tokens, so that cost × the worker's prefill time per token
 // estimates the time to first token:
@@ -96,9 +121,9 @@ func (c *Config) Cost(load Load, requestTokens, blockSize, overlapBlocks int) fl
 // validateModel checks the cost model's name and its own parameters.
 func (c *Config) validateModel() error {
 	switch c.CostModel {
-	case "", CostTTFT, CostLinear:
+	case "", CostTTFT, CostLinear, CostTTFT2:
 	default:
-		return fmt.Errorf("cost must be %s or %s, got %q", CostTTFT, CostLinear, c.CostModel)
+		return fmt.Errorf("cost must be %s, %s or %s, got %q", CostTTFT2, CostTTFT, CostLinear, c.CostModel)
 	}
 	if c.BalanceFactor > 0 && c.BalanceFactor < 1 || math.IsNaN(c.BalanceFactor) || math.IsInf(c.BalanceFactor, 0) {
 		return fmt.Errorf("balance_factor must be >= 1 (0: default, negative: off), got %v", c.BalanceFactor)
@@ -113,4 +138,51 @@ func (c *Config) validateModel() error {
 		return fmt.Errorf("queue_wait_tokens must be a finite number >= 0, got %v", c.QueueWaitTokens)
 	}
 	return nil
+}
+
+// applyTTFT2 rescores every candidate under the ttft2 model, which needs all candidates' loads:
+//
+//	credited_tokens = min(overlap_blocks · block_size, request_tokens) ·
+//	                  request_tokens / (request_tokens + queued_prefill_tokens − min queued_prefill_tokens)
+//	uncached'       = request_tokens − credited_tokens
+//	cost            = uncached' · (1 + busy_share) + queued_prefill_tokens + queue_tokens
+//
+// The credit decays with the prefill queued ahead of the request beyond the least loaded worker's:
+// while that prefill runs, the worker's LRU cache takes its blocks and the request's cached prefix,
+// if it is old, is gone when the request's own prefill starts (Dynamo's overlap credit decay,
+// lib/llm/src/kv_router selector, with credit_decay 1 in tokens). busy_share is the share of the
+// available candidates with prefill tokens in flight. costs (the decision's map) is updated.
+func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestTokens, blockSize int) {
+	avail, busy := 0, 0
+	qmin := int64(math.MaxInt64)
+	for _, sc := range scored {
+		if sc.Available {
+			avail++
+			if sc.Load.PrefillTokens > 0 {
+				busy++
+			}
+			qmin = min(qmin, max(sc.Load.PrefillTokens, 0))
+		}
+	}
+	share := 0.0
+	if avail > 0 {
+		share = float64(busy) / float64(avail)
+	} else {
+		qmin = 0
+	}
+	r := float64(max(requestTokens, 0))
+	for i := range scored {
+		sc := &scored[i]
+		t := &sc.Terms
+		q := max(sc.Load.PrefillTokens, 0)
+		cached := math.Min(float64(sc.OverlapBlocks)*float64(blockSize), r)
+		if excess := float64(max(q-qmin, 0)); r > 0 {
+			t.CreditedTokens = cached * r / (r + excess)
+		}
+		t.BusyShare = share
+		uncached := r - t.CreditedTokens
+		t.DelayedTokens = uncached * share
+		sc.Cost = uncached + t.DelayedTokens + float64(t.QueuedPrefillTokens) + t.QueueTokens
+		costs[sc.Worker] = sc.Cost
+	}
 }

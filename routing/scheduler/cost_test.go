@@ -44,7 +44,7 @@ func TestTTFTCostPrefersCachedWorker(t *testing.T) {
 func TestTTFTTerms(t *testing.T) {
 	req := scheduler.Request{Tokens: 460, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0), cand(w3, 1)}
-	cfg := scheduler.DefaultConfig()
+	cfg := ttft()
 	cfg.MaxRunning = 2
 	s := newSched(t, cfg, 1)
 	// w1 prefills a 500-token request and decodes another: 28 + 500 queued, and with 2 running the
@@ -76,7 +76,7 @@ func TestTTFTTerms(t *testing.T) {
 	}
 	// Without max_running there is no queue term: w1 528 (still behind w2's 460 on queued prefill),
 	// w3 444 wins.
-	d, _ = newSchedWithLoads(t, scheduler.DefaultConfig(), s).Select(req, cands)
+	d, _ = newSchedWithLoads(t, ttft(), s).Select(req, cands)
 	if d.Costs[w1] != 528 || d.Costs[w3] != 444 || d.Worker != w3 {
 		t.Errorf("no max_running: costs %v pick %v", d.Costs, d.Worker)
 	}
@@ -85,6 +85,13 @@ func TestTTFTTerms(t *testing.T) {
 	if tm := lin.Candidates[1].Terms; tm != (scheduler.Terms{PrefillBlocks: 28.75, DecodeBlocks: 59}) || lin.Costs[w2] != 87.75 {
 		t.Errorf("linear w2 terms %+v cost %v", tm, lin.Costs[w2])
 	}
+}
+
+// ttft is the ttft model (the default) named explicitly, with the other defaults.
+func ttft() *scheduler.Config {
+	c := scheduler.DefaultConfig()
+	c.CostModel = scheduler.CostTTFT
+	return c
 }
 
 // newSchedWithLoads is a scheduler with cfg over s's tracker.
@@ -125,7 +132,7 @@ func TestCostModelValidation(t *testing.T) {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	for _, m := range []string{"", scheduler.CostTTFT, scheduler.CostLinear} {
+	for _, m := range []string{"", scheduler.CostTTFT, scheduler.CostLinear, scheduler.CostTTFT2} {
 		if _, err := scheduler.New(&scheduler.Config{CostModel: m}, nil); err != nil {
 			t.Errorf("cost %q: %v", m, err)
 		}
@@ -133,12 +140,57 @@ func TestCostModelValidation(t *testing.T) {
 	if d := scheduler.DefaultConfig(); d.Model() != "ttft" || d.QueueWaitTokens != 0 || d.MaxRunning != 0 {
 		t.Errorf("defaults %+v", d)
 	}
-	if (&scheduler.Config{CostModel: "linear"}).Model() != "linear" {
-		t.Error("linear model name")
+	for _, m := range []string{"linear", "ttft", "ttft2"} {
+		if got := (&scheduler.Config{CostModel: m}).Model(); got != m {
+			t.Errorf("model name %q: %q", m, got)
+		}
 	}
 	// queue_wait_tokens set: one waiting sequence costs 100 tokens.
 	c := &scheduler.Config{MaxRunning: 1, QueueWaitTokens: 100}
 	if cost, tm := c.Score(scheduler.Load{Requests: 1}, 32, 16, 1); cost != 116 || tm.QueueTokens != 100 || tm.WaitingSequences != 1 {
 		t.Errorf("queue_wait_tokens 100: cost %v terms %+v", cost, tm)
+	}
+}
+
+// TestTTFT2Terms: a 480-token request; w1 caches 27 blocks (432 tokens) and has prefill queued,
+// w2 is idle and cold, so half the workers are busy (busy_share 1/2) and w2's queue is the least.
+//
+// 96 queued on w1: credited 432 · 480 / (480 + 96) = 360, uncached 120, delayed 60, cost
+// 120 + 60 + 96 = 276; w2: 480 + 240 = 720. Both models keep the cache (ttft: 48 + 96 = 144).
+//
+// 384 queued on w1: while they prefill, the cached prefix may leave w1's LRU, so the credit decays
+// to 432 · 480 / 864 = 240: uncached 240, delayed 120, cost 240 + 120 + 384 = 744 > 720, and w2
+// takes the request. ttft trades one for one and stays: 48 + 384 = 432 < 480.
+func TestTTFT2Terms(t *testing.T) {
+	req := scheduler.Request{Tokens: 480, BlockSize: 16}
+	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
+	for _, tc := range []struct {
+		model                 string
+		queued                int64
+		want                  index.WorkerKey
+		costW1, costW2        float64
+		credited, share, dely float64
+	}{
+		{scheduler.CostTTFT2, 96, w1, 276, 720, 360, 0.5, 60},
+		{scheduler.CostTTFT, 96, w1, 144, 480, 0, 0, 0},
+		{scheduler.CostTTFT2, 384, w2, 744, 720, 240, 0.5, 120},
+		{scheduler.CostTTFT, 384, w1, 432, 480, 0, 0, 0},
+	} {
+		s := newSched(t, &scheduler.Config{CostModel: tc.model}, 1)
+		h := s.Tracker().Begin(w1, tc.queued, 30)
+		d, err := s.Select(req, cands)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c1, c2 := d.Candidates[0], d.Candidates[1]
+		if d.Worker != tc.want || c1.Cost != tc.costW1 || c2.Cost != tc.costW2 || d.Costs[w1] != tc.costW1 ||
+			c1.Terms.CreditedTokens != tc.credited || c1.Terms.BusyShare != tc.share || c1.Terms.DelayedTokens != tc.dely ||
+			c1.Terms.UncachedTokens != 48 || c1.Terms.QueuedPrefillTokens != tc.queued || c1.OverBalance {
+			t.Errorf("%s, %d queued: picked %v; w1 %+v; w2 %+v", tc.model, tc.queued, d.Worker, c1, c2)
+		}
+		if d.PrefillTokens != map[index.WorkerKey]int64{w1: 48, w2: 480}[d.Worker] {
+			t.Errorf("%s: accounted prefill %d on %v", tc.model, d.PrefillTokens, d.Worker)
+		}
+		h.Done()
 	}
 }

@@ -18,8 +18,9 @@ var ErrNoCandidates = errors.New("no available candidate")
 // every numeric field (prefill_load_scale 0 routes on decode load alone, overlap_credit 0 ignores the
 // cache, max_running 0 turns the queue term off).
 type Config struct {
-	// CostModel is the cost model: CostTTFT ("ttft", the default, also meant by "") or CostLinear
-	// ("linear", DESIGN.md §7). See Score.
+	// CostModel is the cost model: CostTTFT ("ttft", the default, also meant by ""), CostTTFT2
+	// ("ttft2", issue 26's candidate, not the default: see docs/architecture.md, "Cost model") or
+	// CostLinear ("linear", DESIGN.md §7). See Score.
 	CostModel string `json:"cost,omitempty"`
 	// MaxRunning is the workers' running-sequence limit (vLLM max_num_seqs, SGLang
 	// max_running_requests) as the ttft model assumes it; a request routed to a worker with this
@@ -29,15 +30,18 @@ type Config struct {
 	// tokens: the wait for a running sequence to finish, as prefill work. 0 means the default,
 	// DefaultQueueWaitTokens (1024); max_running 0 is how the term is turned off.
 	QueueWaitTokens float64 `json:"queue_wait_tokens,omitempty"`
-	// BalanceFactor bounds, in the ttft model, each worker's share of the last BalanceWindow
-	// requests this router routed: a worker with requests in flight whose count + 1 exceeds
-	// ceil(BalanceFactor · (total + 1) / available workers) is over the bound and skipped unless
-	// every available worker is (consistent hashing with bounded loads). 0 means the default, DefaultBalanceFactor (1.1); a
-	// negative value turns the bound off; otherwise it must be >= 1.
+	// BalanceFactor is the load bound's factor (consistent hashing with bounded loads): a worker
+	// over the bound is skipped unless every available worker is. ttft2 bounds the requests in
+	// flight now: over when in_flight + 1 > ceil(BalanceFactor · (in flight on the available
+	// workers + 1) / available workers). ttft bounds each worker's share of the last
+	// BalanceWindow routed requests: a worker with requests in flight whose count + 1 exceeds
+	// ceil(BalanceFactor · (total + 1) / available workers). 0 means the default:
+	// DefaultBalanceFactor (1.1) for ttft, no bound for ttft2; a negative value turns the bound
+	// off; otherwise it must be >= 1.
 	BalanceFactor float64 `json:"balance_factor,omitempty"`
-	// BalanceWindow is the number of recent requests per available worker the bound counts (an
-	// exponential decay of 1 − 1/(BalanceWindow · workers) per routed request). 0 means the
-	// default, DefaultBalanceWindow (25).
+	// BalanceWindow is the number of recent requests per available worker the recent counts
+	// cover (an exponential decay of 1 − 1/(BalanceWindow · workers) per routed request): ttft's
+	// bound, and ttft2's tie-break among equal costs. 0 means the default, DefaultBalanceWindow (25).
 	BalanceWindow int `json:"balance_window,omitempty"`
 	// PrefillLoadScale weights the linear model's prefill term. Default: 1.
 	PrefillLoadScale float64 `json:"prefill_load_scale"`
@@ -64,10 +68,11 @@ func DefaultConfig() *Config {
 	return &Config{PrefillLoadScale: 1, OverlapCredit: 1}
 }
 
-// Model returns the effective cost model name: CostTTFT or CostLinear.
+// Model returns the effective cost model name: CostTTFT, CostTTFT2 or CostLinear.
 func (c *Config) Model() string {
-	if c.CostModel == CostLinear {
-		return CostLinear
+	switch c.CostModel {
+	case CostLinear, CostTTFT2:
+		return c.CostModel
 	}
 	return CostTTFT
 }
@@ -122,11 +127,12 @@ type Scored struct {
 	// available or not); Terms its parts.
 	Cost  float64
 	Terms Terms
-	// Busy is set when a busy threshold is exceeded; OverBalance when the ttft model's load bound
-	// is (RecentRequests + 1 > the bound); Eligible when the candidate took part in the choice
-	// (available, and neither busy nor over the bound unless all available candidates were).
+	// Busy is set when a busy threshold is exceeded; OverBalance when the load bound is (ttft:
+	// RecentRequests + 1 > the bound; ttft2: active requests + 1 > Terms.InFlightBound);
+	// Eligible when the candidate took part in the choice (available, and neither busy nor over
+	// the bound unless all available candidates were).
 	Busy, OverBalance, Eligible bool
-	// RecentRequests is the worker's decayed count of recently routed requests (ttft model).
+	// RecentRequests is the worker's decayed count of recently routed requests (ttft, ttft2).
 	RecentRequests float64
 }
 
@@ -159,7 +165,7 @@ type Decision struct {
 type Scheduler struct {
 	cfg     Config
 	tracker *Tracker
-	// recent counts routed requests per worker for the ttft model's load bound.
+	// recent counts routed requests per worker: ttft's load bound, ttft2's tie-break.
 	recent *recentLoad
 
 	// rngMu protects rng, which math/rand/v2 does not make safe for concurrent use.
@@ -211,7 +217,8 @@ func (c *Config) busy(l Load) bool {
 
 // Select scores every candidate with its current load and picks one (DESIGN.md §7). Unavailable
 // candidates are listed but never picked; busy ones are skipped unless every available one is busy.
-// Temperature 0 picks the minimum cost, ties broken uniformly at random; above 0 it samples
+// Temperature 0 picks the minimum cost, ties broken uniformly at random (ttft2: among the tied
+// candidates with the fewest recently routed requests); above 0 it samples
 // p ∝ exp(−(cost − min)/((max − min)·T)), uniform when max = min (Dynamo selector/reference.rs).
 // It returns ErrNoCandidates when none is available, and an error for a block size below 1.
 func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
@@ -237,6 +244,9 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		d.Costs[c.Worker] = sc.Cost
 		d.Overlaps[c.Worker] = c.OverlapBlocks
 		d.Candidates[i] = sc
+	}
+	if s.cfg.Model() == CostTTFT2 {
+		applyTTFT2(d.Candidates, d.Costs, tokens, req.BlockSize)
 	}
 	s.markOverBalance(d.Candidates, cands, available)
 	if i := s.applyAffinity(req.Affinity, req.BlockSize, d.Candidates); i >= 0 {
@@ -275,6 +285,9 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 			if d.Candidates[i].Cost == lo {
 				tied = append(tied, i)
 			}
+		}
+		if s.cfg.Model() == CostTTFT2 {
+			tied = fewestRecent(tied, d.Candidates)
 		}
 		pick = tied[s.intN(len(tied))]
 	} else {
@@ -358,7 +371,14 @@ func (s *Scheduler) Begin(d Decision) *Handle {
 // ceil(factor · (total + 1) / available), total summed over the available candidates.
 func (s *Scheduler) markOverBalance(scored []Scored, cands []Candidate, available int) {
 	factor := s.cfg.balanceFactor()
-	if s.cfg.Model() != CostTTFT || factor == 0 || available == 0 {
+	if s.cfg.Model() == CostLinear || available == 0 {
+		return
+	}
+	if s.cfg.Model() == CostTTFT2 {
+		s.markOverInFlight(scored, cands, factor, available)
+		return
+	}
+	if factor == 0 {
 		return
 	}
 	counts := s.recent.snapshot(cands)
