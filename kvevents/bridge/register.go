@@ -27,6 +27,9 @@ func (w *WorkerConfig) Record(blockSize int) registry.Worker {
 	}
 }
 
+// registerDeleteTimeout bounds the delete of a record whose registration was cancelled mid-put.
+const registerDeleteTimeout = 2 * time.Second
+
 // register writes the worker's registry record and heartbeats it until ctx is done: it first reads
 // the block size from the engine's metrics when none is configured, then opens the bucket; each step
 // is retried with backoff. The publisher is kept for Stop, which deletes the record.
@@ -98,6 +101,17 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 		err := p.Start(ctx)
 		if err == nil {
 			break
+		}
+		if ctx.Err() != nil {
+			// Stopped while the first put was in flight: the put may still have been stored
+			// (its ack was what the cancel cut short), and this publisher never reaches Stop's
+			// list, so delete the key here or the record outlives the bridge until its TTL.
+			dctx, cancel := context.WithTimeout(context.Background(), registerDeleteTimeout)
+			if err := kv.Delete(dctx, w.WorkerID); err != nil {
+				log.Warn("deleting worker record after a cancelled registration", zap.Error(err))
+			}
+			cancel()
+			return
 		}
 		log.Warn("registering worker; retrying", zap.Error(err), zap.Duration("wait", wait))
 		if !sleep() {
