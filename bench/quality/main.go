@@ -27,6 +27,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	"github.com/kvroute/kvroute/bench/internal/simcluster"
 	_ "github.com/kvroute/kvroute/caddymodule"
 	"github.com/kvroute/kvroute/internal/sim"
 )
@@ -193,19 +194,19 @@ func runWorkload(ctx context.Context, o options, fe *sim.Frontend, name string, 
 }
 
 func runPolicy(ctx context.Context, o options, fe *sim.Frontend, p policy, runID string, capacity int, reqs []request) (result, error) {
-	cl, err := startCluster(ctx, clusterConfig{Policy: p.Name, Scheduler: p.Scheduler, RunID: runID, Workers: o.workers,
+	cl, err := simcluster.Start(ctx, simcluster.Config{Policy: p.Name, Scheduler: p.Scheduler, RunID: runID, Workers: o.workers,
 		ModelDir: o.modelDir, Frontend: fe, BlockSize: o.blockSize, Capacity: capacity,
 		Sim: sim.Config{Model: "kvroute-sim", PrefillDelay: o.prefillDelay, PrefillPerToken: o.prefillPerToken,
 			TokenDelay: o.tokenDelay, MaxRunning: o.maxRunning, MaxTokens: o.maxTokens}})
 	if err != nil {
 		return result{}, err
 	}
-	defer cl.stop()
+	defer cl.Stop()
 	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency}}
 	defer client.CloseIdleConnections()
 	start := time.Now()
-	outs := drive(ctx, client, cl.base, reqs, o.concurrency)
-	r := result{Label: p.Label, Wall: time.Since(start), PerWorker: make([]int, len(cl.ids))}
+	outs := drive(ctx, client, cl.Base, reqs, o.concurrency)
+	r := result{Label: p.Label, Wall: time.Since(start), PerWorker: make([]int, len(cl.IDs))}
 	var ttfts []time.Duration
 	for _, out := range outs {
 		if out.Err != nil {
@@ -215,7 +216,7 @@ func runPolicy(ctx context.Context, o options, fe *sim.Frontend, p policy, runID
 		r.Prompt += out.Prompt
 		r.Cache += out.Cached
 		ttfts = append(ttfts, out.TTFT)
-		if i := slices.Index(cl.ids, out.Worker); i >= 0 {
+		if i := slices.Index(cl.IDs, out.Worker); i >= 0 {
 			r.PerWorker[i]++
 		}
 	}

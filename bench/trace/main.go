@@ -35,6 +35,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	"github.com/kvroute/kvroute/bench/internal/simcluster"
 	_ "github.com/kvroute/kvroute/caddymodule"
 	"github.com/kvroute/kvroute/internal/sim"
 )
@@ -258,19 +259,19 @@ func runSlice(ctx context.Context, o options, fe *sim.Frontend, si int, sl trace
 }
 
 func runPolicy(ctx context.Context, o options, fe *sim.Frontend, p policy, runID string, capacity int, bodies [][]byte, at []time.Duration, dur time.Duration) (result, error) {
-	cl, err := startCluster(ctx, clusterConfig{Policy: p.Name, Scheduler: p.Scheduler, RunID: runID, Workers: o.workers,
+	cl, err := simcluster.Start(ctx, simcluster.Config{Policy: p.Name, Scheduler: p.Scheduler, RunID: runID, Workers: o.workers,
 		ModelDir: o.modelDir, Frontend: fe, BlockSize: o.blockSize, Capacity: capacity,
 		Sim: sim.Config{Model: "kvroute-sim", PrefillDelay: o.prefillDelay, PrefillPerToken: o.prefillPerToken,
 			TokenDelay: o.tokenDelay, MaxRunning: o.maxRunning, MaxTokens: o.maxOut}})
 	if err != nil {
 		return result{}, err
 	}
-	defer cl.stop()
+	defer cl.Stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	defer client.CloseIdleConnections()
 	start := time.Now()
-	outs := replay(ctx, client, cl.base, bodies, at, dur+o.drain)
-	r := result{Label: p.Label, Wall: time.Since(start), PerWorker: make([]int, len(cl.ids))}
+	outs := replay(ctx, client, cl.Base, bodies, at, dur+o.drain)
+	r := result{Label: p.Label, Wall: time.Since(start), PerWorker: make([]int, len(cl.IDs))}
 	var ttfts []time.Duration
 	for _, out := range outs {
 		if out.Err != nil {
@@ -282,7 +283,7 @@ func runPolicy(ctx context.Context, o options, fe *sim.Frontend, p policy, runID
 		r.Prompt += int64(out.Prompt)
 		r.Cache += int64(out.Cached)
 		ttfts = append(ttfts, out.TTFT)
-		if i := slices.Index(cl.ids, out.Worker); i >= 0 {
+		if i := slices.Index(cl.IDs, out.Worker); i >= 0 {
 			r.PerWorker[i]++
 		}
 	}

@@ -1,6 +1,7 @@
-package main
-
-// The cluster is bench/quality's (a copy: both are commands, package main, and cannot share it).
+// Package simcluster runs one benchmark run's cluster: fresh kvroute-sim simulators behind a fresh
+// in-process Caddy, with kvroute's handler and selection policy over the registered workers or
+// Caddy's own policy over static upstreams. bench/quality and bench/trace share it.
+package simcluster
 
 import (
 	"context"
@@ -19,8 +20,8 @@ import (
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 )
 
-// clusterConfig is one run's cluster: fresh simulators and a fresh Caddy.
-type clusterConfig struct {
+// Config is one run's cluster: fresh simulators and a fresh Caddy.
+type Config struct {
 	Policy    string // kvroute, round_robin or least_conn
 	Scheduler string // the kvroute scheduler block's options (one per line), "" for the defaults
 	RunID     string // prefix of the worker ids, unique per run
@@ -32,11 +33,13 @@ type clusterConfig struct {
 	Sim       sim.Config
 }
 
-// cluster is a running Caddy in front of its simulators.
-type cluster struct {
-	base    string
+// Cluster is a running Caddy in front of its simulators.
+type Cluster struct {
+	// Base is Caddy's URL (http://127.0.0.1:port).
+	Base string
+	// IDs are the simulators' worker ids, in start order.
+	IDs     []string
 	sims    []*sim.Server
-	ids     []string
 	eps     []string
 	servers []*http.Server
 	ncs     []*nats.Conn
@@ -46,7 +49,7 @@ type cluster struct {
 
 // caddyfile renders the run's configuration: kvroute's handler and selection policy over the
 // registered workers, or Caddy's own policy over the static upstreams.
-func (c clusterConfig) caddyfile(port int, upstreams []string) string {
+func (c Config) caddyfile(port int, upstreams []string) string {
 	if c.Policy != "kvroute" {
 		return fmt.Sprintf(`{
 	admin off
@@ -87,22 +90,22 @@ http://127.0.0.1:%d {
 `, caddytest.QuietGlobals, c.ModelDir, sched, port)
 }
 
-// startCluster starts the simulators (each with a fresh block cache of Capacity blocks) and Caddy.
+// Start starts the simulators (each with a fresh block cache of Capacity blocks) and Caddy.
 // With kvroute, Caddy starts first and the simulators publish KV events and register through its
 // embedded NATS; the call returns once the app lists every worker. Otherwise the simulators start
 // first and are Caddy's static upstreams.
-func startCluster(ctx context.Context, c clusterConfig) (_ *cluster, err error) {
-	cl := &cluster{}
+func Start(ctx context.Context, c Config) (_ *Cluster, err error) {
+	cl := &Cluster{}
 	defer func() {
 		if err != nil {
-			cl.stop() // cl, not the named result: a failed start returns nil
+			cl.Stop() // cl, not the named result: a failed start returns nil
 		}
 	}()
 	port, err := caddytest.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	cl.base = fmt.Sprintf("http://127.0.0.1:%d", port)
+	cl.Base = fmt.Sprintf("http://127.0.0.1:%d", port)
 	load := func(upstreams []string) error { return caddytest.Load(c.caddyfile(port, upstreams)) }
 	if c.Policy != "kvroute" {
 		if err := cl.startSims(ctx, c, nil); err != nil {
@@ -134,7 +137,7 @@ func startCluster(ctx context.Context, c clusterConfig) (_ *cluster, err error) 
 }
 
 // startSims starts the simulators; with ns they publish KV events and register through it.
-func (cl *cluster) startSims(ctx context.Context, c clusterConfig, ns *caddymodule.NATSState) error {
+func (cl *Cluster) startSims(ctx context.Context, c Config, ns *caddymodule.NATSState) error {
 	for i := range c.Workers {
 		id := fmt.Sprintf("%s-w%d", c.RunID, i)
 		bc, err := sim.NewBlockCache(&sim.BlockCacheConfig{BlockSize: c.BlockSize, Capacity: c.Capacity})
@@ -161,7 +164,7 @@ func (cl *cluster) startSims(ctx context.Context, c clusterConfig, ns *caddymodu
 		if err != nil {
 			return err
 		}
-		cl.sims, cl.ids, cl.servers = append(cl.sims, s), append(cl.ids, id), append(cl.servers, srv)
+		cl.sims, cl.IDs, cl.servers = append(cl.sims, s), append(cl.IDs, id), append(cl.servers, srv)
 		cl.eps = append(cl.eps, ep)
 		if nc != nil {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -176,10 +179,10 @@ func (cl *cluster) startSims(ctx context.Context, c clusterConfig, ns *caddymodu
 	return nil
 }
 
-func (cl *cluster) endpoints() []string { return cl.eps }
+func (cl *Cluster) endpoints() []string { return cl.eps }
 
-// stop deregisters and stops the simulators and stops Caddy.
-func (cl *cluster) stop() {
+// Stop deregisters and stops the simulators and stops Caddy.
+func (cl *Cluster) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, r := range cl.regs {
