@@ -8,16 +8,20 @@ APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswsca
 	prometheus
 
 # FFMPEG=static links kvroute's own FFmpeg instead of the system's (issue 24, docs/ffmpeg.md):
-# deps/ffmpeg/build.sh builds the pinned minimal FFmpeg 8.1.2 once into ~/.cache/kvroute/, the Go
-# builds use go.static.mod (go-astiav v0.42.0) and the tag kvroute_static_ffmpeg, and pkg-config
-# finds the static .pc files first (their Libs carry the transitive libraries). Not the default
-# yet: FFmpeg 8.1's swscale changes the RGB bytes, so the identity goldens fail (docs/ffmpeg.md).
+# deps/ffmpeg/build.sh builds the pinned minimal FFmpeg 7.1.5 once into ~/.cache/kvroute/, the Go
+# builds use go.static.mod (go-astiav v0.39.0) and the tag kvroute_static_ffmpeg, and pkg-config
+# finds the static .pc files first (their Libs carry the transitive libraries). 7.1.5 reproduces the
+# identity goldens; the default stays the system FFmpeg 5.1 until the lead switches it.
+# FFMPEG_PIN=8.1 selects deps/ffmpeg/pin-8.1.env (FFmpeg 8.1.2) with go.static-8.1.mod (go-astiav
+# v0.42.0): tried first, its swscale changes the RGB bytes, so the identity goldens fail.
 FFMPEG ?= system
+FFMPEG_PIN ?=
 ifeq ($(FFMPEG),static)
 APT_PACKAGES += gcc make nasm xz-utils
-FFMPEG_PREFIX := $(shell ./deps/ffmpeg/build.sh --print-prefix)
+export KVROUTE_FFMPEG_PIN := $(FFMPEG_PIN)
+FFMPEG_PREFIX := $(shell KVROUTE_FFMPEG_PIN=$(FFMPEG_PIN) ./deps/ffmpeg/build.sh --print-prefix)
 export PKG_CONFIG_PATH := $(FFMPEG_PREFIX)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
-export GOFLAGS := $(GOFLAGS) -modfile=go.static.mod -tags=kvroute_static_ffmpeg
+export GOFLAGS := $(GOFLAGS) -modfile=go.static$(if $(FFMPEG_PIN),-$(FFMPEG_PIN)).mod -tags=kvroute_static_ffmpeg
 export KVROUTE_FFMPEG := static
 endif
 

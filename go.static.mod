@@ -3,10 +3,11 @@ module github.com/kvroute/kvroute
 go 1.27.3
 
 require (
-	github.com/asticode/go-astiav v0.42.0
+	github.com/asticode/go-astiav v0.39.0
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/dlclark/regexp2/v2 v2.13.0
 	github.com/dustin/go-humanize v1.1.0
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/klauspost/compress v1.20.3
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0

@@ -200,7 +200,7 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if in.cc == nil {
 		return nil, errors.New("allocating codec context failed")
 	}
-	// go-astiav (v0.16.0 and v0.42.0) keeps the AVCodecContext as CodecContext's first field; the
+	// go-astiav (v0.16.0, v0.39.0 and v0.42.0) keeps the AVCodecContext as CodecContext's first field; the
 	// pointer is only a log-owner key, never dereferenced.
 	in.logs.tag(*(*unsafe.Pointer)(unsafe.Pointer(in.cc)))
 	if err := cp.ToCodecContext(in.cc); err != nil {

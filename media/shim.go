@@ -28,7 +28,7 @@ const (
 	identitySwsFlags = swsBilinear | swsAccurateRnd | swsBitexact | swsFullChrHInt
 )
 
-// formatContextPtr returns the AVFormatContext behind fc. go-astiav v0.42.0 keeps it as the
+// formatContextPtr returns the AVFormatContext behind fc. go-astiav (v0.16.0, v0.39.0, v0.42.0) keeps it as the
 // first (unexported) field of FormatContext and offers no accessor; the layout is pinned by go.mod
 // and checked by TestFormatContextPointer.
 func formatContextPtr(fc *astiav.FormatContext) *C.AVFormatContext {

@@ -30,7 +30,8 @@ if [ "${KVROUTE_FFMPEG:-system}" = static ]; then
 	./deps/ffmpeg/build.sh
 	PKG_CONFIG_PATH="$(./deps/ffmpeg/build.sh --print-prefix)/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 	export PKG_CONFIG_PATH
-	astiav=$(awk '$1 == "github.com/asticode/go-astiav" {print $2}' go.static.mod)
+	# KVROUTE_FFMPEG_PIN=8.1 pairs deps/ffmpeg/pin-8.1.env with go.static-8.1.mod.
+	astiav=$(awk '$1 == "github.com/asticode/go-astiav" {print $2}' "go.static${KVROUTE_FFMPEG_PIN:+-$KVROUTE_FFMPEG_PIN}.mod")
 	with=(--with "github.com/asticode/go-astiav@$astiav")
 	case "${XCADDY_GO_BUILD_FLAGS:-}" in
 	*kvroute_static_ffmpeg*) ;; # the caller's -tags has it (one -tags flag: a second replaces the first)

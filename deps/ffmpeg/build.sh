@@ -6,6 +6,9 @@
 #   deps/ffmpeg/build.sh                 build (or reuse) and report the prefix on stderr
 #   deps/ffmpeg/build.sh --print-prefix  print the prefix only (no build)
 #
+# KVROUTE_FFMPEG_PIN=<name> selects deps/ffmpeg/pin-<name>.env instead of pin.env (8.1: FFmpeg
+# 8.1.2, docs/ffmpeg.md "Pins"); the Go builds then need the matching go.static-<name>.mod.
+#
 # KVROUTE_FFMPEG_PREFIX=<dir> replaces the whole build with an FFmpeg installed there (a user's
 # modified FFmpeg, docs/ffmpeg.md "How a user relinks").
 #
@@ -22,8 +25,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+pin=$here/pin${KVROUTE_FFMPEG_PIN:+-$KVROUTE_FFMPEG_PIN}.env
+[ -f "$pin" ] || { echo "ffmpeg build: no pin file $pin (KVROUTE_FFMPEG_PIN=${KVROUTE_FFMPEG_PIN:-})" >&2; exit 1; }
 # shellcheck source=pin.env
-source "$here/pin.env"
+source "$pin"
 mapfile -t args < <(grep -v '^#' "$here/configure.args" | sed '/^$/d')
 # shellcheck disable=SC2206
 extra=(${KVROUTE_FFMPEG_EXTRA:-})
