@@ -65,6 +65,7 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", zap.String("url", nc.ConnectedUrlRedacted()))
+			warnSmallMaxPayload(log, nc) // another server of a cluster may be configured otherwise
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			log.Info("nats connection closed")
@@ -84,6 +85,7 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 	if c.Background {
 		opts = append(opts, nats.RetryOnFailedConnect(true), nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+			warnSmallMaxPayload(log, nc)
 		}))
 	}
 	opts = append(opts, c.Options...)
@@ -100,6 +102,7 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 	}
 	if !c.Background { // the ConnectHandler logs it
 		log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+		warnSmallMaxPayload(log, nc)
 	}
 	return nc, nil
 }
