@@ -184,16 +184,25 @@ func (c *natsCluster) routes() string {
 // restart starts server i again on its address and store after a Shutdown.
 func (c *natsCluster) restart(i int) {
 	c.t.Helper()
-	opts := *c.opts[i]
-	s, err := server.NewServer(&opts)
-	if err != nil {
-		c.t.Fatal(err)
+	c.restartAll(i)
+}
+
+// restartAll starts the servers idx again (on their addresses and stores), then waits for the
+// routes between all servers.
+func (c *natsCluster) restartAll(idx ...int) {
+	c.t.Helper()
+	for _, i := range idx {
+		opts := *c.opts[i]
+		s, err := server.NewServer(&opts)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		go s.Start()
+		if !s.ReadyForConnections(10 * time.Second) {
+			c.t.Fatalf("nats server %d not ready after restart", i)
+		}
+		c.srvs[i] = s
 	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		c.t.Fatalf("nats server %d not ready after restart", i)
-	}
-	c.srvs[i] = s
 	c.waitRoutes()
 }
 

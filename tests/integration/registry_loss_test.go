@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -58,25 +57,6 @@ func (c *natsCluster) registryLeader(t *testing.T) int {
 		return false
 	})
 	return leader
-}
-
-// restartAll starts the servers idx again (on their addresses and stores), then waits for the
-// routes between all servers.
-func (c *natsCluster) restartAll(idx ...int) {
-	c.t.Helper()
-	for _, i := range idx {
-		opts := *c.opts[i]
-		s, err := server.NewServer(&opts)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		go s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
-			c.t.Fatalf("nats server %d not ready after restart", i)
-		}
-		c.srvs[i] = s
-	}
-	c.waitRoutes()
 }
 
 // loadRun sends chat requests through Caddy from two goroutines until stopped, counting the ones
