@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/respmap"
 )
 
@@ -19,7 +20,7 @@ func (st *natsState) attachResponses(m *respmap.Map, ttl time.Duration) {
 		go func() {
 			for {
 				octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
-				kv, err := respmap.OpenBucket(octx, st.js, st.clusterSize(), ttl)
+				kv, err := respmap.OpenBucket(octx, st.js, registry.ClusterSize(st.nc), ttl, st.logger)
 				ocancel()
 				if err == nil {
 					m.Attach(kv)
@@ -35,13 +36,4 @@ func (st *natsState) attachResponses(m *respmap.Map, ttl time.Duration) {
 			}
 		}()
 	})
-}
-
-// clusterSize is the number of servers of the NATS cluster the connection is in (1 outside a
-// cluster): the bucket's replicas are min(3, clusterSize) (DESIGN.md §2.1).
-func (st *natsState) clusterSize() int {
-	if st.nc == nil || st.nc.ConnectedClusterName() == "" {
-		return 1
-	}
-	return max(1, len(st.nc.Servers()))
 }

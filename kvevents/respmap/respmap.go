@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
@@ -197,31 +198,21 @@ func (m *Map) writer() {
 }
 
 // OpenBucket returns the `kvroute_responses` bucket, creating it when it does not exist (history
-// 1, max age ttl, file storage, replicas = min(3, the servers of the connected cluster); 1 outside
-// a cluster). An existing bucket is used as it is, so replicas with different settings do not
-// fight over it.
-func OpenBucket(ctx context.Context, js jetstream.JetStream, clusterSize int, ttl time.Duration) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, wire.ResponsesBucket)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("looking up bucket %s: %w", wire.ResponsesBucket, err)
-	}
-	replicas := min(3, max(1, clusterSize))
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      wire.ResponsesBucket,
-		Description: "kvroute stored responses: response id -> worker (DESIGN.md 1.1)",
-		History:     1,
-		TTL:         ttl,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
+// 1, max age ttl, file storage) or raising an existing one's replicas, by the registry's rule:
+// replicas = min(3, clusterSize) (registry.EnsureBucket, DESIGN.md §2.1). An existing bucket's
+// other settings are kept, so replicas configured with another response_ttl do not fight over it.
+func OpenBucket(ctx context.Context, js jetstream.JetStream, clusterSize int, ttl time.Duration, log *zap.Logger) (jetstream.KeyValue, error) {
+	kv, _, err := registry.EnsureBucket(ctx, js, nil, registry.EnsureConfig{
+		Config: jetstream.KeyValueConfig{
+			Bucket:      wire.ResponsesBucket,
+			Description: "kvroute stored responses: response id -> worker (DESIGN.md 1.1)",
+			History:     1,
+			TTL:         ttl,
+			Storage:     jetstream.FileStorage,
+		},
+		Update:      true,
+		ClusterSize: max(1, clusterSize),
+		Logger:      log,
 	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, wire.ResponsesBucket)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("creating bucket %s: %w", wire.ResponsesBucket, err)
-	}
-	return kv, nil
+	return kv, err
 }

@@ -30,7 +30,7 @@ func bucket(t *testing.T) jetstream.KeyValue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := respmap.OpenBucket(context.Background(), js, 1, 90*time.Minute)
+	kv, err := respmap.OpenBucket(context.Background(), js, 1, 90*time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

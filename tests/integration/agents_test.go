@@ -155,7 +155,7 @@ func TestAgentLoops(t *testing.T) {
 
 	t.Run("the bucket holds it for a replica started later", func(t *testing.T) {
 		st := runningApp(t).NATS()
-		kv, err := respmap.OpenBucket(context.Background(), st.JetStream(), 1, respmap.DefaultTTL)
+		kv, err := respmap.OpenBucket(context.Background(), st.JetStream(), 1, respmap.DefaultTTL, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
