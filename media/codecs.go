@@ -62,13 +62,13 @@ func allowedCodecs(names []string) ([]videoCodec, error) {
 	return out, nil
 }
 
-// codecNames joins the entries' names ("vp8 or vp9", for messages).
+// codecNames joins the entries' names with commas ("vp8,vp9", as mediaport.Codecs prints a list).
 func codecNames(cs []videoCodec) string {
 	names := make([]string, len(cs))
 	for i, c := range cs {
 		names[i] = c.name
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(names, ",")
 }
 
 // decoderNames is the FFmpeg codec_whitelist of the entries: their decoders, comma-separated.

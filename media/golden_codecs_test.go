@@ -118,6 +118,9 @@ func TestCodecAllowList(t *testing.T) {
 			if got := reason.CodeOf(err); got != reason.UnsupportedCodec {
 				t.Errorf("%s (%s) with codecs %v: err %v (code %q), want unsupported_codec", v.File, codec, list, err, got)
 			}
+			if want := "codec " + codec + " is not in the codec allow-list (vp8,vp9)"; list == nil && !strings.Contains(err.Error(), want) {
+				t.Errorf("%s with the default list: %v, want %q", v.File, err, want)
+			}
 		}
 		dec, err := media.NewDecoder(&media.DecoderConfig{CacheEntries: -1, Codecs: []string{codec}})
 		if err != nil {

@@ -144,8 +144,8 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	}
 	in.opened = true
 	// Another codec is rejected before probing: avformat_find_stream_info would decode it.
-	if real, ok := countVideoCodecs(in.fc, codecIDs(allowed)); real > 0 && ok == 0 {
-		return nil, reason.New(reason.UnsupportedCodec, "decoding video: no video stream of the codec allow-list (%s)", codecNames(allowed))
+	if real, ok, first := countVideoCodecs(in.fc, codecIDs(allowed)); real > 0 && ok == 0 {
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not in the codec allow-list (%s)", first, codecNames(allowed))
 	}
 	// So is a size over the cap the headers declare: probing decodes frames (H.264's decode delay).
 	if w, h := declaredVideoSize(in.fc); w > cfg.MaxWidth || h > cfg.MaxHeight {

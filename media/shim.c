@@ -46,14 +46,16 @@ int kv_real_video_streams(AVFormatContext *fc, int *first) {
 	return count;
 }
 
-int kv_real_video_codecs(AVFormatContext *fc, const int *ids, int n, int *allowed) {
+int kv_real_video_codecs(AVFormatContext *fc, const int *ids, int n, int *allowed, int *first_id) {
 	int count = 0;
 	*allowed = 0;
+	*first_id = AV_CODEC_ID_NONE;
 	for (unsigned i = 0; i < fc->nb_streams; i++) {
 		AVStream *st = fc->streams[i];
 		if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO || (st->disposition & AV_DISPOSITION_ATTACHED_PIC))
 			continue;
-		count++;
+		if (count++ == 0)
+			*first_id = (int)st->codecpar->codec_id;
 		for (int k = 0; k < n; k++)
 			if ((int)st->codecpar->codec_id == ids[k]) {
 				(*allowed)++;

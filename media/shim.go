@@ -73,15 +73,15 @@ func lockDown(fc *astiav.FormatContext, decoders string) error {
 func nestedOpensRefused() int64 { return int64(C.kv_nested_opens_refused()) }
 
 // countVideoCodecs counts the real video streams the container header declares and those whose
-// codec is one of ids.
-func countVideoCodecs(fc *astiav.FormatContext, ids []astiav.CodecID) (real, allowed int) {
+// codec is one of ids, and returns the first one's codec.
+func countVideoCodecs(fc *astiav.FormatContext, ids []astiav.CodecID) (real, allowed int, first astiav.CodecID) {
 	cids := make([]C.int, len(ids)+1) // never empty: &cids[0] is valid
 	for i, id := range ids {
 		cids[i] = C.int(id)
 	}
-	var a C.int
-	real = int(C.kv_real_video_codecs(formatContextPtr(fc), &cids[0], C.int(len(ids)), &a))
-	return real, int(a)
+	var a, f C.int
+	real = int(C.kv_real_video_codecs(formatContextPtr(fc), &cids[0], C.int(len(ids)), &a, &f))
+	return real, int(a), astiav.CodecID(f)
 }
 
 // declaredVideoSize is the largest width and height the real video streams' headers declare,

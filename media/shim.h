@@ -25,8 +25,8 @@ int kv_is_attached_pic(AVFormatContext *fc, int idx);
 int kv_nb_streams(AVFormatContext *fc);
 
 // kv_real_video_codecs counts the real (not attached picture) video streams known now and, in
-// *allowed, those whose codec id is one of ids[0..n).
-int kv_real_video_codecs(AVFormatContext *fc, const int *ids, int n, int *allowed);
+// *allowed, those whose codec id is one of ids[0..n); *first_id is the first one's codec id.
+int kv_real_video_codecs(AVFormatContext *fc, const int *ids, int n, int *allowed, int *first_id);
 
 // kv_declared_video_size returns the largest width and height the real video streams' headers
 // declare (0 when unknown), read before any decoder runs.

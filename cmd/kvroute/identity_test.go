@@ -204,7 +204,7 @@ func TestIdentityCodecs(t *testing.T) {
 		}
 	}
 	if _, err := runIdentity([]string{clip, "--indices", "0", "--codecs", "vp8"}); reason.CodeOf(err) != reason.UnsupportedCodec ||
-		!strings.Contains(err.Error(), "no video stream of the codec allow-list (vp8)") {
+		!strings.Contains(err.Error(), "codec vp9 is not in the codec allow-list (vp8)") {
 		t.Errorf("vp9 clip with --codecs vp8: err %v", err)
 	}
 	for _, list := range []string{"", "vp9,mpeg4", "VP9", "vp9,"} {
