@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/routing/reason"
@@ -145,4 +146,41 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestCodecLimits: the DESIGN.md §6 limits apply to H.264, HEVC and AV1 as to VP9: the decoded
+// frame cap and the sampled rgb24 cap are frame_limit, a frame size over the cap is
+// frame_too_large, a spent decode deadline is decode_timeout.
+func TestCodecLimits(t *testing.T) {
+	clips := map[string]string{
+		"h264": "fixtures/video-codecs/h264_bf3_640x360_30fps_3s.mp4",
+		"hevc": "fixtures/video-codecs/hevc_main10_320x240_24fps_2s.mkv",
+		"av1":  "fixtures/video-codecs/av1_aom_333x197_24fps_1s.webm",
+	}
+	for codec, file := range clips {
+		data := readCodecClip(t, file)
+		cases := []struct {
+			name string
+			cfg  media.DecoderConfig
+			want reason.Code
+		}{
+			{"10 frames", media.DecoderConfig{MaxDecodedFrames: 10}, reason.FrameLimit},
+			{"rgb bytes", media.DecoderConfig{MaxRGBBytes: 100 * 100 * 3}, reason.FrameLimit},
+			{"width 300", media.DecoderConfig{MaxWidth: 300}, reason.FrameTooLarge},
+			{"height 190", media.DecoderConfig{MaxHeight: 190}, reason.FrameTooLarge},
+			{"deadline", media.DecoderConfig{DecodeTimeout: time.Nanosecond}, reason.DecodeTimeout},
+		}
+		for _, c := range cases {
+			cfg := c.cfg
+			cfg.CacheEntries, cfg.Codecs = -1, []string{codec}
+			dec, err := media.NewDecoder(&cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = dec.Decode(context.Background(), data, hfFPS, media.DecodeOptions{})
+			if got := reason.CodeOf(err); got != c.want {
+				t.Errorf("%s %s: err %v (code %q), want %s", codec, c.name, err, got, c.want)
+			}
+		}
+	}
 }
