@@ -3,6 +3,7 @@ package media
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +36,17 @@ func TestDecoderByCodecID(t *testing.T) {
 			t.Errorf("%s: decoder %s, want %s", path, got, want)
 		}
 		in.close()
+	}
+	// KV_DECODERS, the ceiling of every allow-list, is exactly the decoders of codecs.go.
+	var names []string
+	for _, c := range videoCodecs {
+		names = append(names, c.decoder)
+	}
+	slices.Sort(names)
+	ceiling := strings.Split(decoderAllowList, ",")
+	slices.Sort(ceiling)
+	if !slices.Equal(names, ceiling) {
+		t.Errorf("KV_DECODERS %q, codecs.go decoders %q", decoderAllowList, names)
 	}
 }
 
