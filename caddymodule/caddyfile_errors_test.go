@@ -50,6 +50,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		"media frame size 0":       {global("\t\tmedia {\n\t\t\tmax_frame_size 0 0\n\t\t}"), `"0" is not a positive integer`},
 		"media decode slots 0":     {global("\t\tmedia {\n\t\t\tdecode_slots 0\n\t\t}"), `decode_slots: "0" is not a positive integer`},
 		"scheduler balance window": {global("\t\tscheduler {\n\t\t\tbalance_window 0\n\t\t}"), `balance_window: "0" is not a positive integer`},
+		"scheduler bad affinity":   {global("\t\tscheduler {\n\t\t\taffinity maybe\n\t\t}"), `affinity must be on or off, not "maybe"`},
 		"apis inline system":       {global("\t\tapis {\n\t\t\tanthropic_inline_system auto\n\t\t}"), `anthropic_inline_system must be preserve or fold, not "auto"`},
 		"apis disabled effort":     {global("\t\tapis {\n\t\t\tanthropic_disabled_thinking_effort high\n\t\t}"), `anthropic_disabled_thinking_effort must be none or low, not "high"`},
 		"apis store":               {global("\t\tapis {\n\t\t\tresponses_store yes\n\t\t}"), `responses_store must be on or off, not "yes"`},

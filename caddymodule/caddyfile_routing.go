@@ -243,6 +243,14 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 			err = oneArg(d, int64Into(d, &c.MaxActivePrefillTokens))
 		case "max_active_decode_blocks":
 			err = oneArg(d, int64Into(d, &c.MaxActiveDecodeBlocks))
+		case "affinity":
+			err = oneArg(d, func(v string) error {
+				if v != "on" && v != "off" {
+					return d.Errf("affinity must be on or off, not %q", v)
+				}
+				c.AffinityOff = v == "off"
+				return nil
+			})
 		default:
 			err = d.Errf("unrecognized scheduler option '%s'", d.Val())
 		}

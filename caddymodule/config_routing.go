@@ -241,6 +241,7 @@ func (m *MediaConfig) decoderConfig() *media.DecoderConfig {
 	defaults.Override(&cfg.DecodeTimeout, time.Duration(m.DecodeTimeout))
 	defaults.Override(&cfg.Slots, m.DecodeSlots)
 	defaults.Override(&cfg.SlotWait, time.Duration(m.SlotWait))
+	cfg.Codecs = m.CodecList() // the decoder refuses another codec before probing it
 	return cfg
 }
 

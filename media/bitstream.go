@@ -169,6 +169,8 @@ func packetFrameSizes(codec string, p []byte) []frameSize {
 			}
 		}
 		return out
+	case "av1":
+		return av1SequenceSizes(p)
 	}
 	return nil
 }

@@ -34,6 +34,11 @@ type DecoderConfig struct {
 	// Defaults: 4096 entries, 16 MiB.
 	CacheEntries int
 	CacheBytes   int64
+	// Codecs is the video codec allow-list (`media { codecs … }`, `kvroute identity --codecs`):
+	// any of av1, h264, hevc, vp8, vp9. A clip of a codec not listed is reason.UnsupportedCodec
+	// before any decoder runs; the decoder of a listed codec is chosen by codec id (media/codecs.go).
+	// Default (nil): DefaultCodecs, vp8 and vp9.
+	Codecs []string
 }
 
 // DefaultDecoderConfig returns the DESIGN.md §6 defaults.
@@ -70,6 +75,10 @@ func (c *DecoderConfig) withDefaults() *DecoderConfig {
 		out.CacheEntries = d.CacheEntries
 	}
 	defaults.Positive(&out.CacheBytes, d.CacheBytes)
+	if out.Codecs == nil {
+		out.Codecs = DefaultCodecs
+	}
+	out.Codecs = append([]string(nil), out.Codecs...)
 	return &out
 }
 

@@ -53,7 +53,7 @@ type DecodeOptions struct {
 	KeepFrames bool
 }
 
-// Decoder decodes VP8/VP9 clips from memory under the configured limits and caches identities.
+// Decoder decodes the clips of its codec allow-list (VP8, VP9; H.264, HEVC, AV1 on request) from memory under the configured limits and caches identities.
 // Safe for concurrent use.
 type Decoder struct {
 	cfg   *DecoderConfig
@@ -67,6 +67,9 @@ type Decoder struct {
 // NewDecoder returns a Decoder; cfg may be nil for the defaults.
 func NewDecoder(cfg *DecoderConfig) (*Decoder, error) {
 	c := cfg.withDefaults()
+	if _, err := allowedCodecs(c.Codecs); err != nil {
+		return nil, fmt.Errorf("creating video decoder: %w", err)
+	}
 	d := &Decoder{cfg: c, slots: make(chan struct{}, c.Slots), inflight: map[CacheKey]*flight{}}
 	if c.CacheEntries > 0 {
 		d.cache = NewCache(c.CacheEntries, c.CacheBytes)

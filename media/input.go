@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"unsafe"
 
 	"github.com/asticode/go-astiav"
@@ -28,7 +29,7 @@ func (r Rational) String() string { return fmt.Sprintf("%d/%d", r.Num, r.Den) }
 
 // Stats are the probe facts of a clip's video stream (DESIGN.md §3 definitions).
 type Stats struct {
-	// Codec is "vp8" or "vp9".
+	// Codec is FFmpeg's codec name: "vp8", "vp9", "h264", "hevc" or "av1".
 	Codec string
 	// Width and Height are the coded frame size in pixels: the container's, replaced by the first
 	// decoded frame's once decoding ran.
@@ -73,6 +74,8 @@ type input struct {
 	intr   *interrupter
 	cc     *astiav.CodecContext
 	stream *astiav.Stream
+	guard  *sizeGuard // refuses an oversized picture before it is allocated (h264, hevc)
+	codec  string     // the FFmpeg decoder opened (codecs.go)
 	stats  Stats
 	logs   *logTags // FFmpeg log lines of fc and cc carry the request id (avlog.go)
 }
@@ -112,7 +115,11 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if in.mio, err = attachMemIO(in.fc, data, in.intr); err != nil {
 		return nil, err
 	}
-	if err := lockDown(in.fc); err != nil {
+	allowed, err := allowedCodecs(cfg.Codecs)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockDown(in.fc, decoderNames(allowed)); err != nil {
 		return nil, fmt.Errorf("confining the format context: %w", err)
 	}
 	// The mov demuxer's own switches for external data references, off whatever their default.
@@ -137,8 +144,12 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	}
 	in.opened = true
 	// Another codec is rejected before probing: avformat_find_stream_info would decode it.
-	if real, vpx := videoCodecs(in.fc); real > 0 && vpx == 0 {
-		return nil, reason.New(reason.UnsupportedCodec, "decoding video: no vp8 or vp9 video stream")
+	if real, ok, first := countVideoCodecs(in.fc, codecIDs(allowed)); real > 0 && ok == 0 {
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not in the codec allow-list (%s)", first, codecNames(allowed))
+	}
+	// So is a size over the cap the headers declare: probing decodes frames (H.264's decode delay).
+	if w, h := declaredVideoSize(in.fc); w > cfg.MaxWidth || h > cfg.MaxHeight {
+		return nil, reason.New(reason.FrameTooLarge, "decoding video: container frame size %dx%d exceeds %dx%d", w, h, cfg.MaxWidth, cfg.MaxHeight)
 	}
 	maxPixels := int64(cfg.MaxWidth) * int64(cfg.MaxHeight)
 	if err := findStreamInfo(in.fc, maxPixels, 1); err != nil {
@@ -158,14 +169,11 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	cp := in.stream.CodecParameters()
 	s := &in.stats
 	s.StreamIndex = idx
-	switch cp.CodecID() {
-	case astiav.CodecIDVp8:
-		s.Codec = "vp8"
-	case astiav.CodecIDVp9:
-		s.Codec = "vp9"
-	default:
-		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not vp8 or vp9", cp.CodecID())
+	vc, known := codecByID(cp.CodecID())
+	if !known || !slices.ContainsFunc(allowed, func(c videoCodec) bool { return c.id == vc.id }) {
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not in the codec allow-list (%s)", cp.CodecID(), codecNames(allowed))
 	}
+	s.Codec = vc.name
 	s.Width, s.Height = cp.Width(), cp.Height()
 	if s.Width != 0 || s.Height != 0 { // 0x0: unknown here; the bitstream and frame checks still run
 		if err := cfg.checkSize(s.Width, s.Height, "container"); err != nil {
@@ -191,11 +199,15 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	}
 	s.HeaderFrames = in.stream.NbFrames()
 
-	// By id, never by name or by probing the codec list: only FFmpeg's own vp8/vp9 decoders.
-	codec := astiav.FindDecoder(cp.CodecID())
-	if codec == nil {
-		return nil, reason.New(reason.UnsupportedCodec, "decoding video: no %s decoder in this FFmpeg", s.Codec)
+	if err := checkExtradataSizes(cfg, s.Codec, cp.ExtraData()); err != nil {
+		return nil, err
 	}
+	// The one decoder the codec id maps to (media/codecs.go), never FFmpeg's first registered one.
+	codec := astiav.FindDecoderByName(vc.decoder)
+	if codec == nil {
+		return nil, reason.New(reason.UnsupportedCodec, "decoding video: no %s decoder (%s) in this FFmpeg", s.Codec, vc.decoder)
+	}
+	in.codec = codec.Name()
 	in.cc = astiav.AllocCodecContext(codec)
 	if in.cc == nil {
 		return nil, errors.New("allocating codec context failed")
@@ -206,11 +218,14 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if err := cp.ToCodecContext(in.cc); err != nil {
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "copying codec parameters")
 	}
+	if in.guard, err = installSizeGuard(in.cc, cfg.MaxWidth, cfg.MaxHeight); err != nil {
+		return nil, err
+	}
 	opts := astiav.NewDictionary()
 	defer opts.Free()
 	_ = opts.Set("max_pixels", fmt.Sprint(maxPixels), 0)
 	_ = opts.Set("threads", fmt.Sprint(cfg.Threads), 0)
-	_ = opts.Set("codec_whitelist", decoderAllowList, 0)
+	_ = opts.Set("codec_whitelist", decoderNames(allowed), 0)
 	if err := in.cc.Open(codec, opts); err != nil {
 		return nil, reason.Wrap(reason.MediaUndecodable, err, "opening %s decoder", s.Codec)
 	}
@@ -243,6 +258,8 @@ func (in *input) close() {
 		in.cc.Free()
 		in.cc = nil
 	}
+	in.guard.free() // after the codec context: its get_format reads the guard
+	in.guard = nil
 	if in.fc != nil {
 		if in.opened {
 			in.fc.CloseInput()
@@ -313,13 +330,28 @@ func (in *input) decode(ctx context.Context, visit frameVisitor) (int, error) {
 		if err := receive(); err != nil {
 			return count, err
 		}
+		if err := in.guardError(); err != nil {
+			return count, err
+		}
 	}
 	if err := in.cc.SendPacket(nil); err == nil {
 		if err := receive(); err != nil {
 			return count, err
 		}
 	}
+	if err := in.guardError(); err != nil {
+		return count, err
+	}
 	return count, nil
+}
+
+// guardError is FrameTooLarge once the size guard refused a picture size (the decoder then skips
+// the picture; the clip must not decode as if it had fewer frames).
+func (in *input) guardError() error {
+	if w, h, ok := in.guard.refused(); ok {
+		return reason.New(reason.FrameTooLarge, "decoding video: bitstream frame size %dx%d exceeds %dx%d", w, h, in.cfg.MaxWidth, in.cfg.MaxHeight)
+	}
+	return nil
 }
 
 // onFrame checks one decoded frame (size, format, rotation, frame cap) and hands it to visit.

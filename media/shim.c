@@ -46,19 +46,80 @@ int kv_real_video_streams(AVFormatContext *fc, int *first) {
 	return count;
 }
 
-int kv_real_video_codecs(AVFormatContext *fc, int *vpx) {
+int kv_real_video_codecs(AVFormatContext *fc, const int *ids, int n, int *allowed, int *first_id) {
 	int count = 0;
-	*vpx = 0;
+	*allowed = 0;
+	*first_id = AV_CODEC_ID_NONE;
 	for (unsigned i = 0; i < fc->nb_streams; i++) {
 		AVStream *st = fc->streams[i];
 		if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO || (st->disposition & AV_DISPOSITION_ATTACHED_PIC))
 			continue;
-		count++;
-		if (st->codecpar->codec_id == AV_CODEC_ID_VP8 || st->codecpar->codec_id == AV_CODEC_ID_VP9)
-			(*vpx)++;
+		if (count++ == 0)
+			*first_id = (int)st->codecpar->codec_id;
+		for (int k = 0; k < n; k++)
+			if ((int)st->codecpar->codec_id == ids[k]) {
+				(*allowed)++;
+				break;
+			}
 	}
 	return count;
 }
+
+int kv_declared_video_size(AVFormatContext *fc, int *w, int *h) {
+	*w = 0;
+	*h = 0;
+	for (unsigned i = 0; i < fc->nb_streams; i++) {
+		AVStream *st = fc->streams[i];
+		if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO || (st->disposition & AV_DISPOSITION_ATTACHED_PIC))
+			continue;
+		if (st->codecpar->width > *w)
+			*w = st->codecpar->width;
+		if (st->codecpar->height > *h)
+			*h = st->codecpar->height;
+	}
+	return 0;
+}
+
+struct kv_size_guard {
+	int max_w, max_h;
+	int refused_w, refused_h; // the first size refused, 0 until then
+};
+
+// kv_guard_get_format runs when the decoder (h264, hevc) has parsed a new sequence parameter set
+// and before it allocates any picture for it: avctx->width/height are the new picture size then
+// (h264_slice.c h264_init_ps: init_dimensions before get_pixel_format; hevcdec.c:
+// export_stream_params before get_format, FFmpeg 5.1 and 7.1). AV_PIX_FMT_NONE makes the
+// decoder refuse the slice, so a picture over the cap is never allocated.
+static enum AVPixelFormat kv_guard_get_format(AVCodecContext *avctx, const enum AVPixelFormat *fmts) {
+	kv_size_guard *g = avctx->opaque;
+	if (g && (avctx->width > g->max_w || avctx->height > g->max_h)) {
+		if (!__atomic_load_n(&g->refused_w, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&g->refused_h, avctx->height, __ATOMIC_RELAXED);
+			__atomic_store_n(&g->refused_w, avctx->width, __ATOMIC_RELAXED);
+		}
+		return AV_PIX_FMT_NONE;
+	}
+	return avcodec_default_get_format(avctx, fmts);
+}
+
+kv_size_guard *kv_size_guard_install(AVCodecContext *avctx, int max_w, int max_h) {
+	kv_size_guard *g = av_mallocz(sizeof(*g));
+	if (!g)
+		return NULL;
+	g->max_w = max_w;
+	g->max_h = max_h;
+	avctx->opaque = g;
+	avctx->get_format = kv_guard_get_format;
+	return g;
+}
+
+int kv_size_guard_refused(kv_size_guard *g, int *w, int *h) {
+	*w = __atomic_load_n(&g->refused_w, __ATOMIC_RELAXED);
+	*h = __atomic_load_n(&g->refused_h, __ATOMIC_RELAXED);
+	return *w != 0;
+}
+
+void kv_size_guard_free(kv_size_guard *g) { av_free(g); }
 
 static int kv_interrupt_cb(void *opaque) { return __atomic_load_n((int *)opaque, __ATOMIC_RELAXED); }
 
@@ -87,13 +148,13 @@ static int kv_refuse_io_open(struct AVFormatContext *s, AVIOContext **pb, const 
 	return AVERROR(EPERM);
 }
 
-int kv_lock_down(AVFormatContext *fc) {
+int kv_lock_down(AVFormatContext *fc, const char *decoders) {
 	int ret;
 	if ((ret = av_opt_set(fc, "format_whitelist", KV_DEMUXERS, 0)) < 0)
 		return ret;
 	if ((ret = av_opt_set(fc, "protocol_whitelist", "", 0)) < 0)
 		return ret;
-	if ((ret = av_opt_set(fc, "codec_whitelist", KV_DECODERS, 0)) < 0)
+	if ((ret = av_opt_set(fc, "codec_whitelist", decoders, 0)) < 0)
 		return ret;
 	// av_opt_set stores "" as an empty string; a NULL list would allow every protocol.
 	if (!fc->protocol_whitelist || fc->protocol_whitelist[0])
@@ -304,7 +365,7 @@ int kv_open_dref_test(const uint8_t *data, int64_t size) {
 	int ret;
 	if (!fc)
 		return AVERROR(ENOMEM);
-	if ((ret = kv_lock_down(fc)) < 0) {
+	if ((ret = kv_lock_down(fc, KV_DECODERS)) < 0) {
 		avformat_free_context(fc);
 		return ret;
 	}

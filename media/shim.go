@@ -28,6 +28,9 @@ const (
 	identitySwsFlags = swsBilinear | swsAccurateRnd | swsBitexact | swsFullChrHInt
 )
 
+// codecIDAV1 is AV_CODEC_ID_AV1 (go-astiav v0.16.0 has no constant for it).
+const codecIDAV1 = astiav.CodecID(C.AV_CODEC_ID_AV1)
+
 // formatContextPtr returns the AVFormatContext behind fc. go-astiav (v0.16.0, v0.39.0, v0.42.0) keeps it as the
 // first (unexported) field of FormatContext and offers no accessor; the layout is pinned by go.mod
 // and checked by TestFormatContextPointer.
@@ -59,18 +62,67 @@ func findStreamInfo(fc *astiav.FormatContext, maxPixels int64, threads int) erro
 
 // lockDown confines fc before it is opened (kv_lock_down: demuxer, protocol and decoder
 // allow-lists, an io_open that refuses nested opens; DESIGN.md §6 "The media library").
-func lockDown(fc *astiav.FormatContext) error {
-	return avError(C.kv_lock_down(formatContextPtr(fc)))
+// decoders is the codec_whitelist (decoderNames of the allow-list).
+func lockDown(fc *astiav.FormatContext, decoders string) error {
+	cs := C.CString(decoders)
+	defer C.free(unsafe.Pointer(cs))
+	return avError(C.kv_lock_down(formatContextPtr(fc), cs))
 }
 
 // nestedOpensRefused is the process's count of nested opens the io_open of lockDown refused.
 func nestedOpensRefused() int64 { return int64(C.kv_nested_opens_refused()) }
 
-// videoCodecs counts the real video streams the container header declares and the VP8/VP9 ones.
-func videoCodecs(fc *astiav.FormatContext) (real, vpx int) {
-	var v C.int
-	real = int(C.kv_real_video_codecs(formatContextPtr(fc), &v))
-	return real, int(v)
+// countVideoCodecs counts the real video streams the container header declares and those whose
+// codec is one of ids, and returns the first one's codec.
+func countVideoCodecs(fc *astiav.FormatContext, ids []astiav.CodecID) (real, allowed int, first astiav.CodecID) {
+	cids := make([]C.int, len(ids)+1) // never empty: &cids[0] is valid
+	for i, id := range ids {
+		cids[i] = C.int(id)
+	}
+	var a, f C.int
+	real = int(C.kv_real_video_codecs(formatContextPtr(fc), &cids[0], C.int(len(ids)), &a, &f))
+	return real, int(a), astiav.CodecID(f)
+}
+
+// declaredVideoSize is the largest width and height the real video streams' headers declare,
+// before any decoder ran (0 when unknown).
+func declaredVideoSize(fc *astiav.FormatContext) (w, h int) {
+	var cw, ch C.int
+	C.kv_declared_video_size(formatContextPtr(fc), &cw, &ch)
+	return int(cw), int(ch)
+}
+
+// sizeGuard refuses, in the decoder's get_format callback, a picture size over the cap before the
+// picture is allocated (kv_size_guard: h264 and hevc call get_format for every new sequence
+// parameter set).
+type sizeGuard struct{ c *C.kv_size_guard }
+
+// installSizeGuard sets cc's get_format and opaque; call before the codec context is opened and
+// free the guard after the context.
+func installSizeGuard(cc *astiav.CodecContext, maxW, maxH int) (*sizeGuard, error) {
+	avctx := *(**C.AVCodecContext)(unsafe.Pointer(cc)) // go-astiav keeps it as CodecContext's first field
+	g := C.kv_size_guard_install(avctx, C.int(maxW), C.int(maxH))
+	if g == nil {
+		return nil, errors.New("allocating the size guard failed")
+	}
+	return &sizeGuard{c: g}, nil
+}
+
+// refused returns the first picture size the guard refused, ok false when none.
+func (g *sizeGuard) refused() (w, h int, ok bool) {
+	if g == nil || g.c == nil {
+		return 0, 0, false
+	}
+	var cw, ch C.int
+	ok = C.kv_size_guard_refused(g.c, &cw, &ch) != 0
+	return int(cw), int(ch), ok
+}
+
+func (g *sizeGuard) free() {
+	if g != nil && g.c != nil {
+		C.kv_size_guard_free(g.c)
+		g.c = nil
+	}
 }
 
 // interrupter aborts blocking FFmpeg demuxer work (avformat_find_stream_info's loop) when ctx is done.
@@ -201,7 +253,8 @@ func (s *scaler) free() {
 // nbStreams reads fc->nb_streams through the raw pointer (layout self-check for tests).
 func nbStreams(fc *astiav.FormatContext) int { return int(C.kv_nb_streams(formatContextPtr(fc))) }
 
-// decoderAllowList is KV_DECODERS: the decoders a codec context may open.
+// decoderAllowList is KV_DECODERS: every decoder a codec context may ever open (the codec
+// allow-list narrows it per decoder).
 const decoderAllowList = C.KV_DECODERS
 
 // openDrefTest opens data behind lockDown with the mov demuxer's external data references

@@ -3,6 +3,7 @@
 #define KVROUTE_MEDIA_SHIM_H
 
 #include <stdint.h>
+#include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/frame.h>
 
@@ -24,8 +25,21 @@ int kv_is_attached_pic(AVFormatContext *fc, int idx);
 int kv_nb_streams(AVFormatContext *fc);
 
 // kv_real_video_codecs counts the real (not attached picture) video streams known now and, in
-// *vpx, those whose codec is VP8 or VP9.
-int kv_real_video_codecs(AVFormatContext *fc, int *vpx);
+// *allowed, those whose codec id is one of ids[0..n); *first_id is the first one's codec id.
+int kv_real_video_codecs(AVFormatContext *fc, const int *ids, int n, int *allowed, int *first_id);
+
+// kv_declared_video_size returns the largest width and height the real video streams' headers
+// declare (0 when unknown), read before any decoder runs.
+int kv_declared_video_size(AVFormatContext *fc, int *w, int *h);
+
+// kv_size_guard refuses a picture size over max_w×max_h in the decoder's get_format callback,
+// before the picture is allocated (h264, hevc); kv_size_guard_install sets avctx->opaque and
+// avctx->get_format (before avcodec_open2); kv_size_guard_refused reports the first refused size.
+// Free the guard after the codec context.
+typedef struct kv_size_guard kv_size_guard;
+kv_size_guard *kv_size_guard_install(AVCodecContext *avctx, int max_w, int max_h);
+int kv_size_guard_refused(kv_size_guard *g, int *w, int *h);
+void kv_size_guard_free(kv_size_guard *g);
 
 // kv_interrupt_install sets fc's interrupt callback to read a flag it allocates; kv_interrupt
 // raises the flag (any thread); kv_interrupt_free frees it after the context is closed.
@@ -50,14 +64,17 @@ void kv_mem_io_free(kv_mem_io *m);
 // KV_DEMUXERS is the demuxer allow-list (DESIGN.md §6): Matroska/WebM, the MOV/MP4 family, IVF.
 // A name matches any comma-separated part of a demuxer's name (av_match_list).
 #define KV_DEMUXERS "matroska,webm,mov,mp4,m4a,3gp,3g2,mj2,ivf"
-// KV_DECODERS is the decoder allow-list of the probing and decoding contexts.
-#define KV_DECODERS "vp8,vp9"
+// KV_DECODERS is every decoder a probing or decoding context may ever open; the operator's codec
+// allow-list (DecoderConfig.Codecs) narrows it per decoder: FFmpeg's native vp8, vp9, h264 and
+// hevc decoders and libdav1d for AV1 (media/codecs.go).
+#define KV_DECODERS "vp8,vp9,h264,hevc,libdav1d"
 
 // kv_lock_down confines fc before avformat_open_input: the demuxer allow-list, an empty (not
 // NULL: NULL means every protocol) protocol allow-list, the decoder allow-list for
-// avformat_find_stream_info's probing decoders, and an io_open that refuses every nested open
-// (manifests, playlists, external references). Returns 0 or a negative AVERROR.
-int kv_lock_down(AVFormatContext *fc);
+// avformat_find_stream_info's probing decoders (decoders: comma-separated names, a subset of
+// KV_DECODERS), and an io_open that refuses every nested open (manifests, playlists, external
+// references). Returns 0 or a negative AVERROR.
+int kv_lock_down(AVFormatContext *fc, const char *decoders);
 
 // kv_nested_opens_refused is the number of nested opens kv_lock_down's io_open refused in this
 // process (tests; a refusal is also logged by FFmpeg's logger on fc).

@@ -40,6 +40,7 @@ func startMedia(dir string) (string, func(), error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", http.FileServer(http.Dir(dir)))
 	mux.HandleFunc("/gen/photo.jpg", servePhoto)
+	mux.HandleFunc("/gen/h264_720p.mp4", serveH264)
 	photo() // made before any request is timed
 	srv, addr, err := caddytest.Serve(mux)
 	if err != nil {

@@ -75,9 +75,9 @@ func run() error {
 		return err
 	}
 	defer stopMedia()
-	mediaOpts := ""
+	mediaOpts := "\t\t\tcodecs vp8 vp9 h264" // workload h264cold
 	if *imageIdentity != "" {
-		mediaOpts = "\t\t\timage_identity " + *imageIdentity
+		mediaOpts += "\n\t\t\timage_identity " + *imageIdentity
 	}
 	kv, plain, admin, stop, err := startCaddy(modelDir, layout.HubContractJSON, w1, w2, *global, mediaOpts)
 	if err != nil {
@@ -141,6 +141,16 @@ func run() error {
 				return fmt.Errorf("%s at concurrency %d: %w", w.name, c, err)
 			}
 			r.print(w.name, c)
+			if w.name == "h264cold" {
+				// the same frames decoded by the ffmpeg CLI, one process at a time
+				ff, err := ffmpegColdDecode(5)
+				if err != nil {
+					return err
+				}
+				added := quantile(r.kv, .5) - quantile(r.plain, .5)
+				fmt.Printf("%-14s      ffmpeg CLI, same 20 frames (-c:v h264 -threads 1), median of 5: %.1fms; kvroute's added p50 %.1fms = %.2f× ffmpeg\n",
+					"", float64(ff)/1e6, float64(added)/1e6, float64(added)/float64(ff))
+			}
 			if *stages {
 				after, err := readStages(admin)
 				if err != nil {

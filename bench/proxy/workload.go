@@ -145,6 +145,18 @@ var workloads = []workload{
 		},
 	},
 	{
+		name:  "h264cold",
+		about: "a 1280x720 30 fps 10 s H.264 MP4 whose bytes differ per request (a trailing free box; same frames): a cold decode every time, codecs h264",
+		build: func(g *docGen, clients, per int, mediaURL string) [][][]byte {
+			return perRequest(clients, per, func(seed uint64) []byte {
+				return chatBody([]message{{"system", systemPrompt}, {"user", []map[string]any{
+					{"type": "video_url", "video_url": map[string]any{"url": mediaURL + "/gen/h264_720p.mp4?n=" + strconv.FormatUint(seed+uint64(time.Now().UnixNano()), 10)}},
+					{"type": "text", "text": "What happens in this clip?"},
+				}}})
+			})
+		},
+	},
+	{
 		name:  "longword",
 		about: "a chat message of one 22 MB run of x (one pre-token): kvroute routes it on load (prompt_too_costly)",
 		build: func(g *docGen, clients, per int, _ string) [][][]byte {

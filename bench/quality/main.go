@@ -9,9 +9,11 @@
 //	go run ./bench/quality                      # both workloads, 300 requests each
 //	go run ./bench/quality -n 80 -workloads video
 //	go run ./bench/quality -policies 'kvroute,kvroute[cost linear],round_robin,least_conn'
+//	go run ./bench/quality -workloads h264 -policies 'kvroute[codecs vp8 vp9 h264],kvroute,kvroute[affinity off]'
 //
 // A policy is kvroute (the default scheduler), kvroute[OPTIONS] (scheduler options separated by
-// ';', e.g. kvroute[cost linear;prefill_load_scale 2]), round_robin or least_conn (Caddy's own).
+// ';', e.g. kvroute[cost linear;prefill_load_scale 2]; an option `codecs …` goes to the media
+// block instead), round_robin or least_conn (Caddy's own).
 package main
 
 import (
@@ -38,7 +40,7 @@ type options struct {
 	seed                                                      uint64
 	capacityShare, oracleBound                                float64
 	prefillPerToken, prefillDelay, tokenDelay                 time.Duration
-	policies, workloads, modelDir                             string
+	policies, workloads, modelDir, testdata                   string
 }
 
 func main() {
@@ -60,8 +62,9 @@ func main() {
 	flag.IntVar(&o.chats, "chats", 8, "conversations (workload video)")
 	flag.IntVar(&o.docWords, "doc-words", 1200, "words per document (workload docs)")
 	flag.StringVar(&o.policies, "policies", "kvroute,round_robin,least_conn", "policies to compare, comma-separated")
-	flag.StringVar(&o.workloads, "workloads", "video,docs", "workloads: video (repeated clips and chats), docs (distinct documents)")
+	flag.StringVar(&o.workloads, "workloads", "video,docs", "workloads: video (repeated clips and chats), docs (distinct documents), h264 (repeated H.264 clips, decoded or not)")
 	flag.StringVar(&o.modelDir, "model", sim.DefaultModelDir, "model folder (run from the repository root)")
+	flag.StringVar(&o.testdata, "testdata", "testdata", "the repository's testdata folder: workload h264 serves its clips")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "quality:", err)
@@ -71,7 +74,7 @@ func main() {
 
 // policy is one compared routing policy.
 type policy struct {
-	Label, Name, Scheduler string
+	Label, Name, Scheduler, Media string
 }
 
 func parsePolicies(s string) ([]policy, error) {
@@ -80,11 +83,20 @@ func parsePolicies(s string) ([]policy, error) {
 		f = strings.TrimSpace(f)
 		p := policy{Label: f, Name: f}
 		if name, opts, ok := strings.Cut(f, "["); ok && strings.HasSuffix(opts, "]") {
-			p.Name, p.Scheduler = name, strings.TrimSuffix(opts, "]")
+			p.Name = name
+			var sched []string
+			for _, o := range strings.Split(strings.TrimSuffix(opts, "]"), ";") {
+				if strings.HasPrefix(strings.TrimSpace(o), "codecs ") {
+					p.Media = strings.TrimSpace(o)
+				} else {
+					sched = append(sched, o)
+				}
+			}
+			p.Scheduler = strings.Join(sched, ";")
 		}
 		switch {
 		case p.Name == "kvroute":
-		case p.Scheduler == "" && (p.Name == "round_robin" || p.Name == "least_conn"):
+		case p.Scheduler == "" && p.Media == "" && (p.Name == "round_robin" || p.Name == "least_conn"):
 		default:
 			return nil, fmt.Errorf("unknown policy %q", f)
 		}
@@ -110,7 +122,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	fe, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: o.modelDir})
+	// The workers decode every codec, as a vLLM worker's FFmpeg does; kvroute decodes what the
+	// policy's codecs allow.
+	fe, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: o.modelDir, Codecs: []string{"av1", "h264", "hevc", "vp8", "vp9"}})
 	if err != nil {
 		return fmt.Errorf("loading the model (run from the repository root or set -model): %w", err)
 	}
@@ -124,6 +138,13 @@ func run(ctx context.Context, o options) error {
 			reqs = videoWorkload(wc)
 		case "docs":
 			reqs = docsWorkload(wc)
+		case "h264":
+			base, stop, err := clipServer(o.testdata)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			reqs = h264Workload(wc, base)
 		default:
 			return fmt.Errorf("unknown workload %q", name)
 		}
@@ -194,7 +215,7 @@ func runWorkload(ctx context.Context, o options, fe *sim.Frontend, name string, 
 }
 
 func runPolicy(ctx context.Context, o options, fe *sim.Frontend, p policy, runID string, capacity int, reqs []request) (result, error) {
-	cl, err := simcluster.Start(ctx, simcluster.Config{Policy: p.Name, Scheduler: p.Scheduler, RunID: runID, Workers: o.workers,
+	cl, err := simcluster.Start(ctx, simcluster.Config{Policy: p.Name, Scheduler: p.Scheduler, Media: p.Media, RunID: runID, Workers: o.workers,
 		ModelDir: o.modelDir, Frontend: fe, BlockSize: o.blockSize, Capacity: capacity,
 		Sim: sim.Config{Model: "kvroute-sim", PrefillDelay: o.prefillDelay, PrefillPerToken: o.prefillPerToken,
 			TokenDelay: o.tokenDelay, MaxRunning: o.maxRunning, MaxTokens: o.maxTokens}})

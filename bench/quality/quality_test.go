@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"reflect"
 	"testing"
 
@@ -86,5 +87,46 @@ func TestWorkloads(t *testing.T) {
 	}
 	if len(d) != 120 || len(distinct) < 96 || len(distinct) == 120 {
 		t.Errorf("docs: %d requests, %d distinct documents: want few repeats", len(d), len(distinct))
+	}
+}
+
+// TestH264Workload: deterministic, every clip exists in testdata, the video part comes first in the
+// user message, and the Zipf draw repeats clips (the most drawn more often than the least).
+func TestH264Workload(t *testing.T) {
+	c := workloadConfig{N: 200, MaxTokens: 16, Seed: 5}
+	a, b := h264Workload(c, "http://x"), h264Workload(c, "http://x")
+	if len(a) != 200 || !reflect.DeepEqual(a, b) {
+		t.Fatalf("%d requests, deterministic %v", len(a), reflect.DeepEqual(a, b))
+	}
+	for _, clip := range h264Clips {
+		if _, err := os.Stat("../../testdata/" + clip); err != nil {
+			t.Errorf("clip %s: %v", clip, err)
+		}
+	}
+	counts := map[string]int{}
+	for i, r := range a {
+		var body struct {
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		var parts []struct {
+			Type     string `json:"type"`
+			VideoURL struct {
+				URL string `json:"url"`
+			} `json:"video_url"`
+		}
+		if json.Unmarshal(r.Body, &body) != nil || len(body.Messages) != 2 || json.Unmarshal(body.Messages[1].Content, &parts) != nil ||
+			len(parts) != 2 || parts[0].Type != "video_url" || parts[1].Type != "text" || r.Kind != "h264" || r.After != -1 {
+			t.Fatalf("request %d: %s", i, r.Body)
+		}
+		counts[parts[0].VideoURL.URL]++
+	}
+	lo, hi := len(a), 0
+	for _, n := range counts {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if len(counts) < 5 || hi < 3*lo {
+		t.Errorf("clip counts %v: want repeats skewed to a few clips", counts)
 	}
 }

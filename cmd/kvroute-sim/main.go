@@ -50,6 +50,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/apis"
+	"github.com/kvroute/kvroute/routing/mediaport"
 )
 
 func main() {
@@ -63,7 +64,7 @@ type flags struct {
 	listen, advertise, workerID, model, served, natsURL string
 	natsTokenFile                                       string
 	contract, oracle, encoding, extraKeys, features     string
-	fileRoot, inlineSystem, disabledEffort              string
+	fileRoot, inlineSystem, disabledEffort, codecs      string
 	blockSize, cacheBlocks, maxTokens, replayBatches    int
 	maxRunning                                          int
 	replayBytes                                         int64
@@ -95,6 +96,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.Int64Var(&f.replayBytes, "replay-bytes", 64<<20, "payload bytes kept for replay")
 	fs.StringVar(&f.features, "features", "", "comma-separated worker features for the registry record")
 	fs.StringVar(&f.fileRoot, "media-file-root", "", "directory file: media URLs may read from (default: file: URLs refused)")
+	fs.StringVar(&f.codecs, "codecs", "vp8,vp9", "comma-separated video codecs the simulator decodes (av1, h264, hevc, vp8, vp9), as the worker's FFmpeg would")
 	fs.StringVar(&f.natsURL, "nats", "", "NATS URL for KV events and the worker registry (empty: neither)")
 	fs.StringVar(&f.natsTokenFile, "nats-token-file", os.Getenv(natsutil.TokenFileEnv), "file holding the NATS token of kvroute's embedded server (env "+natsutil.TokenFileEnv+"; default: the router's token file for a loopback URL's port, when it exists)")
 	fs.DurationVar(&f.prefill, "prefill-delay", 0, "delay before the first token")
@@ -260,7 +262,10 @@ func worker(f *flags, nc *nats.Conn, logger *zap.Logger) (*sim.Config, *sim.Publ
 	default:
 		return nil, nil, fmt.Errorf("-encoding %q: want map or array", f.encoding)
 	}
-	fc := &sim.FrontendConfig{ModelDir: dir}
+	fc := &sim.FrontendConfig{ModelDir: dir, Codecs: strings.Split(f.codecs, ",")}
+	if _, err := mediaport.ParseCodecs(fc.Codecs); err != nil {
+		return nil, nil, fmt.Errorf("-codecs: %w", err)
+	}
 	if f.contract != "" {
 		b, err := os.ReadFile(f.contract)
 		if err != nil {

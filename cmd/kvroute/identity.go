@@ -38,7 +38,7 @@ type identityOutput struct {
 	Identity          string          `json:"identity"`
 }
 
-// runIdentity implements `kvroute identity` (DESIGN.md §10a): read a local VP8/VP9 clip or fetch a
+// runIdentity implements `kvroute identity` (DESIGN.md §10a): read a local clip of a --codecs codec or fetch a
 // URL (http, https, data:) under the router's fetch policy, decode it with the router's decoder and
 // limits, select frames by an explicit index list or by a contract's sampler (with its
 // frame_count_source rule), and print the identity and what it was computed from.
@@ -94,7 +94,7 @@ func runIdentity(args []string) (any, error) {
 		return nil, err
 	}
 	astiav.SetLogLevel(astiav.LogLevelError)
-	d, err := media.NewDecoder(&media.DecoderConfig{CacheEntries: -1})
+	d, err := media.NewDecoder(&media.DecoderConfig{CacheEntries: -1, Codecs: codecs})
 	if err != nil {
 		return nil, err
 	}

@@ -194,8 +194,7 @@ func TestIdentityURL(t *testing.T) {
 }
 
 // TestIdentityCodecs: --codecs is the allow-list (default vp8,vp9): the VP9 clip's identity with
-// vp9 listed, unsupported_codec without it; H.264 listed still cannot decode with this FFmpeg
-// (unsupported_codec, issue 24's build brings the decoder); an unknown name is refused.
+// vp9 listed, unsupported_codec without it; an unknown name is refused.
 func TestIdentityCodecs(t *testing.T) {
 	clip := clipDir + "field/qB_320x240_4fps_10f.webm"
 	for _, list := range []string{"vp9", "vp8,vp9", "vp9,h264,hevc,av1"} {
@@ -205,7 +204,7 @@ func TestIdentityCodecs(t *testing.T) {
 		}
 	}
 	if _, err := runIdentity([]string{clip, "--indices", "0", "--codecs", "vp8"}); reason.CodeOf(err) != reason.UnsupportedCodec ||
-		!strings.Contains(err.Error(), "codec vp9 is not in --codecs (vp8)") {
+		!strings.Contains(err.Error(), "codec vp9 is not in the codec allow-list (vp8)") {
 		t.Errorf("vp9 clip with --codecs vp8: err %v", err)
 	}
 	for _, list := range []string{"", "vp9,mpeg4", "VP9", "vp9,"} {

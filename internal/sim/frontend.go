@@ -54,6 +54,10 @@ type FrontendConfig struct {
 	OracleTokens []uint32
 	// MaxMedia caps the media items of a request. Default: 32.
 	MaxMedia int
+	// Codecs are the video codecs the default decoder decodes (av1, h264, hevc, vp8, vp9): a
+	// vLLM worker decodes whatever its PyAV/FFmpeg has, so a simulator standing in for one is
+	// told which. Default: vp8 and vp9 (media.DefaultCodecs). Unused when Media is set.
+	Codecs []string
 }
 
 // Frontend turns a chat request into the worker-visible prompt the way a vLLM worker does: it
@@ -147,11 +151,13 @@ func NewFrontend(cfg *FrontendConfig) (*Frontend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating simulator frontend: %w", err)
 		}
-		dec, err := media.NewDecoder(nil)
+		dec, err := media.NewDecoder(&media.DecoderConfig{Codecs: c.Codecs})
 		if err != nil {
 			return nil, fmt.Errorf("creating simulator frontend: %w", err)
 		}
-		f.media = resolver.New(fe, dec)
+		res := resolver.New(fe, dec)
+		res.Codecs = c.Codecs
+		f.media = res
 	}
 	return f, nil
 }

@@ -28,6 +28,13 @@ func LoopbackResolver(tb testing.TB) *resolver.Resolver {
 // allowLoopback) and the default decoder; its fetcher is closed when the test ends.
 func Resolver(tb testing.TB, allowLoopback bool) *resolver.Resolver {
 	tb.Helper()
+	return ResolverCodecs(tb, allowLoopback, nil)
+}
+
+// ResolverCodecs is Resolver whose decoder (and allow-list) takes the video codecs listed (nil:
+// vp8 and vp9).
+func ResolverCodecs(tb testing.TB, allowLoopback bool, codecs []string) *resolver.Resolver {
+	tb.Helper()
 	fc := fetch.DefaultConfig()
 	fc.AllowLoopback = allowLoopback
 	f, err := fetch.New(fc)
@@ -35,11 +42,13 @@ func Resolver(tb testing.TB, allowLoopback bool) *resolver.Resolver {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(f.Close)
-	d, err := media.NewDecoder(nil)
+	d, err := media.NewDecoder(&media.DecoderConfig{Codecs: codecs})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return resolver.New(f, d)
+	r := resolver.New(f, d)
+	r.Codecs = codecs
+	return r
 }
 
 // models caches Models per model folder: dir → func() (*loadedModels, error).

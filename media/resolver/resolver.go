@@ -98,9 +98,8 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 		return nil, err
 	}
 	if !r.Codecs.Allows(res.Stats.Codec) {
-		// checked after the decode: this FFmpeg decodes only codecs the default list has, so an
-		// operator's shorter list is the only way here (a pre-decode check comes with the
-		// decoders of issue 24's FFmpeg build)
+		// the decoder refuses a codec off its own list before decoding (DecoderConfig.Codecs);
+		// this catches a resolver whose list is narrower than its decoder's
 		return nil, reason.New(reason.UnsupportedCodec, "decoding video: codec %s is not in the codec allow-list (%s)", res.Stats.Codec, r.Codecs)
 	}
 	if r.CacheResult != nil {

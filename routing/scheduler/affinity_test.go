@@ -127,6 +127,15 @@ func TestAffinityCredit(t *testing.T) {
 	if c := d.Candidates[order[0]]; c.Terms.Affinity != 64 || d.Worker != first {
 		t.Errorf("linear: picked %v, first %+v", d.Worker, c)
 	}
+	// affinity off: the request's affinity is ignored, every cost 100.
+	off := scheduler.DefaultConfig()
+	off.AffinityOff = true
+	d, _ = newSched(t, off, 1).Select(req, cands())
+	for _, c := range d.Candidates {
+		if c.Terms.Affinity != 0 || c.Cost != 100 || d.AffinityWorker != (index.WorkerKey{}) {
+			t.Errorf("affinity off: %v terms %+v cost %v, affinity worker %v", c.Worker, c.Terms, c.Cost, d.AffinityWorker)
+		}
+	}
 	// No affinity: every cost 100, a tie.
 	req.Affinity = nil
 	if d, _ = s.Select(req, cands()); d.AffinityWorker != (index.WorkerKey{}) {

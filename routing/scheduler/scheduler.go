@@ -56,6 +56,11 @@ type Config struct {
 	MaxActivePrefillTokens int64 `json:"max_active_prefill_tokens"`
 	// MaxActiveDecodeBlocks marks a worker busy when its active decode blocks exceed it. Default: 0 (off).
 	MaxActiveDecodeBlocks int64 `json:"max_active_decode_blocks"`
+	// AffinityOff turns the affinity credit for media the router did not decode off (Request.Affinity
+	// is ignored; Caddyfile `affinity off`): such a request is routed on its text prefix alone, as
+	// before issue 29. For comparisons (bench/quality's h264 workload) and for workers that do not
+	// cache media. Default: false (affinity on).
+	AffinityOff bool `json:"affinity_off,omitempty"`
 }
 
 // DefaultQueueWaitTokens is the default QueueWaitTokens.
@@ -249,6 +254,9 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		applyTTFT2(d.Candidates, d.Costs, tokens, req.BlockSize)
 	}
 	s.markOverBalance(d.Candidates, cands, available)
+	if s.cfg.AffinityOff {
+		req.Affinity = nil
+	}
 	if i := s.applyAffinity(req.Affinity, req.BlockSize, d.Candidates); i >= 0 {
 		d.AffinityWorker = d.Candidates[i].Worker
 		d.Costs[d.AffinityWorker] = d.Candidates[i].Cost

@@ -18,13 +18,13 @@ import (
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
-// TestAffinityUndecodedVideo (issue 29 item 3): H.264 is not in the codec allow-list, so every
-// request with an H.264 clip falls back with unsupported_codec, and the clip comes first in the
+// TestAffinityUndecodedVideo (issue 29 item 3): H.264, HEVC and AV1 are not in the default codec
+// allow-list, so every request with such a clip falls back with unsupported_codec, and the clip comes first in the
 // message: the only text prefix is the chat template's (2 blocks, the same on every worker). Before affinity the worker was a tie-break among four
 // idle workers (a repeat reached its first worker about one time in four); now the key, XXH3-128
 // of the clip's bytes, picks the worker by rendezvous hashing among the model's workers. 100
-// repeats of each of 6 clips (three H.264 files, each also under a second URL: the same bytes, the same
-// key), shuffled, sent through Caddy with the Caddyfile.example chain to 4
+// repeats of each of 10 clips (three H.264 files, one HEVC, one AV1, each also under a second URL: the
+// same bytes, the same key), shuffled, sent through Caddy with the Caddyfile.example chain to 4
 // simulators: each clip reaches one worker in ≥ 95 of its 100 repeats, that worker is the one
 // the rendezvous order of the key computed here independently names, and explain shows the
 // `affinity` term (1024 estimated tokens) on it.
@@ -34,7 +34,9 @@ func TestAffinityUndecodedVideo(t *testing.T) {
 	dir := "../../testdata/video-codecs/"
 	ms := httptest.NewServer(http.StripPrefix("/c/", http.FileServer(http.Dir(dir))))
 	t.Cleanup(ms.Close)
-	clips := []string{"h264_bf3_640x360_30fps_3s.mp4", "h264_nobf_480x270_24fps_2s.mkv", "h264_yuv444_333x197_24fps_2s.mkv"}
+	// H.264, HEVC and AV1: none is in the default allow-list (vp8, vp9)
+	clips := []string{"h264_bf3_640x360_30fps_3s.mp4", "h264_nobf_480x270_24fps_2s.mkv", "h264_yuv444_333x197_24fps_2s.mkv",
+		"hevc_hvc1_640x360_30fps_2s.mp4", "av1_aom_320x240_24fps_2s.webm"}
 	type clip struct {
 		url, want, key string
 		got            map[string]int

@@ -140,6 +140,8 @@ type harnessOpts struct {
 	caddyModelDir string
 	// proxyOpts are extra lines of the reverse_proxy block (e.g. `lb_retries 1`).
 	proxyOpts string
+	// simCodecs are the video codecs the simulators decode (nil: vp8, vp9).
+	simCodecs []string
 }
 
 func (h *harness) caddyfile(httpPort, adminPort int) string {
@@ -230,7 +232,7 @@ func startHarnessOpts(t *testing.T, specs []simSpec, opts harnessOpts) *harness 
 func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harnessOpts) *harness {
 	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
-	res := newSimResolver(t)
+	res := testkit.ResolverCodecs(t, true, opts.simCodecs)
 
 	// clip server: the same folder under two prefixes, two generated images and random bytes
 	rnd := make([]byte, 64<<10)

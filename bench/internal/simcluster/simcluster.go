@@ -24,6 +24,7 @@ import (
 type Config struct {
 	Policy    string // kvroute, round_robin or least_conn
 	Scheduler string // the kvroute scheduler block's options (one per line), "" for the defaults
+	Media     string // extra lines of the kvroute media block (e.g. "codecs vp8 vp9 h264"); loopback clips are always allowed
 	RunID     string // prefix of the worker ids, unique per run
 	Workers   int
 	ModelDir  string
@@ -75,6 +76,10 @@ http://127.0.0.1:%d {
 			port random
 		}
 		model_dir %s
+		media {
+			allow_loopback
+			%s
+		}
 %s	}
 }
 
@@ -87,7 +92,7 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, caddytest.QuietGlobals, c.ModelDir, sched, port)
+`, caddytest.QuietGlobals, c.ModelDir, c.Media, sched, port)
 }
 
 // Start starts the simulators (each with a fresh block cache of Capacity blocks) and Caddy.
