@@ -53,3 +53,19 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkConverterResponses: the cached conversion of the same ~100k-token agent turn (every
+// item seen before: the cost of a replayed conversation).
+func BenchmarkConverterResponses(b *testing.B) {
+	body := agentBody(40)
+	c := apis.NewConverter(64 << 20)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		_, chat, err := c.ResponsesChat(body, apis.ResponsesOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		apis.ReleaseChatBody(chat) // as the router does
+
+	}
+}

@@ -2,6 +2,7 @@ package apis
 
 import (
 	"bytes"
+	"sync"
 
 	"github.com/zeebo/xxh3"
 )
@@ -174,10 +175,34 @@ func (c *Converter) anthropicMessage(raw []byte) (*convData, bool) {
 // same JSON text can be both and converts differently.
 const anthropicSeed = 0x616e7468726f7069
 
-// chatBody is f's Body with the messages given encoded.
+// chatBody is f's Body with the messages given encoded, in a buffer from chatBodies.
 func chatBody(f *ChatForm, enc [][]byte) []byte {
-	var buf bytes.Buffer
-	buf.Grow(f.sizeHint + 4096)
-	f.writeBody(&buf, func(b *bytes.Buffer) { writeList(b, enc) })
+	buf := bytes.NewBuffer(getChatBody(f.sizeHint + 4096))
+	f.writeBody(buf, func(b *bytes.Buffer) { writeList(b, enc) })
 	return buf.Bytes()
+}
+
+// maxPooledChatBody bounds the buffers ReleaseChatBody keeps (the handler's body pool bound).
+const maxPooledChatBody = 8 << 20
+
+// chatBodies recycles chat bodies: a 700 kB buffer allocated per request costs more in zeroed
+// fresh pages (page faults, the runtime returning memory) than writing it, as the request
+// bodies did before caddymodule pooled them (docs/benchmarks.md, session 24).
+var chatBodies sync.Pool // *[]byte
+
+func getChatBody(n int) []byte {
+	if p, ok := chatBodies.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, n+n/4)
+}
+
+// ReleaseChatBody gives back a chat body that ResponsesChat or AnthropicChat returned, once
+// nothing uses it any more (the router: when Route returns; the parsed chat request aliases it).
+func ReleaseChatBody(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledChatBody {
+		return
+	}
+	b = b[:0]
+	chatBodies.Put(&b)
 }

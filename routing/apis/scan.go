@@ -1,5 +1,7 @@
 package apis
 
+import "bytes"
+
 // The converter's view of a request body (convert.go): the top-level object's members decoded as
 // Parse decodes them, except the one list of items (Responses `input`, Messages `messages`),
 // whose elements are only delimited, so that an element seen in an earlier turn is looked up by
@@ -133,17 +135,37 @@ func (p *parser) skipObject() bool {
 				return true
 			}
 		case '"':
-			p.i++
-			for p.i < len(p.b) && p.b[p.i] != '"' {
-				if p.b[p.i] == '\\' {
-					p.i++
-				}
-				p.i++
+			if !p.skipString() {
+				return false
 			}
+			continue
 		}
 		p.i++
 	}
 	return false
+}
+
+// skipString moves p.i past the string whose opening quote is at p.i: the first quote after it
+// preceded by an even number of backslashes ends it (bytes.IndexByte finds the quotes: an item is
+// mostly long strings).
+func (p *parser) skipString() bool {
+	start := p.i + 1
+	for i := start; ; {
+		j := bytes.IndexByte(p.b[i:], '"')
+		if j < 0 {
+			return false
+		}
+		i += j
+		k := i
+		for k > start && p.b[k-1] == '\\' {
+			k--
+		}
+		if (i-k)%2 == 0 {
+			p.i = i + 1
+			return true
+		}
+		i++
+	}
 }
 
 // parseItem decodes one element of the top-level list as Parse decodes it inside the body
