@@ -9,6 +9,7 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit/cputime"
 	"github.com/kvroute/kvroute/kvevents/wire"
 
+	"github.com/kvroute/kvroute/routing/apis"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
@@ -19,7 +20,8 @@ import (
 // (chat.ParseRequestLimited), template (Template.RenderPrompt: in pieces, as the router renders a
 // text chat), tokenize (Model.EncodePromptRuns, with the default segment cache, warm from the
 // earlier requests) and block hashes (blocks.HashRuns with the router's block memo, block_size
-// 16), on the bench/proxy workloads' bodies. One op is one request. multiturn100k feeds one
+// 16), on the bench/proxy workloads' bodies (responses100k and messages100k converted to their
+// chat form first, by apis.Converter as the router converts them, timed in parse). One op is one request. multiturn100k feeds one
 // conversation growing by one turn per op, as a client of the harness does; cold111k a new
 // document per op. Run with a fixed count, e.g. -benchtime 30x: the bodies are built up front.
 // Besides wall time it reports the process CPU time (getrusage, so GC work counts) of each stage
@@ -38,7 +40,8 @@ func BenchmarkRequestPath(b *testing.B) {
 	probe := g.doc(99, 20000)
 	g.tokensPerWord = float64(len(m.Tokenizer.Encode(probe))) / float64(len(strings.Fields(probe)))
 	systemPrompt = "You are a careful assistant. Answer from the documents the user gives.\n" + g.doc(7, 1000)
-	for _, name := range []string{"multiturn100k", "cold111k", "chat4k"} {
+	conv := apis.NewConverter(chat.DefaultMessageCacheBytes) // as the router sizes it
+	for _, name := range []string{"multiturn100k", "cold111k", "chat4k", "responses100k", "messages100k"} {
 		var w workload
 		for _, x := range workloads {
 			if x.name == name {
@@ -51,6 +54,22 @@ func BenchmarkRequestPath(b *testing.B) {
 			var stage [4]time.Duration // process CPU of parse, template, tokenize, hash
 			run := func(body []byte) {
 				c0 := cputime.Process()
+				switch w.path { // the agent APIs: their chat form, as Route converts them
+				case "/v1/responses":
+					_, cb, err := conv.ResponsesChat(body, apis.ResponsesOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer apis.ReleaseChatBody(cb)
+					body = cb
+				case "/v1/messages":
+					cb, err := conv.AnthropicChat(body, apis.AnthropicOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer apis.ReleaseChatBody(cb)
+					body = cb
+				}
 				req, err := chat.ParseRequestLimited(body, chat.Limits{MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts,
 					Messages: m.Template.MessageCache()})
 				if err != nil {
