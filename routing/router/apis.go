@@ -23,15 +23,16 @@ func (r *Router) apiChatBody(res *Result, kind PathKind, body []byte) ([]byte, e
 }
 
 // converter returns the conversion cache (apis.Converter) the router uses: one per process,
-// sized like the template cache of the router's model (template_cache_size; none when the
-// model has no message cache), kept across routers (config reloads) while that size is the same,
-// as the template cache is.
+// with a quarter of the budget of the model's template cache (template_cache_size: 16 MiB of the
+// default 64 MiB, about five 100k-token agent conversations; none when the model has no template
+// cache), kept across routers (config reloads) while that size is the same, as the template cache
+// is. A conversation it no longer holds takes the full conversion, with the same result.
 func (r *Router) converter() *apis.Converter {
 	r.convOnce.Do(func() {
 		var size int64
 		if r.model != nil && r.model.Template != nil {
 			if mc := r.model.Template.MessageCache(); mc != nil {
-				size = mc.Stats().MaxBytes
+				size = mc.Stats().MaxBytes / 4
 			}
 		}
 		if size <= 0 {
