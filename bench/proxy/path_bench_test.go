@@ -53,16 +53,17 @@ func BenchmarkRequestPath(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			// One warm-up request (as the harness's first request per client), then b.N.
 			bodies := w.build(g, 1, b.N+1, "")[0]
+			path := w.path
 			if asChat { // the same conversation sent as its chat form: what the conversion adds
 				for i, body := range bodies {
 					bodies[i] = asChatBody(b, w.path, body)
 				}
-				w.path = "/v1/chat/completions"
+				path = "/v1/chat/completions"
 			}
 			var stage [4]time.Duration // process CPU of parse, template, tokenize, hash
 			run := func(body []byte) {
 				c0 := cputime.Process()
-				switch w.path { // the agent APIs: their chat form, as Route converts them
+				switch path { // the agent APIs: their chat form, as Route converts them
 				case "/v1/responses":
 					_, cb, err := conv.ResponsesChat(body, apis.ResponsesOptions{})
 					if err != nil {

@@ -56,8 +56,8 @@ func (c *Converter) responsesItem(raw []byte, key xxh3.Uint128) (*item, bool) {
 	if err != nil || its[0].kind == "other" {
 		return nil, false
 	}
-	// charged as the chat template cache charges a message: the decoded strings and the nodes
-	c.put(key, len(raw), &convData{item: &its[0]}, 3*len(raw))
+	// charged for the decoded strings (at most the text) and the nodes, about the text again
+	c.put(key, len(raw), &convData{item: &its[0]}, 2*len(raw))
 	return &its[0], true
 }
 
@@ -136,7 +136,7 @@ func (c *Converter) anthropicCached(body []byte, opt AnthropicOptions) ([]byte, 
 			if d, ok = c.anthropicMessage(raw); !ok {
 				return nil, false
 			}
-			c.put(key, len(raw), d, 3*len(raw)+len(d.out))
+			c.put(key, len(raw), d, len(d.out)) // only the encoded chat messages are kept
 		}
 		if len(d.out) > 0 {
 			enc = append(enc, d.out)

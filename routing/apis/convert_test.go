@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/goldens"
+	"github.com/kvroute/kvroute/internal/testkit/memtest"
 )
 
 // The converter's cached path (convert_fast.go) must give the full path's bytes: every golden
@@ -258,4 +260,32 @@ func TestConverterKeySpaces(t *testing.T) {
 			t.Fatalf("cached path took %s", b)
 		}
 	}
+}
+
+// TestConverterMemoryBound: the cache stays within its budget on the live heap: 120 distinct
+// ~150 kB conversations through a 4 MiB converter (18 MB of bodies, all cached if nothing were
+// evicted) leave at most a few budgets on the heap after GC, and every one converts as the full
+// path does.
+func TestConverterMemoryBound(t *testing.T) {
+	const budget = 4 << 20
+	c := NewConverter(budget)
+	base := memtest.LiveHeap()
+	total := 0
+	for conv := 0; conv < 120; conv++ {
+		var items []string
+		for i := 0; i < 20; i++ {
+			items = append(items, fmt.Sprintf(`{"role":"user","content":"conversation %d turn %d %s"}`, conv, i, strings.Repeat("word ", 1500)),
+				fmt.Sprintf(`{"type":"function_call","call_id":"c%d","name":"f","arguments":"{}"}`, i))
+		}
+		body := []byte(`{"model":"m","input":[` + strings.Join(items, ",") + "]}")
+		total += len(body)
+		if !checkResponses(t, c, fmt.Sprint("conversation ", conv), body, ResponsesOptions{}) {
+			t.Fatalf("conversation %d: cached path not taken", conv)
+		}
+	}
+	grown := memtest.LiveHeap() - base
+	if st := c.Stats(); st.Bytes > budget || grown > 3*budget {
+		t.Fatalf("after %d MB of bodies: %d bytes charged, live heap grew %d bytes; budget %d", total>>20, st.Bytes, grown, budget)
+	}
+	runtime.KeepAlive(c)
 }

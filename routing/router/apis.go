@@ -23,16 +23,17 @@ func (r *Router) apiChatBody(res *Result, kind PathKind, body []byte) ([]byte, e
 }
 
 // converter returns the conversion cache (apis.Converter) the router uses: one per process,
-// with a quarter of the budget of the model's template cache (template_cache_size: 16 MiB of the
-// default 64 MiB, about five 100k-token agent conversations; none when the model has no template
-// cache), kept across routers (config reloads) while that size is the same, as the template cache
-// is. A conversation it no longer holds takes the full conversion, with the same result.
+// with the budget of the model's template cache (template_cache_size: 64 MiB by default, about
+// twenty 100k-token agent conversations, as many as the template cache holds; none when the
+// model has no template cache), kept across routers (config reloads) while that size is the
+// same, as the template cache is. A conversation it no longer holds takes the full conversion,
+// with the same result.
 func (r *Router) converter() *apis.Converter {
 	r.convOnce.Do(func() {
 		var size int64
 		if r.model != nil && r.model.Template != nil {
 			if mc := r.model.Template.MessageCache(); mc != nil {
-				size = mc.Stats().MaxBytes / 4
+				size = mc.Stats().MaxBytes
 			}
 		}
 		if size <= 0 {
