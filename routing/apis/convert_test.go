@@ -289,3 +289,43 @@ func TestConverterMemoryBound(t *testing.T) {
 	}
 	runtime.KeepAlive(c)
 }
+
+// TestConverterConcurrent: goroutines converting the same growing conversations through one
+// converter (run with -race: cached items are shared read-only, the conversion's merges write
+// only values of their own request) get the full path's bytes.
+func TestConverterConcurrent(t *testing.T) {
+	c := NewConverter(64 << 20)
+	var bodies [][]byte
+	var want [][]byte
+	var items []string
+	for turn := 0; turn < 30; turn++ {
+		items = append(items, respPool[turn%len(respPool)], respPool[(turn*7+3)%len(respPool)])
+		b := []byte(`{"model":"m","instructions":"x","input":[` + strings.Join(items, ",") + "]}")
+		_, w, err := fullResponses(b, ResponsesOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies, want = append(bodies, b), append(want, w)
+	}
+	errs := make(chan string, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for round := 0; round < 3; round++ {
+				for i, b := range bodies {
+					_, got, err := c.ResponsesChat(b, ResponsesOptions{})
+					if err != nil || !bytes.Equal(got, want[i]) {
+						errs <- fmt.Sprintf("turn %d: %v\n got %s\nwant %s", i, err, got, want[i])
+						return
+					}
+					ReleaseChatBody(got)
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if e := <-errs; e != "" {
+			t.Fatal(e)
+		}
+	}
+}
