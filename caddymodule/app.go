@@ -60,7 +60,7 @@ type App struct {
 	// MemoryLimit is the process's soft memory limit in bytes (runtime/debug.SetMemoryLimit); -1
 	// (Caddyfile `off`) sets none. An operator's GOMEMLIMIT environment variable wins. Default:
 	// derived from the budgets (memlimit.go: the Go memory at start + media max_inflight_bytes +
-	// tokenize_cache_size + template_cache_size + 512 MiB).
+	// tokenize_cache_size + 2 × template_cache_size + 512 MiB).
 	MemoryLimit *int64 `json:"memory_limit,omitempty"`
 
 	// RoutingConfig holds the routing core's settings (model_dir, media, scheduler, index);

@@ -44,9 +44,10 @@ var (
 
 // softMemoryLimit returns the soft limit for a config: base (the Go memory the process holds at
 // start: runtime, Caddy, the model's tokenizer and template) + the media budget + the tokenize and
-// template cache budgets + memHeadroom, in bytes.
+// template cache budgets (the template cache's twice: the agent-API conversion cache has the
+// same budget, routing/router apis.go) + memHeadroom, in bytes.
 func softMemoryLimit(base, mediaBudget, tokenizeCache, templateCache int64) int64 {
-	return base + mediaBudget + max(tokenizeCache, 0) + max(templateCache, 0) + memHeadroom
+	return base + mediaBudget + max(tokenizeCache, 0) + 2*max(templateCache, 0) + memHeadroom
 }
 
 // goMemoryBytes is the Go runtime's mapped memory now (runtime/metrics

@@ -42,7 +42,15 @@ func FromAnthropic(body []byte, opt AnthropicOptions) (*ChatForm, error) {
 	for _, m := range rest {
 		out = convertAnthropicMessage(m, out)
 	}
-	f := &ChatForm{Model: req.Get("model").Str, Messages: out, AddGenerationPrompt: true, sizeHint: len(body)}
+	f := anthropicForm(req, len(body), opt)
+	f.Messages = out
+	return f, nil
+}
+
+// anthropicForm is the chat form of a checked Messages request without its messages. size is
+// the body's length.
+func anthropicForm(req *Value, size int, opt AnthropicOptions) *ChatForm {
+	f := &ChatForm{Model: req.Get("model").Str, AddGenerationPrompt: true, sizeHint: size}
 	f.ChatTemplateKwargs = nullToNil(req.Get("chat_template_kwargs"))
 	f.CacheSalt = nullToNil(req.Get("cache_salt"))
 	if e := req.Get("output_config").Get("effort"); e.IsStr() {
@@ -77,7 +85,7 @@ func FromAnthropic(body []byte, opt AnthropicOptions) (*ChatForm, error) {
 		}
 		f.Tools = list
 	}
-	return f, nil
+	return f
 }
 
 // inputSchema is the tool's input_schema as vLLM's protocol validator leaves it: "type":

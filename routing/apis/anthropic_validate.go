@@ -8,6 +8,23 @@ import (
 // validateAnthropic applies the checks of vLLM's AnthropicMessagesRequest model
 // (vllm/entrypoints/anthropic/protocol.py at the commit named in doc.go) that decide whether the
 // worker accepts the request: what it refuses is routed on load alone and answered by the worker.
+// validateAnthropicMessage checks one element of `messages`.
+func validateAnthropicMessage(m *Value) error {
+	switch role(m) {
+	case "user", "assistant", "system":
+	default:
+		return invalid("message.role must be user|assistant|system")
+	}
+	c := m.Get("content")
+	if c.IsStr() {
+		return nil
+	}
+	if !c.IsArr() {
+		return invalid("message.content must be a string or a list of blocks")
+	}
+	return validateBlocks(c.Arr)
+}
+
 func validateAnthropic(req *Value) error {
 	if !req.IsObj() {
 		return invalid("the body is not an object")
@@ -28,19 +45,7 @@ func validateAnthropic(req *Value) error {
 		return invalid("messages: a list is required")
 	}
 	for _, m := range msgs.Arr {
-		switch role(m) {
-		case "user", "assistant", "system":
-		default:
-			return invalid("message.role must be user|assistant|system")
-		}
-		c := m.Get("content")
-		if c.IsStr() {
-			continue
-		}
-		if !c.IsArr() {
-			return invalid("message.content must be a string or a list of blocks")
-		}
-		if err := validateBlocks(c.Arr); err != nil {
+		if err := validateAnthropicMessage(m); err != nil {
 			return err
 		}
 	}

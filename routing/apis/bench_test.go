@@ -53,3 +53,42 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkConverterResponses: the cached conversion of the same ~100k-token agent turn (every
+// item seen before: the cost of a replayed conversation).
+func BenchmarkConverterResponses(b *testing.B) {
+	body := agentBody(40)
+	c := apis.NewConverter(64 << 20)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		_, chat, err := c.ResponsesChat(body, apis.ResponsesOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		apis.ReleaseChatBody(chat) // as the router does
+
+	}
+}
+
+// BenchmarkConverterGrowing: the cached conversion of an agent conversation growing by one turn
+// (four new items) per op from ~100k tokens, as bench/proxy's responses100k sends it; one warm-up
+// turn first. Run with a fixed count (-benchtime 60x): the bodies are built up front.
+func BenchmarkConverterGrowing(b *testing.B) {
+	bodies := make([][]byte, b.N+1)
+	for i := range bodies {
+		bodies[i] = agentBody(40 + i)
+	}
+	c := apis.NewConverter(64 << 20)
+	if _, _, err := c.ResponsesChat(bodies[0], apis.ResponsesOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, chat, err := c.ResponsesChat(bodies[i+1], apis.ResponsesOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		apis.ReleaseChatBody(chat)
+	}
+}

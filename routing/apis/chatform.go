@@ -61,12 +61,30 @@ func FormFromExpected(model string, e *Value) *ChatForm {
 // kvroute's chat path does not do by itself. Null fields are left out (the chat defaults are
 // vLLM's: add_generation_prompt true, continue_final_message false).
 func (f *ChatForm) Body() []byte {
-	b := Obj(M("model", Str(f.Model)), M("messages", Arr(f.Messages...)))
+	var buf bytes.Buffer
+	buf.Grow(f.sizeHint + 4096)
+	f.writeBody(&buf, func(b *bytes.Buffer) { Arr(f.Messages...).write(b) })
+	return buf.Bytes()
+}
+
+// writeBody writes the chat body with messages written by msgs (a JSON list): Body's fields in
+// Body's order, so the converter's cached messages (convert.go) give Body's bytes.
+func (f *ChatForm) writeBody(buf *bytes.Buffer, msgs func(*bytes.Buffer)) {
+	buf.WriteString(`{"model":`)
+	writeGoString(buf, f.Model)
+	buf.WriteString(`,"messages":`)
+	msgs(buf)
+	field := func(k string, v *Value) {
+		buf.WriteByte(',')
+		writeGoString(buf, k)
+		buf.WriteByte(':')
+		v.write(buf)
+	}
 	if f.Tools != nil {
-		b.Set("tools", f.Tools)
+		field("tools", f.Tools)
 	}
 	if f.ToolChoice != nil {
-		b.Set("tool_choice", f.ToolChoice)
+		field("tool_choice", f.ToolChoice)
 	}
 	kw := f.ChatTemplateKwargs
 	if f.ReasoningEffort.IsStr() && !kw.Has("enable_thinking") {
@@ -78,20 +96,17 @@ func (f *ChatForm) Body() []byte {
 		kw.Set("enable_thinking", Bool(f.ReasoningEffort.Str != "none"))
 	}
 	if kw != nil {
-		b.Set("chat_template_kwargs", kw)
+		field("chat_template_kwargs", kw)
 	}
-	b.Set("add_generation_prompt", Bool(f.AddGenerationPrompt))
-	b.Set("continue_final_message", Bool(f.ContinueFinalMessage))
+	field("add_generation_prompt", Bool(f.AddGenerationPrompt))
+	field("continue_final_message", Bool(f.ContinueFinalMessage))
 	if f.ReasoningEffort != nil {
-		b.Set("reasoning_effort", f.ReasoningEffort)
+		field("reasoning_effort", f.ReasoningEffort)
 	}
 	if f.CacheSalt != nil {
-		b.Set("cache_salt", f.CacheSalt)
+		field("cache_salt", f.CacheSalt)
 	}
-	var buf bytes.Buffer
-	buf.Grow(f.sizeHint + 4096)
-	b.write(&buf)
-	return buf.Bytes()
+	buf.WriteByte('}')
 }
 
 func orNull(v *Value) *Value {

@@ -17,5 +17,7 @@
 // Files: value.go (order-keeping JSON), pyjson.go (Python's json.dumps and str of JSON values),
 // chatform.go (the chat form and the chat body built from it), errors.go (vLLM's rejections),
 // anthropic.go, anthropic_system.go (inline system placement), anthropic_validate.go,
-// responses.go, responses_tools.go.
+// responses.go, responses_tools.go; convert.go and convert_fast.go (Converter: the same
+// conversion with a cache of items and messages keyed by their bytes, for the request path),
+// scan.go (the body split into its members and its list's elements for the Converter).
 package apis

@@ -203,6 +203,10 @@ func (p *parser) str() (string, error) {
 	start := p.i
 	// fast path: no escapes, valid UTF-8
 	for p.i < len(p.b) {
+		p.i += plainRun(p.b[p.i:])
+		if p.i >= len(p.b) {
+			break
+		}
 		c := p.b[p.i]
 		if c == '"' {
 			s := p.b[start:p.i]
@@ -235,8 +239,9 @@ func (p *parser) str() (string, error) {
 		case c < 0x20:
 			return "", p.errf("control character in a string")
 		case c != '\\':
-			sb.WriteByte(c)
-			p.i++
+			n := max(plainRun(p.b[p.i:]), 1) // a byte ≥ 0x80 is copied as it is too
+			sb.Write(p.b[p.i : p.i+n])
+			p.i += n
 			continue
 		}
 		if p.i+1 >= len(p.b) {

@@ -35,26 +35,9 @@ func FromResponses(body []byte, opt ResponsesOptions) (*Responses, error) {
 	if !req.IsObj() {
 		return nil, invalid("the body is not an object")
 	}
-	out := &Responses{Store: true}
-	if s := req.Get("store"); s != nil && s.Kind == KindBool {
-		out.Store = s.Bool
-	}
-	if p := req.Get("previous_response_id"); p.IsStr() && p.Str != "" {
-		out.PreviousResponseID = p.Str
-	}
-	if err := validateResponses(req, out.Store, opt); err != nil {
-		return out, err
-	}
-	tools, names, err := responsesTools(req.Get("tools"))
+	out, f, err := responsesForm(req, len(body), opt)
 	if err != nil {
 		return out, err
-	}
-	f := &ChatForm{Model: req.Get("model").StrOr(""), Tools: tools, AddGenerationPrompt: true, sizeHint: len(body)}
-	if f.ToolChoice, err = responsesToolChoice(req.Get("tool_choice"), req.Get("tools"), names); err != nil {
-		return out, err
-	}
-	if ins := req.Get("instructions"); ins.Truthy() && ins.IsStr() {
-		f.Messages = append(f.Messages, Obj(M("role", Str("system")), M("content", Str(ins.Str))))
 	}
 	in := req.Get("input")
 	if in.IsStr() {
@@ -73,6 +56,35 @@ func FromResponses(body []byte, opt ResponsesOptions) (*Responses, error) {
 			f.ContinueFinalMessage, f.AddGenerationPrompt = true, false
 		}
 	}
+	out.Form = f
+	return out, nil
+}
+
+// responsesForm reads and checks everything of a Responses request but its input: the form
+// holds the instructions' system message (when there are instructions) and every field but the
+// input's messages. size is the body's length.
+func responsesForm(req *Value, size int, opt ResponsesOptions) (*Responses, *ChatForm, error) {
+	out := &Responses{Store: true}
+	if s := req.Get("store"); s != nil && s.Kind == KindBool {
+		out.Store = s.Bool
+	}
+	if p := req.Get("previous_response_id"); p.IsStr() && p.Str != "" {
+		out.PreviousResponseID = p.Str
+	}
+	if err := validateResponses(req, out.Store, opt); err != nil {
+		return out, nil, err
+	}
+	tools, names, err := responsesTools(req.Get("tools"))
+	if err != nil {
+		return out, nil, err
+	}
+	f := &ChatForm{Model: req.Get("model").StrOr(""), Tools: tools, AddGenerationPrompt: true, sizeHint: size}
+	if f.ToolChoice, err = responsesToolChoice(req.Get("tool_choice"), req.Get("tools"), names); err != nil {
+		return out, nil, err
+	}
+	if ins := req.Get("instructions"); ins.Truthy() && ins.IsStr() {
+		f.Messages = append(f.Messages, Obj(M("role", Str("system")), M("content", Str(ins.Str))))
+	}
 	f.ChatTemplateKwargs = nullToNil(req.Get("chat_template_kwargs"))
 	if eff := req.Get("reasoning").Get("effort"); eff.IsStr() {
 		f.ReasoningEffort = Str(eff.Str)
@@ -86,8 +98,7 @@ func FromResponses(body []byte, opt ResponsesOptions) (*Responses, error) {
 		}
 	}
 	f.CacheSalt = nullToNil(req.Get("cache_salt"))
-	out.Form = f
-	return out, nil
+	return out, f, nil
 }
 
 func validateResponses(req *Value, store bool, opt ResponsesOptions) error {

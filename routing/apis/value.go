@@ -190,11 +190,11 @@ func writeGoString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < 0x80 {
-			i++
-			continue
+		i += plainRun(s[i:])
+		if i >= len(s) {
+			break
 		}
+		c := s[i]
 		if c >= 0x80 {
 			r, n := utf8.DecodeRuneInString(s[i:])
 			if r == '\u2028' || r == '\u2029' {

@@ -1,28 +1,59 @@
 package router
 
-import "github.com/kvroute/kvroute/routing/apis"
+import (
+	"sync"
+
+	"github.com/kvroute/kvroute/routing/apis"
+)
 
 // apiChatBody converts a /v1/responses or /v1/messages body into the chat body vLLM renders for
 // it (routing/apis) and records on res what the stored-response rules need (previous_response_id,
 // store). A request vLLM refuses gives the *apis.Error: it is routed on load alone and the worker
 // answers it. The conversion is timed in the parse stage (Route).
 func (r *Router) apiChatBody(res *Result, kind PathKind, body []byte) ([]byte, error) {
+	conv := r.converter()
 	if kind == PathMessages {
-		f, err := apis.FromAnthropic(body, r.cfg.APIs.Anthropic)
-		if err != nil {
-			return nil, err
-		}
-		return f.Body(), nil
+		return conv.AnthropicChat(body, r.cfg.APIs.Anthropic)
 	}
-	rr, err := apis.FromResponses(body, r.cfg.APIs.Responses)
+	rr, chatBody, err := conv.ResponsesChat(body, r.cfg.APIs.Responses)
 	if rr != nil {
 		res.PreviousResponseID, res.StoresResponse, res.ResponseFieldsRead = rr.PreviousResponseID, rr.Store, true
 	}
-	if err != nil {
-		return nil, err
-	}
-	return rr.Form.Body(), nil
+	return chatBody, err
 }
+
+// converter returns the conversion cache (apis.Converter) the router uses: one per process,
+// with the budget of the model's template cache (template_cache_size: 64 MiB by default, about
+// twenty 100k-token agent conversations, as many as the template cache holds; none when the
+// model has no template cache), kept across routers (config reloads) while that size is the
+// same, as the template cache is. A conversation it no longer holds takes the full conversion,
+// with the same result.
+func (r *Router) converter() *apis.Converter {
+	r.convOnce.Do(func() {
+		var size int64
+		if r.model != nil && r.model.Template != nil {
+			if mc := r.model.Template.MessageCache(); mc != nil {
+				size = mc.Stats().MaxBytes
+			}
+		}
+		if size <= 0 {
+			r.conv = apis.NewConverter(0) // the full path every time
+			return
+		}
+		sharedConvMu.Lock()
+		defer sharedConvMu.Unlock()
+		if sharedConv == nil || sharedConv.MaxBytes() != size {
+			sharedConv = apis.NewConverter(size)
+		}
+		r.conv = sharedConv
+	})
+	return r.conv
+}
+
+var (
+	sharedConvMu sync.Mutex
+	sharedConv   *apis.Converter
+)
 
 // ChatBody returns the chat-completions body the router renders for a request on path: the body
 // itself for chat and completions paths, the chat form vLLM builds for /responses and /messages

@@ -17,7 +17,8 @@ import (
 // on its own path and the chat form vLLM builds from it on /v1/chat/completions, and asserts the
 // same block hashes (block size 4 over the Qwen3-VL test model's template); an error vector is
 // routed on load alone with api_request_invalid. Vectors with a server-dependent variant are
-// routed under both settings.
+// routed under both settings. Each setting is routed three times: with the full conversion, then
+// twice with a conversion cache shared by all vectors (cold, warm).
 func TestAPIGoldenHashes(t *testing.T) {
 	type vec struct {
 		ID       string          `json:"id"`
@@ -31,6 +32,7 @@ func TestAPIGoldenHashes(t *testing.T) {
 		ws[i].Model, ws[i].BlockSize = "test-model", 4
 	}
 	compared, errs, media, fellBack := 0, 0, 0, 0
+	conv := apis.NewConverter(64 << 20) // one for all vectors: their items recur across vectors
 	for _, c := range []struct {
 		file, path string
 	}{{"anthropic_to_chat.jsonl", "/v1/messages"}, {"responses_to_chat.jsonl", "/v1/responses"}} {
@@ -59,9 +61,13 @@ func TestAPIGoldenHashes(t *testing.T) {
 					want json.RawMessage
 				}{apis.Options{Anthropic: apis.AnthropicOptions{DisabledThinkingEffort: "low"}}, v.Low})
 			}
-			for _, s := range settings {
+			for pass, s := range passes(settings) {
 				r := newTestRouter(t, &fakeMedia{})
 				r.cfg.APIs = s.opt
+				if pass >= len(settings) {
+					// the conversion cache (apis.Converter) as Caddy runs it: cold, then warm
+					r.convOnce.Do(func() { r.conv = conv })
+				}
 				var got [][]wire.BlockHash
 				r.onHashes = func(h []wire.BlockHash) { got = append(got, slices.Clone(h)) }
 				res, err := r.Route(context.Background(), &Input{Path: c.path, Body: v.Input, Workers: ws})
@@ -119,7 +125,16 @@ func TestAPIGoldenHashes(t *testing.T) {
 			}
 		}
 	}
-	if compared < 170 || errs < 19 || media < 10 || fellBack > 3 {
+	if st := conv.Stats(); st.Hits == 0 || st.Misses == 0 {
+		t.Fatalf("the conversion cache was not used: %+v", st)
+	}
+	if compared < 3*170 || errs < 3*19 || media < 3*10 || fellBack > 3*3 {
 		t.Fatalf("compared %d (%d of them fell back alike), %d errors, %d with media: fewer than the golden files hold", compared, fellBack, errs, media)
 	}
+}
+
+// passes repeats the settings three times: the first for the full conversion, the others for
+// the cached one.
+func passes[S any](settings []S) []S {
+	return append(append(append([]S{}, settings...), settings...), settings...)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvroute/kvroute/routing/apis"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/reason"
@@ -37,6 +38,8 @@ func (r *Router) Route(ctx context.Context, in *Input) (*Result, error) {
 		chatBody, apiErr = r.apiChatBody(res, kind, in.Body)
 		if apiErr == nil {
 			body = chatBody
+			// the parsed request aliases the chat body; nothing that outlives Route keeps it
+			defer apis.ReleaseChatBody(chatBody)
 		}
 		kind = PathChat
 	}

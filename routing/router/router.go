@@ -79,6 +79,10 @@ type Router struct {
 	// adapters remembers the LoRA adapters of earlier worker lists (adapter.go).
 	adapters adapterMemory
 
+	// conv converts /v1/responses and /v1/messages bodies (apis.go), set on first use.
+	convOnce sync.Once
+	conv     *apis.Converter
+
 	// onHashes, when set (tests only), sees every request's block hashes before they are scored.
 	onHashes func([]wire.BlockHash)
 }
