@@ -50,8 +50,9 @@ type Resolver struct {
 	// another codec is unsupported_codec, whatever the linked FFmpeg decodes.
 	Codecs mediaport.Codecs
 
-	reval      revalidated
-	lastDigest atomic.Pointer[digested] // digest.go
+	reval        revalidated
+	imageDecodes atomic.Int64             // pixel decodes run (imagecache.go), for ImageDecodes
+	lastDigest   atomic.Pointer[digested] // digest.go
 }
 
 // New returns a resolver over a fetcher and a decoder.
@@ -121,6 +122,10 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 		Indices:         res.Indices,
 	}, nil
 }
+
+// ImageDecodes is the number of image pixel decodes this resolver ran (cache misses that
+// decoded, not the callers that joined one): the single-flight's measure (imagecache.go).
+func (r *Resolver) ImageDecodes() int64 { return r.imageDecodes.Load() }
 
 // CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
 func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
