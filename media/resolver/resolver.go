@@ -162,7 +162,9 @@ const decodedBytesPerPixel = 12
 // otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any
 // pixel buffer is allocated.
 //
-// Decoded: PNG, JPEG (libjpeg-turbo as Pillow decodes it, jpeg_turbo.go), GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
+// Decoded: PNG (8-bit by libpng, png_libpng.go), JPEG (libjpeg-turbo as Pillow decodes it,
+// jpeg_turbo.go), GIF, WebP (lossy, lossless by libwebp, webp_libwebp.go; with alpha), BMP, TIFF
+// (imageformat.go).
 // Errors, as reason codes:
 //   - unsupported_codec (a fallback: forwarded unchanged, routed on the text before it): a
 //     recognised image format kvroute does not decode (AVIF, HEIC, JPEG 2000, JPEG XL, ICO,
@@ -228,6 +230,14 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		case !errors.Is(err, errJPEGOtherSpace):
 			return nil, reason.New(reason.MediaUndecodable, "decoding the JPEG image: %v", err)
 		}
+	}
+	// 8-bit PNG by libpng, lossless WebP by libwebp: the pixels Go's decoders give, faster
+	// (png_libpng.go, webp_libwebp.go); anything they leave or refuse goes on to Go's decoder
+	switch f {
+	case formatPNG:
+		px, _ = decodePNG(data, cfg.Width, cfg.Height)
+	case formatWebP:
+		px, _ = decodeWebPLossless(data, cfg.Width, cfg.Height)
 	}
 	if px.row == nil {
 		img, err := f.decode(bytes.NewReader(data))
