@@ -378,6 +378,14 @@ func BenchmarkImage4KPNGWebP(b *testing.B) {
 			hash(px)
 		}
 	})
+	b.Run("png_screenshot/DecodeImage", func(b *testing.B) { // the path a request takes (libpng)
+		b.SetBytes(int64(len(shot)))
+		for b.Loop() {
+			if _, err := DecodeImage(shot); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	fx := webpFixtures(b, 3840, 2160)
 	for _, name := range []string{"lossy", "lossless", "lossy_alpha"} {
 		data := fx[name]
