@@ -115,9 +115,10 @@ func (c *Cache) Stats() CacheStats {
 
 // flight is one decode that later callers of the same key wait for.
 type flight struct {
-	done chan struct{}
-	res  *Result
-	err  error
+	done    chan struct{}
+	res     *Result
+	err     error
+	waiters int // callers that joined (under Decoder.mu)
 }
 
 // Identify returns the identity of data under sampler, from the cache when the same bytes were
@@ -152,6 +153,7 @@ func (d *Decoder) Share(ctx context.Context, key CacheKey, decode func() (*Resul
 		if !ok {
 			break // d.mu held: lead the decode below
 		}
+		f.waiters++
 		d.mu.Unlock()
 		select {
 		case <-f.done:

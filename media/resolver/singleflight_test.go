@@ -39,8 +39,8 @@ func identifyAll(t *testing.T, r *resolver.Resolver, url string, n int) []*media
 
 // TestImageSingleFlight: 32 copies of one 2000×2000 PNG (data: URLs, identical bytes) identified
 // at once decode once: one decode-cache miss (the decode), 31 hits (the callers that joined it or
-// found its entry), every identity DecodeImage's. With the decode cache off the copies still share
-// the one decode. Before the single-flight, every copy that looked the cache up before the first
+// found its entry), every identity DecodeImage's (with the cache off: media TestShareCacheOff).
+// Before the single-flight, every copy that looked the cache up before the first
 // decode ended decoded again (4–6 decodes of 32 in the operator's test).
 func TestImageSingleFlight(t *testing.T) {
 	const n = 32
@@ -65,16 +65,6 @@ func TestImageSingleFlight(t *testing.T) {
 		t.Fatalf("decode cache %+v, want one entry", st)
 	}
 
-	// the cache off (media { cache_entries -1 }): no lookups, still one decode
-	off, _, results := newImageResolverSync(t, &media.DecoderConfig{CacheEntries: -1})
-	for i, info := range identifyAll(t, off, url, n) {
-		if *info != *want {
-			t.Fatalf("cache off, copy %d: %+v, want %+v", i, *info, *want)
-		}
-	}
-	if got := off.ImageDecodes(); got != 1 || len(results()) != 0 {
-		t.Fatalf("cache off, %d copies at once: %d decodes, %d lookups; want 1 decode, no lookup", n, got, len(results()))
-	}
 }
 
 // TestImageSingleFlightHeap: the single-flight keeps nothing of a decode once it ended: after
