@@ -21,7 +21,8 @@ import (
 // Go's on the fixtures of png_libpng_test.go, so identities do not change. 16-bit PNGs stay with
 // Go's decoder: canvasPixels keeps the high byte of opaque samples but premultiplies a partly
 // transparent 16-bit pixel before the opacity test, which libpng's transformations do not give.
-// Any libpng error or warning hands the file to Go's decoder, whose verdict stands.
+// Any libpng error or warning, or a chunk sequence Go's reader would refuse (pngChunksAsGo),
+// hands the file to Go's decoder, whose verdict stands.
 
 // errPNGDeep reports a 16-bit PNG, which decodePNG leaves to Go's decoder.
 var errPNGDeep = errors.New("16-bit PNG")
@@ -30,8 +31,8 @@ var errPNGDeep = errors.New("16-bit PNG")
 // its identity's pixel array, allocating 4·w·h bytes (within decodedBytesPerPixel). Errors:
 // errPNGDeep, or libpng's words (the caller lets Go's decoder decide then).
 func decodePNG(data []byte, w, h int) (pixelArray, error) {
-	if len(data) == 0 {
-		return pixelArray{}, errors.New("empty PNG")
+	if !pngChunksAsGo(data) {
+		return pixelArray{}, errors.New("a chunk sequence Go's decoder checks itself")
 	}
 	out := make([]byte, 4*w*h)
 	var msg [256]C.char
