@@ -3,8 +3,10 @@ package resolver
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"image"
+	"io"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -104,6 +106,72 @@ func TestPNGLibpngDifferential(t *testing.T) {
 	}
 	t.Logf("both decode %d, Go only %d, neither %d", both, goOnly, neither)
 	if both < 500 {
+		t.Fatalf("only %d corruptions decoded by both: the comparison covers too little", both)
+	}
+}
+
+// TestWebPLibwebpDifferential: over 3000 corruptions of the lossless WebP fixtures (a byte
+// changed, a run cut out, the tail cut off, the RIFF size changed; a fixed seed), wherever
+// decodeWebPLossless decodes a file Go's decoder decodes too, the pixels are the same, and where
+// Go's refuses one libwebp decodes, Go's error is an unexpected EOF (a VP8L stream ending early,
+// which libwebp, and so the worker's Pillow, decodes), never another verdict.
+func TestWebPLibwebpDifferential(t *testing.T) {
+	fx := webpFixtures(t, 67, 45)
+	srcs := [][]byte{fx["lossless"], fx["lossless_alpha"], readFixture(t, "picture_lossless.webp"), readFixture(t, "picture_alpha.webp")}
+	r := rand.New(rand.NewPCG(28, 2))
+	both, goOnly, neither, libwebpOnly := 0, 0, 0, 0
+	for i := 0; i < 3000; i++ {
+		d := append([]byte(nil), srcs[r.IntN(len(srcs))]...)
+		switch r.IntN(4) {
+		case 0:
+			d[12+r.IntN(len(d)-12)] ^= byte(1 + r.IntN(255))
+		case 1:
+			a := 12 + r.IntN(len(d)-12)
+			d = append(d[:a], d[min(len(d), a+1+r.IntN(16)):]...)
+		case 2:
+			d = d[:12+r.IntN(len(d)-12)]
+		case 3:
+			binary.LittleEndian.PutUint32(d[4:], uint32(len(d)-8+r.IntN(17)-8))
+		}
+		if sniffImage(d) != formatWebP {
+			continue
+		}
+		cfg, err := formatWebP.decodeConfig(bytes.NewReader(d))
+		if err != nil || cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width*cfg.Height > 1<<22 {
+			continue
+		}
+		px, cerr := decodeWebPLossless(d, cfg.Width, cfg.Height)
+		img, gerr := formatWebP.decode(bytes.NewReader(d))
+		switch {
+		case cerr == nil && gerr != nil:
+			// libwebp's bit reader reads a VP8L stream that ends a little early as if padded
+			// (the worker's Pillow decodes with libwebp too); Go's says unexpected EOF. That one
+			// difference is allowed: a 400 becomes the pixels the worker decodes.
+			if !errors.Is(gerr, io.ErrUnexpectedEOF) {
+				t.Fatalf("corruption %d: libwebp decodes a file Go refuses (%v)", i, gerr)
+			}
+			libwebpOnly++
+		case cerr == nil:
+			both++
+			gch, want := flatten(canvasPixels(img, image.Rect(0, 0, cfg.Width, cfg.Height)))
+			ch, got := flatten(px)
+			if ch != gch || !bytes.Equal(got, want) {
+				nd := 0
+				for j := range min(len(got), len(want)) {
+					if got[j] != want[j] {
+						nd++
+					}
+				}
+				t.Errorf("corruption %d: libwebp and Go decode different pixels (%d/%d channels, %d of %d bytes differ, %q, len %d)", i, ch, gch, nd, len(want), d[12:16], len(d))
+			}
+		case gerr == nil:
+			goOnly++
+		default:
+			neither++
+		}
+	}
+	t.Logf("both decode %d, Go only %d, neither %d, libwebp only (Go: unexpected EOF) %d", both, goOnly, neither, libwebpOnly)
+	if both < 200 {
 		t.Fatalf("only %d corruptions decoded by both: the comparison covers too little", both)
 	}
 }

@@ -18,7 +18,9 @@ int kv_webp_decode(const unsigned char *data, unsigned long size, unsigned char 
 	if (lossless_only && cfg.input.format != 2) {
 		return KV_WEBP_LOSSY;
 	}
-	int ch = cfg.input.has_alpha ? 4 : 3;
+	// A lossless image is decoded as RGBA whatever its header's alpha hint says: Go's decoder
+	// keeps the alpha the pixels carry, and the caller finds out whether they are opaque.
+	int ch = (cfg.input.has_alpha || lossless_only) ? 4 : 3;
 	cfg.output.colorspace = ch == 4 ? MODE_RGBA : MODE_RGB;
 	cfg.output.is_external_memory = 1;
 	cfg.output.u.RGBA.rgba = out;
