@@ -390,10 +390,25 @@ func BenchmarkImage4KPNGWebP(b *testing.B) {
 	for _, name := range []string{"lossy", "lossless", "lossy_alpha"} {
 		data := fx[name]
 		b.Run("webp_"+name+"/go", goDecode(formatWebP, data))
+		if name == "lossless" {
+			b.Run("webp_lossless/libwebp_rgb_out", func(b *testing.B) { // RGB out, trusting the alpha hint
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					px, err := decodeWebPC(data, 3840, 2160, false)
+					if err != nil {
+						b.Fatal(err)
+					}
+					hash(px)
+				}
+			})
+		}
 		b.Run("webp_"+name+"/libwebp", func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
 				px, err := decodeWebPC(data, 3840, 2160, false)
+				if name == "lossless" { // the production path: RGBA, packed to RGB when opaque
+					px, err = decodeWebPLossless(data, 3840, 2160)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
