@@ -16,7 +16,7 @@ import (
 // Lossless WebP pixels (VP8L, with or without alpha) come from libwebp (Debian 12's libwebp-dev
 // 1.2.4, its static libwebp.a): the format is exact, and libwebp's ARGB is byte for byte
 // x/image/webp's on the fixtures of pngwebp_c_test.go, so identities do not change; it is about
-// 1.6× faster on a 4K lossless photo (docs/benchmarks.md). Lossy WebP (VP8) stays with
+// 1.5–1.65× faster on a 4K lossless photo (docs/benchmarks.md). Lossy WebP (VP8) stays with
 // x/image/webp: its YCbCr → RGB is Go's color.YCbCrToRGB over nearest-neighbour chroma, libwebp's
 // (Pillow's) is its own fixed-point conversion with fancy upsampling, and over 90 % of the RGB
 // bytes differ, so switching would change every lossy WebP identity (as the JPEG switch did) —
