@@ -4,7 +4,7 @@ export GOTOOLCHAIN := go1.27.3
 export CGO_ENABLED := 1
 
 APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
-	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev libjpeg62-turbo-dev ffmpeg jq curl \
+	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev libwebp-dev ffmpeg jq curl \
 	prometheus
 
 # FFMPEG=static links kvroute's own FFmpeg instead of the system's (issue 24, docs/ffmpeg.md):

@@ -113,32 +113,47 @@ func (c *Cache) Stats() CacheStats {
 	return CacheStats{Entries: c.ll.Len(), Bytes: c.bytes, Hits: c.hits, Misses: c.miss}
 }
 
-// flight is one Identify decode that later callers of the same key wait for.
+// flight is one decode that later callers of the same key wait for.
 type flight struct {
-	done chan struct{}
-	res  *Result
-	err  error
+	done    chan struct{}
+	res     *Result
+	err     error
+	waiters int // callers that joined (under Decoder.mu)
 }
 
 // Identify returns the identity of data under sampler, from the cache when the same bytes were
 // decoded with the same samplerKey before (the key must name the sampler and all its parameters).
 // Errors carry reason codes (reason.CodeOf).
-// Concurrent calls with the same key share one decode (the later callers wait for it, within
-// their own ctx); errors are not cached.
+// Concurrent calls with the same key share one decode (Share), with the cache on or off; errors
+// are not cached.
 func (d *Decoder) Identify(ctx context.Context, data []byte, sampler Sampler, samplerKey string) (*Result, error) {
-	if d.cache == nil {
+	return d.Share(ctx, NewCacheKey(data, samplerKey), func() (*Result, error) {
 		return d.Decode(ctx, data, sampler, DecodeOptions{})
-	}
-	key := NewCacheKey(data, samplerKey)
+	})
+}
+
+// Share is the single-flight in front of a decode: it returns the cached result of key (Cached
+// set), else joins the call of decode running now for key (Cached set: this caller decoded
+// nothing), else runs decode itself, caches its result and hands it to the callers that joined.
+// key is a CacheKey (XXH3-128 of the bytes and the rule that made the result), so equal bytes
+// under one rule decode once however many requests carry them at once. A joining caller waits
+// within its own ctx; when the leader's ctx was canceled (its client went away) the callers
+// waiting for it run again and one of them leads. Errors are shared with the callers that
+// joined, never cached. The result is a copy each caller may keep (no Frames for a joiner).
+// Lock order: docs/LOCKS.md (Decoder.mu is a leaf; decode runs outside it).
+func (d *Decoder) Share(ctx context.Context, key CacheKey, decode func() (*Result, error)) (*Result, error) {
 	for {
-		if r, ok := d.cache.Get(key); ok {
-			return r, nil
+		if d.cache != nil {
+			if r, ok := d.cache.Get(key); ok {
+				return r, nil
+			}
 		}
 		d.mu.Lock()
 		f, ok := d.inflight[key]
 		if !ok {
 			break // d.mu held: lead the decode below
 		}
+		f.waiters++
 		d.mu.Unlock()
 		select {
 		case <-f.done:
@@ -151,29 +166,39 @@ func (d *Decoder) Identify(ctx context.Context, data []byte, sampler Sampler, sa
 		if f.err != nil {
 			return nil, f.err
 		}
-		r := *f.res
-		r.Indices = append([]int(nil), r.Indices...)
-		r.Metadata = append([]byte(nil), r.Metadata...)
+		r := copyResult(f.res)
+		r.Frames = nil
 		r.Cached = true
-		return &r, nil
+		return r, nil
 	}
 	f := &flight{done: make(chan struct{})}
 	d.inflight[key] = f
 	d.mu.Unlock()
 
-	f.res, f.err = d.Decode(ctx, data, sampler, DecodeOptions{})
-	if f.err == nil {
-		d.cache.Put(key, f.res)
-	}
-	d.mu.Lock()
-	delete(d.inflight, key)
-	d.mu.Unlock()
-	close(f.done)
+	finished := false
+	defer func() {
+		if !finished { // decode panicked: the joined callers run again
+			f.err = context.Canceled
+		}
+		d.mu.Lock()
+		delete(d.inflight, key)
+		d.mu.Unlock()
+		close(f.done)
+	}()
+	f.res, f.err = decode()
+	finished = true
 	if f.err != nil {
 		return nil, f.err
 	}
-	r := *f.res
+	if d.cache != nil {
+		d.cache.Put(key, f.res)
+	}
+	return copyResult(f.res), nil
+}
+
+func copyResult(res *Result) *Result {
+	r := *res
 	r.Indices = append([]int(nil), r.Indices...)
 	r.Metadata = append([]byte(nil), r.Metadata...)
-	return &r, nil
+	return &r
 }

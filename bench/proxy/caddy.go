@@ -41,7 +41,9 @@ func startMedia(dir string) (string, func(), error) {
 	mux.Handle("/", http.FileServer(http.Dir(dir)))
 	mux.HandleFunc("/gen/photo.jpg", servePhoto)
 	mux.HandleFunc("/gen/h264_720p.mp4", serveH264)
+	mux.HandleFunc("/gen/screenshot.png", serveScreenshot)
 	photo() // made before any request is timed
+	screenshot()
 	srv, addr, err := caddytest.Serve(mux)
 	if err != nil {
 		return "", nil, err

@@ -157,6 +157,38 @@ var workloads = []workload{
 		},
 	},
 	{
+		name:  "image4kcold32",
+		about: "32 copies of one cold 3840x2160 JPEG URL in one request (new bytes per request): one fetch and one decode per request",
+		build: func(g *docGen, clients, per int, mediaURL string) [][][]byte {
+			return perRequest(clients, per, func(seed uint64) []byte {
+				u := mediaURL + "/gen/photo.jpg?n=" + strconv.FormatUint(seed+uint64(time.Now().UnixNano()), 10)
+				parts := make([]map[string]any, 0, 33)
+				for range 32 {
+					parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]any{"url": u}})
+				}
+				parts = append(parts, map[string]any{"type": "text", "text": "Are these the same photo?"})
+				return chatBody([]message{{"system", systemPrompt}, {"user", parts}})
+			})
+		},
+	},
+	{
+		name:  "png4k",
+		about: "the same 3840x2160 PNG screenshot with a short question, every request (repeated: the identity cache)",
+		build: func(g *docGen, clients, per int, mediaURL string) [][][]byte {
+			body := imageBody(mediaURL + "/gen/screenshot.png")
+			return perRequest(clients, per, func(uint64) []byte { return body })
+		},
+	},
+	{
+		name:  "png4kcold",
+		about: "a 3840x2160 PNG screenshot whose bytes differ per request (a serial after IEND; same pixels), cold every time",
+		build: func(g *docGen, clients, per int, mediaURL string) [][][]byte {
+			return perRequest(clients, per, func(seed uint64) []byte {
+				return imageBody(mediaURL + "/gen/screenshot.png?n=" + strconv.FormatUint(seed+uint64(time.Now().UnixNano()), 10))
+			})
+		},
+	},
+	{
 		name:  "longword",
 		about: "a chat message of one 22 MB run of x (one pre-token): kvroute routes it on load (prompt_too_costly)",
 		build: func(g *docGen, clients, per int, _ string) [][][]byte {

@@ -57,30 +57,40 @@ const imageCacheKey = "image:pixels:v1"
 // imageInfo computes data's identity under the resolver's ImageIdentity: one XXH3-128 of the
 // bytes, then the header (ImageBytes), or the decode cache and, on a miss, DecodeImage
 // (ImagePixels). reserve is decodeImage's.
+//
+// Equal bytes decode once: a decode runs under the decoder's single-flight (media.Decoder.Share)
+// keyed like the cache, so 32 copies of one image in a request, or in concurrent requests, wait
+// for one decode (and reserve its pixels once) instead of each decoding them; the callers that
+// joined count as decode-cache hits, the one that decoded as the miss.
 func (r *Resolver) imageInfo(ctx context.Context, data []byte, reserve func(int64) (func(), error)) (*mediaport.ImageInfo, error) {
 	sum := xxh3.Hash128(data)
 	if r.ImageIdentity == ImageBytes {
 		return imageHeader(data, sum)
 	}
-	var cache *media.Cache
-	if r.decoder != nil {
-		cache = r.decoder.Cache()
-	}
-	if cache == nil {
+	if r.decoder == nil {
+		r.imageDecodes.Add(1)
 		return decodeImage(data, reserve)
 	}
 	key := media.CacheKey{Content: sum, Sampler: imageCacheKey}
-	if res, ok := cache.Get(key); ok {
-		r.cacheResult("hit")
-		return &mediaport.ImageInfo{Identity: res.Identity, Width: res.Stats.Width, Height: res.Stats.Height}, nil
+	res, err := r.decoder.Share(ctx, key, func() (*media.Result, error) {
+		r.imageDecodes.Add(1)
+		info, err := decodeImage(data, reserve)
+		if err != nil {
+			return nil, err // errors are not cached: a bad image costs its decode every time
+		}
+		return &media.Result{Identity: info.Identity, Stats: media.Stats{Width: info.Width, Height: info.Height}}, nil
+	})
+	if r.decoder.Cache() != nil {
+		if err == nil && res.Cached {
+			r.cacheResult("hit")
+		} else {
+			r.cacheResult("miss") // decoded here, or the decode joined failed
+		}
 	}
-	r.cacheResult("miss")
-	info, err := decodeImage(data, reserve)
 	if err != nil {
-		return nil, err // errors are not cached: a bad image costs its decode every time
+		return nil, err
 	}
-	cache.Put(key, &media.Result{Identity: info.Identity, Stats: media.Stats{Width: info.Width, Height: info.Height}})
-	return info, nil
+	return &mediaport.ImageInfo{Identity: res.Identity, Width: res.Stats.Width, Height: res.Stats.Height}, nil
 }
 
 func (r *Resolver) cacheResult(result string) {

@@ -50,8 +50,9 @@ type Resolver struct {
 	// another codec is unsupported_codec, whatever the linked FFmpeg decodes.
 	Codecs mediaport.Codecs
 
-	reval      revalidated
-	lastDigest atomic.Pointer[digested] // digest.go
+	reval        revalidated
+	imageDecodes atomic.Int64             // pixel decodes run (imagecache.go), for ImageDecodes
+	lastDigest   atomic.Pointer[digested] // digest.go
 }
 
 // New returns a resolver over a fetcher and a decoder.
@@ -121,6 +122,10 @@ func (r *Resolver) DecodeVideo(ctx context.Context, data []byte, c *layout.Contr
 	}, nil
 }
 
+// ImageDecodes is the number of image pixel decodes this resolver ran (cache misses that
+// decoded, not the callers that joined one): the single-flight's measure (imagecache.go).
+func (r *Resolver) ImageDecodes() int64 { return r.imageDecodes.Load() }
+
 // CheckURL applies the fetcher's network-free URL rules (fetch.Fetcher.Check).
 func (r *Resolver) CheckURL(url string) error { return r.fetcher.Check(url) }
 
@@ -156,7 +161,9 @@ const decodedBytesPerPixel = 12
 // otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any
 // pixel buffer is allocated.
 //
-// Decoded: PNG, JPEG (libjpeg-turbo as Pillow decodes it, jpeg_turbo.go), GIF, WebP (lossy, lossless, with alpha), BMP, TIFF (imageformat.go).
+// Decoded: PNG (8-bit by libpng, png_libpng.go), JPEG (libjpeg-turbo as Pillow decodes it,
+// jpeg_turbo.go), GIF, WebP (lossy, lossless by libwebp, webp_libwebp.go; with alpha), BMP, TIFF
+// (imageformat.go).
 // Errors, as reason codes:
 //   - unsupported_codec (a fallback: forwarded unchanged, routed on the text before it): a
 //     recognised image format kvroute does not decode (AVIF, HEIC, JPEG 2000, JPEG XL, ICO,
@@ -222,6 +229,14 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		case !errors.Is(err, errJPEGOtherSpace):
 			return nil, reason.New(reason.MediaUndecodable, "decoding the JPEG image: %v", err)
 		}
+	}
+	// 8-bit PNG by libpng, lossless WebP by libwebp: the pixels Go's decoders give, faster
+	// (png_libpng.go, webp_libwebp.go); anything they leave or refuse goes on to Go's decoder
+	switch f {
+	case formatPNG:
+		px, _ = decodePNG(data, cfg.Width, cfg.Height)
+	case formatWebP:
+		px, _ = decodeWebPLossless(data, cfg.Width, cfg.Height)
 	}
 	if px.row == nil {
 		img, err := f.decode(bytes.NewReader(data))

@@ -16,7 +16,8 @@ import (
 // returns that identity without reading the bytes. The trust is the video path's: the media
 // server's validator says which bytes the URL names (the worker fetches the URL itself anyway,
 // so a server changing the object between two fetches is the same risk with or without it). A
-// 200 replaces the entry; an error or a response without validators removes it.
+// 200 replaces the entry; an error or a response without validators removes it. Concurrent
+// requests for one known URL send one conditional request between them.
 func (r *Resolver) imageRevalidated(ctx context.Context, url string) (*mediaport.ImageInfo, error) {
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
 		data, release, err := r.fetchHeld(ctx, url)
@@ -29,15 +30,60 @@ func (r *Resolver) imageRevalidated(ctx context.Context, url string) (*mediaport
 	key := "image:" + r.ImageIdentity.String() + "\x00" + url
 	prev, known := r.reval.get(key)
 	t := time.Now()
+	if known {
+		// Concurrent requests for a known URL share one conditional request, as for videos
+		// (videoRevalidated): the waiters reuse a 304, and send their own on anything else.
+		call, leader := r.reval.join(key)
+		if !leader {
+			select {
+			case <-call.done:
+			case <-ctx.Done():
+				r.stage(ctx, "fetch", t)
+				return nil, ctx.Err()
+			}
+			if cur, ok := r.reval.get(key); ok && call.notModified {
+				r.stage(ctx, "fetch", t)
+				return r.imageNotModified(&cur), nil
+			}
+		} else {
+			finished := false
+			defer func() {
+				if !finished { // the fetch panicked: let the waiting requests send their own
+					r.reval.finish(key, call, false)
+				}
+			}()
+			data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
+			defer release()
+			r.stage(ctx, "fetch", t)
+			notModified := errors.Is(err, fetch.ErrNotModified)
+			r.reval.finish(key, call, notModified) // before a decode: the waiting requests need only the answer
+			finished = true
+			if notModified {
+				return r.imageNotModified(&prev), nil
+			}
+			return r.imageFetched(ctx, key, known, data, v, err)
+		}
+	}
 	data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
 	defer release()
 	r.stage(ctx, "fetch", t)
 	if errors.Is(err, fetch.ErrNotModified) && known {
-		if r.Revalidated != nil {
-			r.Revalidated()
-		}
-		return &mediaport.ImageInfo{Identity: prev.info.Identity, Width: prev.info.Width, Height: prev.info.Height}, nil
+		return r.imageNotModified(&prev), nil
 	}
+	return r.imageFetched(ctx, key, known, data, v, err)
+}
+
+// imageNotModified is the remembered identity of an image its URL said is unchanged.
+func (r *Resolver) imageNotModified(e *revalEntry) *mediaport.ImageInfo {
+	if r.Revalidated != nil {
+		r.Revalidated()
+	}
+	return &mediaport.ImageInfo{Identity: e.info.Identity, Width: e.info.Width, Height: e.info.Height}
+}
+
+// imageFetched identifies an image fetched whole (a 200) and remembers its validators with the
+// identity; an error or a response without validators forgets the URL.
+func (r *Resolver) imageFetched(ctx context.Context, key string, known bool, data []byte, v fetch.Validators, err error) (*mediaport.ImageInfo, error) {
 	if err != nil {
 		if known {
 			r.reval.remove(key)

@@ -2,8 +2,11 @@ package resolver_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/media/resolver"
@@ -58,5 +61,51 @@ func TestImageRevalidation(t *testing.T) {
 	}
 	if ok, nm := plain.counts(); ok != 2 || nm != 0 {
 		t.Fatalf("no validators: %d 200s, %d 304s; want 2, 0", ok, nm)
+	}
+}
+
+// TestConcurrentImageRevalidationsShareOne: 16 requests for a known image URL at once send one
+// conditional request between them, as for videos (the server answers after 100 ms, so the
+// others join it; at most 2 allowed for a late starter), and all get the identity, counted as
+// revalidated. Before, each sent its own (16).
+func TestConcurrentImageRevalidationsShareOne(t *testing.T) {
+	png := readImage(t, "picture.png")
+	want, err := resolver.DecodeImage(png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testkit.Resolver(t, true)
+	var mu sync.Mutex
+	revalidated := 0
+	r.Revalidated = func() { mu.Lock(); revalidated++; mu.Unlock() }
+	cs := &clipServer{data: png, version: 1, validators: true}
+	srv := httptest.NewServer(slowClip{cs, 100 * time.Millisecond})
+	defer srv.Close()
+	url := srv.URL + "/picture.png"
+	ctx := context.Background()
+	if _, err := r.Image(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info, err := r.Image(ctx, url)
+			if err == nil && *info != *want {
+				err = fmt.Errorf("identity %+v, want %+v", *info, *want)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if ok, nm := cs.counts(); ok != 1 || nm > 2 || revalidated != 16 {
+		t.Fatalf("16 requests at once: %d full responses, %d not modified, %d reused; want 1, at most 2, 16", ok, nm, revalidated)
 	}
 }

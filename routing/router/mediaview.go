@@ -110,13 +110,30 @@ type resolved struct {
 	err           error
 }
 
-// resolveAll fetches and decodes every media part concurrently and computes its layout.
+// resolveAll fetches and decodes every media part concurrently and computes its layout. Parts
+// of one kind with one URL are resolved once and share the outcome: 32 copies of an image in a
+// request (the same data: URL, or the same http URL) cost one fetch or revalidation and one
+// decode, not 32 (equal bytes behind different URLs meet in the decoder's single-flight instead).
+// The worker fetches each copy itself; a media server answering two fetches of one URL with two
+// pictures is the same risk as revalidation (resolver revalidate.go) already takes.
 func (r *Router) resolveAll(ctx context.Context, parts []chat.MediaPart, c *layout.Contract) ([]resolved, reason.Code, string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make([]resolved, len(parts))
+	type partKey struct {
+		kind blocks.MediaKind
+		url  string
+	}
+	first := make(map[partKey]int, len(parts)) // the first part of each kind and URL
+	same := make([]int, len(parts))            // the part whose outcome part i takes
 	var wg sync.WaitGroup
 	for i := range parts {
+		k := partKey{parts[i].Kind, parts[i].URL}
+		if j, ok := first[k]; ok {
+			same[i] = j
+			continue
+		}
+		first[k], same[i] = i, i
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -127,6 +144,9 @@ func (r *Router) resolveAll(ctx context.Context, parts []chat.MediaPart, c *layo
 		}(i)
 	}
 	wg.Wait()
+	for i, j := range same {
+		out[i] = out[j] // the layout values are read-only from here on
+	}
 	// A client error anywhere rejects the request; report the first in prompt order.
 	for _, o := range out {
 		if code := reason.CodeOf(o.err); code.IsClientError() {
