@@ -52,7 +52,8 @@ type Terms struct {
 	InFlightBound float64 `json:"in_flight_bound,omitempty"`
 	// CreditedTokens is the cached prefix the ttft2 model credits: overlap_blocks · block_size
 	// (at most request_tokens), decayed by request_tokens / (request_tokens + the prefill queued
-	// on the worker beyond the least loaded available worker's) (ttft2).
+	// on the worker beyond the least loaded available worker's), and at least the pending prefix
+	// pending_blocks · block_size, which is not decayed (ttft2).
 	CreditedTokens float64 `json:"credited_tokens,omitempty"`
 	// BusyShare is the share of the available workers with prefill queued or running (ttft2).
 	BusyShare float64 `json:"busy_share,omitempty"`
