@@ -106,15 +106,14 @@ type Handle struct {
 	keys []uint64
 }
 
-// holdPending adds the request's prefix keys to the worker's pending prefixes until Done.
-func (h *Handle) holdPending(keys []uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.done || len(keys) == 0 {
-		return
-	}
+// beginPending is Begin holding the request's prefix keys as the worker's pending prefix until
+// Done. The keys are added before the load, so whoever sees the request in flight sees its
+// prefix pending too.
+func (t *Tracker) beginPending(w index.WorkerKey, prefillTokens, decodeBlocks int64, keys []uint64) *Handle {
+	t.pending.add(w, keys)
+	h := t.Begin(w, prefillTokens, decodeBlocks)
 	h.keys = keys
-	h.tracker.pending.add(h.worker, keys)
+	return h
 }
 
 // Worker returns the worker the handle accounts on now (after any Move).

@@ -378,9 +378,7 @@ func (s *Scheduler) Begin(d Decision) *Handle {
 		}
 	}
 	s.recent.add(d.Worker, avail)
-	h := s.tracker.Begin(d.Worker, d.PrefillTokens, d.DecodeBlocks)
-	h.holdPending(d.keys)
-	return h
+	return s.tracker.beginPending(d.Worker, d.PrefillTokens, d.DecodeBlocks, d.keys)
 }
 
 // markOverBalance sets RecentRequests and OverBalance on the available candidates (ttft model with
