@@ -86,7 +86,7 @@ bench-quality: deps
 	go run ./bench/quality $(ARGS)
 
 ## bench-trace: replay a Mooncake-format trace slice through kvroute vs linear, round robin and least
-## connections (docs/benchmarks.md, "Trace replay"); a few minutes. ARGS passes flags (-slices, -compress, -policies).
+## connections (docs/benchmarks.md, "Trace replay"); a few minutes. ARGS passes flags (-slices, -compress, -policies, -rounds).
 .PHONY: bench-trace
 bench-trace: deps
 	go run ./bench/trace $(ARGS)

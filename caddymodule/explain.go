@@ -30,7 +30,7 @@ type ExplainResponse struct {
 	Candidates  []router.Candidate    `json:"candidates"` // every scored worker, best first; [] when none
 	Decision    ExplainDecision       `json:"decision"`
 
-	// CostModel is the scheduler's cost model, "ttft" or "linear" (what the candidates' terms
+	// CostModel is the scheduler's cost model, "ttft", "ttft2" or "linear" (what the candidates' terms
 	// mean); "" when no candidate was scored.
 	CostModel string `json:"cost_model"`
 	// RequestTokens is the prompt length the cost used.

@@ -16,6 +16,7 @@
 //	go run ./bench/trace                                   # the default slice
 //	go run ./bench/trace -slices 0:200,1800:200,3600:200 -compress 4
 //	go run ./bench/trace -policies 'kvroute,kvroute[cost linear],kvroute[balance_factor -1]'
+//	go run ./bench/trace -rounds 3                         # policies alternated, ratios as median and range
 //
 // A policy is kvroute (the default scheduler), kvroute[OPTIONS] (scheduler options separated by
 // ';'), round_robin or least_conn (Caddy's own).
@@ -44,6 +45,7 @@ type options struct {
 	trace, slices, policies, modelDir         string
 	compress, cacheShare                      float64
 	workers, blockSize, maxOut, maxRunning    int
+	rounds                                    int
 	prefillPerToken, prefillDelay, tokenDelay time.Duration
 	drain                                     time.Duration
 }
@@ -63,6 +65,7 @@ func main() {
 	flag.IntVar(&o.maxOut, "max-output", 64, "cap on a request's output tokens (the trace's output_length otherwise)")
 	flag.DurationVar(&o.drain, "drain", 60*time.Second, "after the last arrival, how long requests may still run before they count as errors")
 	flag.StringVar(&o.policies, "policies", "kvroute,kvroute[cost ttft2],kvroute[cost linear],round_robin,least_conn", "policies to compare, comma-separated")
+	flag.IntVar(&o.rounds, "rounds", 1, "rounds per slice: every policy once per round, the order reversed every other round (ABC CBA …), same requests and arrivals; ratios reported as median and range over the rounds")
 	flag.StringVar(&o.modelDir, "model", sim.DefaultModelDir, "model folder (run from the repository root)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
@@ -156,8 +159,8 @@ type result struct {
 }
 
 func run(ctx context.Context, o options) error {
-	if o.compress <= 0 || o.workers < 1 || o.cacheShare <= 0 {
-		return fmt.Errorf("-compress, -workers and -cache-share must be > 0")
+	if o.compress <= 0 || o.workers < 1 || o.cacheShare <= 0 || o.rounds < 1 {
+		return fmt.Errorf("-compress, -workers, -cache-share and -rounds must be > 0")
 	}
 	pols, err := parsePolicies(o.policies)
 	if err != nil {
@@ -217,42 +220,39 @@ func runSlice(ctx context.Context, o options, fe *sim.Frontend, si int, sl trace
 		bodies[i], at[i] = b, time.Duration(float64(r.Timestamp)/o.compress*float64(time.Millisecond))
 	}
 	clear(blocks)
-	fmt.Println("| policy | hit rate | TTFT mean | p50 | p95 | p99 | requests per worker | errors | wall |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	var results []result
-	for pi, p := range pols {
-		r, err := runPolicy(ctx, o, fe, p, fmt.Sprintf("t%d%d", si, pi), capacity, bodies, at, dur)
-		if err != nil {
-			return fmt.Errorf("slice %d:%d, policy %s: %w", sl.Start, sl.N, p.Label, err)
+	fmt.Println("| round | policy | hit rate | TTFT mean | p50 | p95 | p99 | requests per worker | errors | wall |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	rounds := make([]map[string]result, o.rounds)
+	for ri := range rounds {
+		rounds[ri] = map[string]result{}
+		for _, pi := range roundOrder(len(pols), ri) {
+			p := pols[pi]
+			r, err := runPolicy(ctx, o, fe, p, fmt.Sprintf("t%d-r%d-p%d", si, ri, pi), capacity, bodies, at, dur)
+			if err != nil {
+				return fmt.Errorf("slice %d:%d, round %d, policy %s: %w", sl.Start, sl.N, ri+1, p.Label, err)
+			}
+			rounds[ri][p.Label] = r
+			ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+			errs := strconv.Itoa(r.Errors)
+			if r.FirstErr != nil {
+				errs += fmt.Sprintf(" (first: %v)", r.FirstErr)
+			}
+			fmt.Printf("| %d | %s | %.3f | %s | %s | %s | %s | %v | %s | %v |\n", ri+1, r.Label, r.HitRate, ms(r.TTFT.Mean), ms(r.TTFT.P50),
+				ms(r.TTFT.P95), ms(r.TTFT.P99), r.PerWorker, errs, r.Wall.Round(100*time.Millisecond))
 		}
-		results = append(results, r)
-		ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
-		errs := strconv.Itoa(r.Errors)
-		if r.FirstErr != nil {
-			errs += fmt.Sprintf(" (first: %v)", r.FirstErr)
-		}
-		fmt.Printf("| %s | %.3f | %s | %s | %s | %s | %v | %s | %v |\n", r.Label, r.HitRate, ms(r.TTFT.Mean), ms(r.TTFT.P50),
-			ms(r.TTFT.P95), ms(r.TTFT.P99), r.PerWorker, errs, r.Wall.Round(100*time.Millisecond))
 	}
 	fmt.Println()
-	byName := map[string]result{}
-	for _, r := range results {
-		byName[r.Label] = r
+	labels := make([]string, len(pols))
+	for i, p := range pols {
+		labels[i] = p.Label
 	}
-	lin, hasLin := byName["kvroute[cost linear]"]
-	rr, hasRR := byName["round_robin"]
-	for _, r := range results {
-		if !strings.HasPrefix(r.Label, "kvroute") || r.Label == "kvroute[cost linear]" {
-			continue
+	if lines := ratioSummary(labels, rounds); len(lines) > 0 {
+		fmt.Printf("Ratios over %d round(s): median [min–max] (per round, in order)\n\n", o.rounds)
+		fmt.Println("| policy | TTFT mean ÷ linear | hit rate ÷ linear | TTFT mean ÷ round_robin | p95 ÷ round_robin |")
+		fmt.Println("|---|---|---|---|---|")
+		for _, l := range lines {
+			fmt.Println(l)
 		}
-		line := r.Label + ":"
-		if hasLin {
-			line += fmt.Sprintf(" TTFT mean %.2f× linear, hit rate %.2f× linear;", ratio(r.TTFT.Mean, lin.TTFT.Mean), r.HitRate/lin.HitRate)
-		}
-		if hasRR {
-			line += fmt.Sprintf(" TTFT mean %.2f× round_robin, p95 %.2f× round_robin", ratio(r.TTFT.Mean, rr.TTFT.Mean), ratio(r.TTFT.P95, rr.TTFT.P95))
-		}
-		fmt.Println(line)
 	}
 	fmt.Println()
 	return nil

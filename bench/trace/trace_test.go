@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -128,5 +129,37 @@ func TestParsePoliciesAndSlices(t *testing.T) {
 		if _, err := parseSlices(bad, 2); err == nil {
 			t.Errorf("slice %q accepted", bad)
 		}
+	}
+}
+
+// TestRoundOrder: policies run as given in even rounds and reversed in odd ones.
+func TestRoundOrder(t *testing.T) {
+	for r, want := range [][]int{{0, 1, 2}, {2, 1, 0}, {0, 1, 2}} {
+		if got := roundOrder(3, r); !slices.Equal(got, want) {
+			t.Errorf("round %d: %v, want %v", r, got, want)
+		}
+	}
+}
+
+// TestSpreadAndRatioSummary: median of an odd and an even count, NaN left out, and the summary
+// line of one kvroute policy against linear and round robin over two rounds.
+func TestSpreadAndRatioSummary(t *testing.T) {
+	if s := spreadOf([]float64{1.2, 0.8, math.NaN(), 1.0}); s.Median != 1.0 || s.Min != 0.8 || s.Max != 1.2 || len(s.Rounds) != 3 {
+		t.Fatalf("odd: %+v", s)
+	}
+	if s := spreadOf([]float64{0.9, 0.7}); math.Abs(s.Median-0.8) > 1e-12 || s.String() != "0.80 [0.70–0.90] (0.90, 0.70)" {
+		t.Fatalf("even: %+v %q", s, s.String())
+	}
+	res := func(mean, p95 time.Duration, hit float64) result {
+		return result{TTFT: latency{Mean: mean * time.Millisecond, P95: p95 * time.Millisecond}, HitRate: hit}
+	}
+	rounds := []map[string]result{
+		{"kvroute": res(800, 2000, 0.2), "kvroute[cost linear]": res(1000, 2500, 0.1), "round_robin": res(2000, 5000, 0.05)},
+		{"kvroute": res(900, 3000, 0.3), "kvroute[cost linear]": res(1000, 2000, 0.2), "round_robin": res(3000, 6000, 0.1)},
+	}
+	got := ratioSummary([]string{"kvroute", "kvroute[cost linear]", "round_robin"}, rounds)
+	want := []string{"| kvroute | 0.85 [0.80–0.90] (0.80, 0.90) | 1.75 [1.50–2.00] (2.00, 1.50) | 0.35 [0.30–0.40] (0.40, 0.30) | 0.45 [0.40–0.50] (0.40, 0.50) |"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("summary\n%q\nwant\n%q", got, want)
 	}
 }

@@ -43,19 +43,32 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 	}
 	r.stage(ctx, "index", t)
 	t = time.Now()
+	cfg := r.sched.Config()
+	// ttft2 also credits the prefix that requests in flight on a worker share with this one: the
+	// worker caches it before this request's prefill starts, the index learns it later
+	// (scheduler/pending.go).
+	var keys []uint64
+	if cfg.Model() == scheduler.CostTTFT2 && len(hashes) > 0 {
+		keys = scheduler.PrefixKeys(hashes)
+	}
 	cands := make([]scheduler.Candidate, len(workers))
 	for i := range workers {
 		w := &workers[i]
 		avail := in.Available == nil || in.Available(w)
 		// the engine never reuses its prompt's last token (reuse.go): a prompt that fills its
 		// last block is credited one block less than the index holds
-		ov := min(overlap[w.ID], ReuseCapBlocks(w.Engine, requestTokens, bs))
-		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: ov}
+		limit := ReuseCapBlocks(w.Engine, requestTokens, bs)
+		ov := min(overlap[w.ID], limit)
+		pend := 0
+		if keys != nil {
+			pend = min(r.sched.PendingBlocks(index.WorkerKey{ID: w.ID}, keys), limit)
+			ov = max(ov, pend)
+		}
+		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: ov, PendingBlocks: pend}
 	}
 	res.RequestTokens = requestTokens
-	cfg := r.sched.Config()
 	res.CostModel = cfg.Model()
-	d, err := r.sched.Select(scheduler.Request{Tokens: requestTokens, BlockSize: bs, Affinity: res.affinity}, cands)
+	d, err := r.sched.Select(scheduler.Request{Tokens: requestTokens, BlockSize: bs, Affinity: res.affinity, PrefixKeys: keys}, cands)
 	if res.Affinity != nil {
 		res.Affinity.WorkerID = d.AffinityWorker.ID
 	}

@@ -52,13 +52,19 @@ type Terms struct {
 	InFlightBound float64 `json:"in_flight_bound,omitempty"`
 	// CreditedTokens is the cached prefix the ttft2 model credits: overlap_blocks · block_size
 	// (at most request_tokens), decayed by request_tokens / (request_tokens + the prefill queued
-	// on the worker beyond the least loaded available worker's) (ttft2).
+	// on the worker beyond the least loaded available worker's), and at least the pending prefix
+	// pending_blocks · block_size, which is not decayed (ttft2).
 	CreditedTokens float64 `json:"credited_tokens,omitempty"`
 	// BusyShare is the share of the available workers with prefill queued or running (ttft2).
 	BusyShare float64 `json:"busy_share,omitempty"`
 	// DelayedTokens is (request_tokens − CreditedTokens) · BusyShare: the prefill this request adds in front of the
 	// requests that will queue behind it on a busy cluster (ttft2).
 	DelayedTokens float64 `json:"delayed_tokens,omitempty"`
+	// PendingBlocks is the prefix, in blocks, that requests this router sent to the worker and
+	// that have not finished share with this one; counted as cached (OverlapBlocks is at least
+	// this) because the worker stores their blocks before this request's prefill starts
+	// (pending.go) (ttft2).
+	PendingBlocks int `json:"pending_blocks,omitempty"`
 }
 
 // Score returns one worker's cost and its terms under the configured model.
@@ -142,8 +148,9 @@ func (c *Config) validateModel() error {
 
 // applyTTFT2 rescores every candidate under the ttft2 model, which needs all candidates' loads:
 //
-//	credited_tokens = min(overlap_blocks · block_size, request_tokens) ·
-//	                  request_tokens / (request_tokens + queued_prefill_tokens − min queued_prefill_tokens)
+//	credited_tokens = max(min(overlap_blocks · block_size, request_tokens) ·
+//	                      request_tokens / (request_tokens + queued_prefill_tokens − min queued_prefill_tokens),
+//	                      min(pending_blocks · block_size, request_tokens))
 //	uncached'       = request_tokens − credited_tokens
 //	cost            = uncached' · (1 + busy_share) + queued_prefill_tokens + queue_tokens
 //
@@ -179,6 +186,9 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 		if excess := float64(max(q-qmin, 0)); r > 0 {
 			t.CreditedTokens = cached * r / (r + excess)
 		}
+		// A pending prefix is not decayed: the request that stores it is in the queue ahead of
+		// this one, so its blocks are the most recently stored when this prefill starts.
+		t.CreditedTokens = math.Max(t.CreditedTokens, math.Min(float64(sc.PendingBlocks)*float64(blockSize), r))
 		t.BusyShare = share
 		uncached := r - t.CreditedTokens
 		t.DelayedTokens = uncached * share

@@ -29,11 +29,13 @@ type Tracker struct {
 	// mu protects the loads map; the counters inside are atomics.
 	mu    sync.RWMutex
 	loads map[index.WorkerKey]*workerLoad
+	// pending holds the prefix keys of the requests in flight per worker (pending.go, ttft2).
+	pending *pendingSet
 }
 
 // NewTracker returns an empty tracker.
 func NewTracker() *Tracker {
-	return &Tracker{loads: make(map[index.WorkerKey]*workerLoad)}
+	return &Tracker{loads: make(map[index.WorkerKey]*workerLoad), pending: newPendingSet()}
 }
 
 func (t *Tracker) get(w index.WorkerKey) *workerLoad {
@@ -100,6 +102,18 @@ type Handle struct {
 	load            *workerLoad
 	prefill, decode int64
 	firstByte, done bool
+	// keys are the request's prefix keys held in the tracker's pending set until Done (ttft2).
+	keys []uint64
+}
+
+// beginPending is Begin holding the request's prefix keys as the worker's pending prefix until
+// Done. The keys are added before the load, so whoever sees the request in flight sees its
+// prefix pending too.
+func (t *Tracker) beginPending(w index.WorkerKey, prefillTokens, decodeBlocks int64, keys []uint64) *Handle {
+	t.pending.add(w, keys)
+	h := t.Begin(w, prefillTokens, decodeBlocks)
+	h.keys = keys
+	return h
 }
 
 // Worker returns the worker the handle accounts on now (after any Move).
@@ -133,6 +147,8 @@ func (h *Handle) Move(w index.WorkerKey, prefillTokens int64) {
 	h.load.requests.Add(-1)
 	to.decode.Add(h.decode)
 	to.requests.Add(1)
+	h.tracker.pending.remove(h.worker, h.keys)
+	h.tracker.pending.add(w, h.keys)
 	h.worker, h.load = w, to
 }
 
@@ -165,5 +181,6 @@ func (h *Handle) Done() {
 		h.done = true
 		h.load.decode.Add(-h.decode)
 		h.load.requests.Add(-1)
+		h.tracker.pending.remove(h.worker, h.keys)
 	}
 }

@@ -109,8 +109,13 @@ type Candidate struct {
 	// Available is false when the upstream is down (Caddy health); such a candidate is scored and
 	// listed but never chosen.
 	Available bool
-	// OverlapBlocks is the worker's cached prefix of the request, in blocks (index.Match).
+	// OverlapBlocks is the worker's cached prefix of the request, in blocks (index.Match; ttft2:
+	// at least PendingBlocks).
 	OverlapBlocks int
+	// PendingBlocks is the prefix, in blocks, that requests in flight on the worker share with
+	// this one (Scheduler.PendingBlocks; ttft2, 0 otherwise): cached there by the time this
+	// request's prefill starts, although the index does not show it yet.
+	PendingBlocks int
 }
 
 // Request is what the cost needs to know about the request.
@@ -122,6 +127,9 @@ type Request struct {
 	// Affinity, when set, credits the rendezvous worker of media the router did not decode
 	// (affinity.go).
 	Affinity *Affinity
+	// PrefixKeys are the request's PrefixKeys (ttft2): Begin holds them as the chosen worker's
+	// pending prefix until the request is done.
+	PrefixKeys []uint64
 }
 
 // Scored is one candidate with its load and cost, as listed by explain.
@@ -164,6 +172,8 @@ type Decision struct {
 
 	// tokens and blockSize are the request's, for PrefillOn.
 	tokens, blockSize int64
+	// keys are the request's prefix keys, held as pending on the worker by Begin (ttft2).
+	keys []uint64
 }
 
 // Scheduler scores candidates and tracks active load. Create it with New.
@@ -242,6 +252,7 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 	for i, c := range cands {
 		sc := Scored{Candidate: c, Load: s.tracker.Load(c.Worker)}
 		sc.Cost, sc.Terms = s.cfg.Score(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
+		sc.Terms.PendingBlocks = c.PendingBlocks
 		sc.Busy = s.cfg.busy(sc.Load)
 		if c.Available {
 			available++
@@ -305,6 +316,9 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 	d.Worker, d.Endpoint, d.Cost, d.OverlapBlocks = ch.Worker, ch.Endpoint, ch.Cost, ch.OverlapBlocks
 	d.PrefillTokens = max(int64(tokens)-int64(ch.OverlapBlocks)*int64(req.BlockSize), 0)
 	d.tokens, d.blockSize = int64(tokens), int64(req.BlockSize)
+	if s.cfg.Model() == CostTTFT2 {
+		d.keys = req.PrefixKeys
+	}
 	return d, nil
 }
 
@@ -362,7 +376,8 @@ func (s *Scheduler) float64() float64 {
 }
 
 // Begin accounts the decision's request on its worker: PrefillTokens until FirstByte, DecodeBlocks
-// until Done, and one routed request in the load bound's recent counts.
+// until Done, one routed request in the load bound's recent counts, and (ttft2) its prefix keys
+// as the worker's pending prefix until Done.
 func (s *Scheduler) Begin(d Decision) *Handle {
 	avail := 0
 	for _, c := range d.Candidates {
@@ -371,7 +386,7 @@ func (s *Scheduler) Begin(d Decision) *Handle {
 		}
 	}
 	s.recent.add(d.Worker, avail)
-	return s.tracker.Begin(d.Worker, d.PrefillTokens, d.DecodeBlocks)
+	return s.tracker.beginPending(d.Worker, d.PrefillTokens, d.DecodeBlocks, d.keys)
 }
 
 // markOverBalance sets RecentRequests and OverBalance on the available candidates (ttft model with
