@@ -6,7 +6,7 @@ export CGO_ENABLED := 1
 APT_PACKAGES := pkg-config libzmq3-dev libjpeg62-turbo-dev ffmpeg jq curl prometheus
 
 # kvroute links its own FFmpeg by default (issue 24, docs/ffmpeg.md): deps/ffmpeg/build.sh builds the
-# pinned minimal FFmpeg 7.1.5 with dav1d 1.5.1 once into ~/.cache/kvroute/ (about 8 minutes on 2
+# pinned minimal FFmpeg 7.1.5 with dav1d 1.5.1 once into ~/.cache/kvroute/ (8-18 minutes on 2
 # cores), go.mod pins go-astiav v0.39.0 for it, and pkg-config finds its static .pc files first
 # (their Libs carry the transitive libraries). The `ffmpeg` CLI package stays: tests compare the
 # decoder against it and the 720p60 benchmark makes its clip with it.
