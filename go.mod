@@ -3,7 +3,7 @@ module github.com/kvroute/kvroute
 go 1.27.3
 
 require (
-	github.com/asticode/go-astiav v0.16.0
+	github.com/asticode/go-astiav v0.39.0
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/dlclark/regexp2/v2 v2.13.0
 	github.com/dustin/go-humanize v1.1.0

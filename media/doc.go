@@ -1,10 +1,10 @@
 // Package media decodes VP8 and VP9 video at the edge and computes its content identity
 // (DESIGN.md §1.3, §3, §6). Fetching lives in media/fetch.
 //
-// The decoder runs go-astiav v0.16.0 over the system's FFmpeg 5.1 (the default), or go-astiav
-// v0.39.0 over kvroute's own static FFmpeg 7.1.5 (FFMPEG=static: deps/ffmpeg, go.static.mod,
-// docs/ffmpeg.md; FFMPEG_PIN=8.1 selects FFmpeg 8.1.2 with go-astiav v0.42.0, whose RGB bytes differ);
-// the code compiles against all three. Plus a small cgo shim (shim.c) for what go-astiav lacks: the confinement of every
+// The decoder runs go-astiav v0.39.0 over kvroute's own static FFmpeg 7.1.5 (the default:
+// deps/ffmpeg, go.mod, docs/ffmpeg.md), or go-astiav v0.16.0 over Debian 12's system FFmpeg 5.1
+// (FFMPEG=system: go.system.mod, tag kvroute_system_ffmpeg; FFMPEG_PIN=8.1 selects FFmpeg 8.1.2 with
+// go-astiav v0.42.0, whose RGB bytes differ); the code compiles against all three. Plus a small cgo shim (shim.c) for what go-astiav lacks: the confinement of every
 // format context (demuxer, protocol and decoder allow-lists, an io_open refusing nested opens;
 // manifests are refused before FFmpeg sees them, manifest.go), avformat_find_stream_info with per-stream options (max_pixels on the probing
 // decoders), av_find_best_stream, av_force_cpu_flags, and swscale set up exactly as ffmpeg's scale

@@ -13,7 +13,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${1:-$root/caddy-static}"
 export KVROUTE_FFMPEG=static
-export XCADDY_GO_BUILD_FLAGS="-trimpath -tags netgo,osusergo,kvroute_static_ffmpeg -ldflags '-w -s -linkmode=external -extldflags=-static'"
+export XCADDY_GO_BUILD_FLAGS="-trimpath -tags netgo,osusergo -ldflags '-w -s -linkmode=external -extldflags=-static'"
 ./xcaddy/build.sh "$out"
 if ! file "$out" 2>/dev/null | grep -q 'statically linked' && ldd "$out" >/dev/null 2>&1; then
 	echo "build-static.sh: $out is not static:" >&2

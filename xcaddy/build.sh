@@ -23,23 +23,34 @@ export CGO_ENABLED=1
 # (the Makefile sets -mod=mod) is fine there, but -mod=vendor would not be.
 out="${1:-$root/caddy}"
 with=()
-if [ "${KVROUTE_FFMPEG:-system}" = static ]; then
-	# The pinned static FFmpeg (docs/ffmpeg.md): built once into a cache folder, found by
-	# pkg-config, with the go-astiav release written for it (go.static.mod). xcaddy's temporary
-	# module has no go.static.mod: the version is passed as a --with, the tag in the build flags.
-	./deps/ffmpeg/build.sh
+case "${KVROUTE_FFMPEG:-static}" in
+static)
+	# kvroute's pinned static FFmpeg (the default, docs/ffmpeg.md): built once into a cache folder
+	# (or the user's own with KVROUTE_FFMPEG_PREFIX), found by pkg-config. go.mod pins go-astiav
+	# v0.39.0 for it; KVROUTE_FFMPEG_PIN=8.1 pairs deps/ffmpeg/pin-8.1.env with go.static-8.1.mod,
+	# whose go-astiav version xcaddy's temporary module gets as a --with.
+	nice ./deps/ffmpeg/build.sh
 	PKG_CONFIG_PATH="$(./deps/ffmpeg/build.sh --print-prefix)/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 	export PKG_CONFIG_PATH
-	# KVROUTE_FFMPEG_PIN=8.1 pairs deps/ffmpeg/pin-8.1.env with go.static-8.1.mod.
-	astiav=$(awk '$1 == "github.com/asticode/go-astiav" {print $2}' "go.static${KVROUTE_FFMPEG_PIN:+-$KVROUTE_FFMPEG_PIN}.mod")
-	with=(--with "github.com/asticode/go-astiav@$astiav")
-	case "${XCADDY_GO_BUILD_FLAGS:-}" in
-	*kvroute_static_ffmpeg*) ;; # the caller's -tags has it (one -tags flag: a second replaces the first)
-	*) export XCADDY_GO_BUILD_FLAGS="${XCADDY_GO_BUILD_FLAGS:-} -tags=kvroute_static_ffmpeg" ;;
-	esac
-	GOFLAGS=$(echo " ${GOFLAGS:-} " | sed -E 's/ -modfile=[^ ]+ / /; s/ -tags=[^ ]+ / /')
+	# The build cache keys cgo packages on CGO_CPPFLAGS, not on PKG_CONFIG_PATH (Makefile, docs/ffmpeg.md).
+	CGO_CPPFLAGS="-I$(./deps/ffmpeg/build.sh --print-prefix)/include${CGO_CPPFLAGS:+ $CGO_CPPFLAGS}"
+	export CGO_CPPFLAGS
+	if [ -n "${KVROUTE_FFMPEG_PIN:-}" ]; then
+		astiav=$(awk '$1 == "github.com/asticode/go-astiav" {print $2}' "go.static-$KVROUTE_FFMPEG_PIN.mod")
+		with=(--with "github.com/asticode/go-astiav@$astiav")
+	fi
+	# xcaddy's temporary module has its own go.mod: a caller's -modfile (the Makefile's) must not reach it.
+	GOFLAGS=$(echo " ${GOFLAGS:-} " | sed -E 's/ -modfile=[^ ]+ / /')
 	export GOFLAGS
-fi
+	;;
+*)
+	# FFMPEG=system (go.system.mod, go-astiav v0.16.0 over Debian 12's FFmpeg 5.1) is for the
+	# side-by-side decode benchmarks (make FFMPEG=system bins / go test); xcaddy's module takes
+	# kvroute's go.mod, whose go-astiav is v0.39.0, so Caddy is built with the static FFmpeg only.
+	echo "build.sh: KVROUTE_FFMPEG=${KVROUTE_FFMPEG}: ./caddy links kvroute's static FFmpeg only (docs/ffmpeg.md)" >&2
+	exit 1
+	;;
+esac
 go run github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5 build v2.11.9 \
 	--output "$out" \
 	--with github.com/kvroute/kvroute@v0.0.0-00010101000000-000000000000 \
@@ -49,8 +60,8 @@ go run github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5 build v2.11.9 \
 	echo "build.sh: kvroute modules missing from $out" >&2
 	exit 1
 }
-# With the static FFmpeg, FFmpeg is inside the binary: no shared libav*/libsw* library may be loaded.
-if [ "${KVROUTE_FFMPEG:-system}" = static ] && command -v ldd >/dev/null && ldd "$out" 2>/dev/null | grep -E 'lib(av|sw|postproc)' >&2; then
+# FFmpeg is inside the binary: no shared libav*/libsw* library may be loaded.
+if command -v ldd >/dev/null && ldd "$out" 2>/dev/null | grep -E 'lib(av|sw|postproc)' >&2; then
 	echo "build.sh: $out loads a shared FFmpeg library" >&2
 	exit 1
 fi
