@@ -105,9 +105,7 @@ func TestResponsesLateReplica(t *testing.T) {
 	cfg = strings.Replace(cfg, embedded, "\t\tnats_url "+st.URL()+"\n", 1)
 	caddybin.Start(t, bin, cfg, fmt.Sprintf("127.0.0.1:%d", httpPort))
 	late := *h
-	late.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	late.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
-	late.client = &http.Client{Timeout: 60 * time.Second, Transport: caddytest.RetryReset{Base: http.DefaultTransport.(*http.Transport).Clone()}}
+	late.setSite(t, httpPort, adminPort) // the same certificate: cfg names its files
 	defer late.client.CloseIdleConnections()
 	// it connects to NATS in the background: wait until it lists the simulators
 	deadline := time.Now().Add(30 * time.Second)
