@@ -29,7 +29,7 @@ func TestResponsesLateReplica(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	h := startHarnessOpts(t, []simSpec{{ID: "rep-a", Model: "qwen", PrefillDelay: delay}, {ID: "rep-b", Model: "qwen", PrefillDelay: delay},
 		{ID: "rep-c", Model: "qwen", PrefillDelay: delay}},
-		harnessOpts{siteDirectives: agentSite})
+		harnessOpts{})
 	const instructions = "You are a coding agent. Use the tools to read files before answering."
 
 	// responses stored through the first replica, on more than one worker: sent at once, so

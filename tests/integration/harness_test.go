@@ -131,8 +131,12 @@ type harness struct {
 
 // harnessOpts varies the harness's Caddyfile.
 type harnessOpts struct {
-	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block).
+	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block); the
+	// site always has the chain of Caddyfile.example (TLS, deferred header, encode, log).
 	siteDirectives string
+	// accessLog is the file the site's access log is written to ("" = discarded; the log handler
+	// runs either way).
+	accessLog string
 	// mediaOpts are extra lines of the kvroute media block.
 	mediaOpts string
 	// appOpts are extra lines of the kvroute app block (e.g. an `index` block).
@@ -150,6 +154,10 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 	caddyModel := h.modelDir
 	if h.opts.caddyModelDir != "" {
 		caddyModel = h.opts.caddyModelDir
+	}
+	accessLog := "discard"
+	if h.opts.accessLog != "" {
+		accessLog = "file " + h.opts.accessLog
 	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
@@ -176,6 +184,7 @@ https://127.0.0.1:%d {
 		X-Kvroute-Total-Blocks {http.vars.kvroute.total_blocks}
 		X-Kvroute-Fallback {http.vars.kvroute.fallback}
 	}
+	encode zstd gzip
 %s
 	kvroute
 	reverse_proxy {
@@ -185,8 +194,11 @@ https://127.0.0.1:%d {
 		}
 %s
 	}
+	log {
+		output %s
+	}
 }
-`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.tls.certFile, h.tls.keyFile, h.opts.siteDirectives, h.opts.proxyOpts)
+`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.tls.certFile, h.tls.keyFile, h.opts.siteDirectives, h.opts.proxyOpts, accessLog)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
