@@ -29,7 +29,7 @@ func TestResponsesLateReplica(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	h := startHarnessOpts(t, []simSpec{{ID: "rep-a", Model: "qwen", PrefillDelay: delay}, {ID: "rep-b", Model: "qwen", PrefillDelay: delay},
 		{ID: "rep-c", Model: "qwen", PrefillDelay: delay}},
-		harnessOpts{siteDirectives: agentSite})
+		harnessOpts{})
 	const instructions = "You are a coding agent. Use the tools to read files before answering."
 
 	// responses stored through the first replica, on more than one worker: sent at once, so
@@ -105,9 +105,7 @@ func TestResponsesLateReplica(t *testing.T) {
 	cfg = strings.Replace(cfg, embedded, "\t\tnats_url "+st.URL()+"\n", 1)
 	caddybin.Start(t, bin, cfg, fmt.Sprintf("127.0.0.1:%d", httpPort))
 	late := *h
-	late.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	late.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
-	late.client = &http.Client{Timeout: 60 * time.Second, Transport: caddytest.RetryReset{Base: http.DefaultTransport.(*http.Transport).Clone()}}
+	late.setSite(t, httpPort, adminPort) // the same certificate: cfg names its files
 	defer late.client.CloseIdleConnections()
 	// it connects to NATS in the background: wait until it lists the simulators
 	deadline := time.Now().Add(30 * time.Second)

@@ -15,10 +15,6 @@ import (
 // The agent APIs through Caddy (issue 25): /v1/responses and /v1/messages agent loops with tools
 // routed by the chat form vLLM builds, and stored responses pinned to their worker.
 
-// agentSite is the site chain of Caddyfile.example around the kvroute handler (compression and
-// an access log; the harness adds the deferred routing headers).
-const agentSite = "\tencode zstd gzip\n\tlog {\n\t\toutput discard\n\t}\n"
-
 var agentTools = []map[string]any{{"type": "function", "name": "read_file", "description": "Read a file of the repository.",
 	"parameters": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}, "required": []string{"path"}}}}
 
@@ -63,7 +59,7 @@ func checkTurn(t *testing.T, turn int, a answer, prev *int) {
 
 func TestAgentLoops(t *testing.T) {
 	h := startHarnessOpts(t, []simSpec{{ID: "ag-a", Model: "qwen"}, {ID: "ag-b", Model: "qwen"}, {ID: "ag-c", Model: "qwen"}},
-		harnessOpts{siteDirectives: agentSite})
+		harnessOpts{})
 	const instructions = "You are a coding agent. Use the tools to read files before answering."
 
 	t.Run("responses, whole conversation each turn", func(t *testing.T) {
@@ -169,7 +165,7 @@ func TestAgentLoops(t *testing.T) {
 	})
 
 	t.Run("after a Caddy reload the follow-up still reaches its worker", func(t *testing.T) {
-		h.reload(t, harnessOpts{siteDirectives: agentSite, appOpts: "\t\tapis {\n\t\t\tresponse_ttl 2h\n\t\t}\n"})
+		h.reload(t, harnessOpts{appOpts: "\t\tapis {\n\t\t\tresponse_ttl 2h\n\t\t}\n"})
 		a := h.post(t, "/v1/responses", mustJSON(t, map[string]any{"model": "qwen", "previous_response_id": stored, "input": "One more step."}))
 		if a.status != 200 || a.worker != storedWorker {
 			t.Fatalf("after reload: %d on %q, want %s: %.200s", a.status, a.worker, storedWorker, a.body)

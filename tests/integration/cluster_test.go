@@ -359,14 +359,13 @@ func (r *coreReplica) waitSeq(t *testing.T, id string, seq uint64) {
 // never stop), and returns a harness for its site and admin endpoint.
 func clusterCaddy(t *testing.T, c *natsCluster, srv int, sims []*simWorker) *harness {
 	t.Helper()
-	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}, client: &http.Client{Timeout: 60 * time.Second}}
+	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}}
 	for _, w := range sims {
 		h.sims[w.spec.ID], h.byEndpoint[w.ep] = w, w
 		h.order = append(h.order, w)
 	}
 	httpPort, adminPort := caddytest.Port(t), caddytest.Port(t)
-	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	h.setSite(t, httpPort, adminPort)
 	// Server srv's URL alone: nats.go shuffles a list, and a replica that had connected to the
 	// server the test restarts failed over and sometimes lost its interest (see startCore).
 	cfg := strings.Replace(h.caddyfile(httpPort, adminPort), "embedded_nats {\n\t\t\tport random\n\t\t}", "nats_url "+c.urls[srv], 1)

@@ -7,7 +7,7 @@ import (
 )
 
 // TestCodecsThroughCaddy (issue 29): `media { codecs vp8 vp9 av1 h264 hevc }` through Caddy with
-// the Caddyfile.example chain (header, encode, log) to 3 simulators that decode the same codecs.
+// the Caddyfile.example chain (TLS, header, encode, log) to 3 simulators that decode the same codecs.
 // For each codec a clip is decoded at the edge (no fallback; explain's identity is the golden
 // hf_fps identity of testdata/golden/video_identity_codecs.json, the hub contract's sampler), its
 // repeat and its remux (the same stream in another container: the same identity) reach the worker
@@ -17,7 +17,7 @@ import (
 func TestCodecsThroughCaddy(t *testing.T) {
 	all := []string{"av1", "h264", "hevc", "vp8", "vp9"}
 	h := startHarnessOpts(t, []simSpec{{ID: "cdc-1", Model: "qwen"}, {ID: "cdc-2", Model: "qwen"}, {ID: "cdc-3", Model: "qwen"}},
-		harnessOpts{siteDirectives: agentSite, mediaOpts: "codecs vp8 vp9 av1 h264 hevc", simCodecs: all})
+		harnessOpts{mediaOpts: "codecs vp8 vp9 av1 h264 hevc", simCodecs: all})
 	mux := http.NewServeMux()
 	mux.Handle("/c/", http.StripPrefix("/c/", http.FileServer(http.Dir("../../testdata/video-codecs"))))
 	mux.Handle("/r/", http.StripPrefix("/r/", http.FileServer(http.Dir("../../testdata/video-codecs-remux"))))

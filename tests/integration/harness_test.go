@@ -110,27 +110,33 @@ func (w *simWorker) lastBody() []byte {
 }
 
 // harness is one in-process Caddy (kvroute app with the test model, loopback media allowed,
-// embedded NATS on a random port) in front of simulators that register and publish their KV
-// events through that NATS server, plus a loopback file server for the clips.
+// embedded NATS on a random port; the site over TLS as in Caddyfile.example, setSite) in front of
+// simulators that register and publish their KV events through that NATS server, plus a loopback
+// file server for the clips.
 type harness struct {
 	modelDir    string             // the model folder of Caddy and of the simulators
-	base, admin string             // http://127.0.0.1:port of the site and of the admin endpoint
+	base, admin string             // https://127.0.0.1:port of the site, http://127.0.0.1:port of the admin endpoint
 	media       string             // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
 	res         *resolver.Resolver // the simulators' media resolver
-	client      *http.Client
+	client      *http.Client       // trusts tls's CA (siteTLS.client)
+	tls         siteTLS            // the site's certificate
 	sims        map[string]*simWorker
 	byEndpoint  map[string]*simWorker
 	order       []*simWorker
 	opts        harnessOpts
-	// httpPort and adminPort are the site's and the admin endpoint's ports (kept by reload).
+	// httpPort and adminPort are the (TLS) site's and the admin endpoint's ports (kept by reload).
 	httpPort, adminPort int
 	reloadedAt          time.Time // when reload last loaded a config (closedByReload)
 }
 
 // harnessOpts varies the harness's Caddyfile.
 type harnessOpts struct {
-	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block).
+	// siteDirectives are put in the site block before `kvroute` (e.g. a `tracing` block); the
+	// site always has the chain of Caddyfile.example (TLS, deferred header, encode, log).
 	siteDirectives string
+	// accessLog is the file the site's access log is written to ("" = discarded; the log handler
+	// runs either way).
+	accessLog string
 	// mediaOpts are extra lines of the kvroute media block.
 	mediaOpts string
 	// appOpts are extra lines of the kvroute app block (e.g. an `index` block).
@@ -149,6 +155,10 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 	if h.opts.caddyModelDir != "" {
 		caddyModel = h.opts.caddyModelDir
 	}
+	accessLog := "discard"
+	if h.opts.accessLog != "" {
+		accessLog = "file " + h.opts.accessLog
+	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	%s
@@ -165,7 +175,8 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 	}
 }
 
-http://127.0.0.1:%d {
+https://127.0.0.1:%d {
+	tls %s %s
 	header {
 		defer
 		X-Kvroute-Worker {http.vars.kvroute.worker}
@@ -173,6 +184,7 @@ http://127.0.0.1:%d {
 		X-Kvroute-Total-Blocks {http.vars.kvroute.total_blocks}
 		X-Kvroute-Fallback {http.vars.kvroute.fallback}
 	}
+	encode zstd gzip
 %s
 	kvroute
 	reverse_proxy {
@@ -182,8 +194,11 @@ http://127.0.0.1:%d {
 		}
 %s
 	}
+	log {
+		output %s
+	}
 }
-`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.opts.siteDirectives, h.opts.proxyOpts)
+`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.tls.certFile, h.tls.keyFile, h.opts.siteDirectives, h.opts.proxyOpts, accessLog)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
@@ -256,12 +271,9 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
-	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
-		client: &http.Client{Timeout: 60 * time.Second, Transport: caddytest.RetryReset{Base: http.DefaultTransport.(*http.Transport).Clone()}}}
+	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}}
 	httpPort, adminPort := caddytest.Port(t), caddytest.Port(t)
-	h.httpPort, h.adminPort = httpPort, adminPort
-	h.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	h.setSite(t, httpPort, adminPort)
 	// registered first: runs last, after the simulators deregistered
 	caddytest.Start(t, h.caddyfile(httpPort, adminPort), h.client.CloseIdleConnections)
 	n := runningApp(t).NATS()
@@ -325,6 +337,21 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 		time.Sleep(10 * time.Millisecond)
 	}
 	return h
+}
+
+// setSite points h at a Caddy whose TLS site listens on 127.0.0.1:httpPort and whose admin
+// endpoint on 127.0.0.1:adminPort: base and admin, the site's certificate (generated on the first
+// call; caddyfile serves it) and a new client trusting it. Every harness is built through it, so
+// its site is the TLS site of Caddyfile.example.
+func (h *harness) setSite(t testing.TB, httpPort, adminPort int) {
+	t.Helper()
+	if h.tls.roots == nil {
+		h.tls = newSiteTLS(t)
+	}
+	h.httpPort, h.adminPort = httpPort, adminPort
+	h.base = fmt.Sprintf("https://127.0.0.1:%d", httpPort)
+	h.admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	h.client = h.tls.client()
 }
 
 // reload loads the harness's Caddyfile again with opts (same ports, same simulators): a real
@@ -442,6 +469,9 @@ func (h *harness) post(t *testing.T, path string, body []byte) answer {
 		t.Fatalf("POST: %v", err)
 	}
 	defer res.Body.Close()
+	if res.TLS == nil || len(res.TLS.VerifiedChains) == 0 {
+		t.Fatalf("POST %s: answered without a verified TLS connection", path)
+	}
 	b, _ := io.ReadAll(res.Body)
 	a := answer{status: res.StatusCode, body: b, header: res.Header,
 		worker:    res.Header.Get("X-Kvroute-Worker"),

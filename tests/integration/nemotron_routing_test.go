@@ -126,7 +126,9 @@ func TestNemotronModelFolderRefusedAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := caddytest.Load((&harness{modelDir: dir}).caddyfile(caddytest.Port(t), caddytest.Port(t)))
+	h := &harness{modelDir: dir}
+	h.setSite(t, caddytest.Port(t), caddytest.Port(t))
+	err := caddytest.Load(h.caddyfile(h.httpPort, h.adminPort))
 	if err == nil {
 		_ = caddy.Stop()
 		t.Fatal("caddy started with a model folder lacking downsample_ratio")

@@ -33,10 +33,8 @@ const retryProxy = "\t\t\tlb_retries 1\n\t\t\tlb_try_interval 250ms\n\t\t\tlb_re
 func registryCaddy(t *testing.T, c *natsCluster) *harness {
 	t.Helper()
 	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
-		client: &http.Client{Timeout: 60 * time.Second}, opts: harnessOpts{proxyOpts: retryProxy}}
-	h.httpPort, h.adminPort = caddytest.Port(t), caddytest.Port(t)
-	h.base = fmt.Sprintf("http://127.0.0.1:%d", h.httpPort)
-	h.admin = fmt.Sprintf("http://127.0.0.1:%d", h.adminPort)
+		opts: harnessOpts{proxyOpts: retryProxy}}
+	h.setSite(t, caddytest.Port(t), caddytest.Port(t))
 	cfg := strings.Replace(h.caddyfile(h.httpPort, h.adminPort), "embedded_nats {\n\t\t\tport random\n\t\t}", "nats_url "+c.list(0), 1)
 	caddytest.MustLoad(t, cfg)
 	t.Cleanup(func() { stopCaddy(t, h) })

@@ -61,7 +61,7 @@ func (h *harness) explainAt(t *testing.T, path string, body []byte) explainResp 
 // TestCompletionsBOS: a /v1/completions prompt for a model whose worker adds a BOS is hashed as
 // the worker's ids with the BOS. The simulators run in oracle mode on the oracle's ids of the
 // prompt with add_special_tokens=True (testdata/special_tokens, not kvroute's tokenizer) and
-// publish their KV events; through Caddy (header, encode, log, kvroute, reverse_proxy) the
+// publish their KV events; through Caddy (TLS, header, encode, log, kvroute, reverse_proxy) the
 // router's block hashes for the prompt equal the oracle's block hashes, the warm repeat is credited
 // every block, and the same prompt with add_special_tokens false (ids without the BOS: every block
 // shifted by one token) matches no block.
@@ -73,7 +73,7 @@ func TestCompletionsBOS(t *testing.T) {
 	}
 	logFile := filepath.Join(t.TempDir(), "access.log")
 	h := startHarnessFull(t, bosModelDir, []simSpec{{ID: "bos-a", Model: "deepseek", Oracle: withBOS}, {ID: "bos-b", Model: "deepseek", Oracle: withBOS}},
-		harnessOpts{siteDirectives: "\tencode zstd gzip\n\tlog {\n\t\toutput file " + logFile + "\n\t}\n"})
+		harnessOpts{accessLog: logFile})
 	body := mustJSON(t, map[string]any{"model": "deepseek", "prompt": text, "max_tokens": 4})
 	total := len(withBOS) / blockSize
 
