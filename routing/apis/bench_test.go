@@ -74,18 +74,27 @@ func BenchmarkConverterResponses(b *testing.B) {
 // (four new items) per op from ~100k tokens, as bench/proxy's responses100k sends it; one warm-up
 // turn first. Run with a fixed count (-benchtime 60x): the bodies are built up front.
 func BenchmarkConverterGrowing(b *testing.B) {
-	bodies := make([][]byte, b.N+1)
+	// A fixed conversation of growingTurns turns, replayed from a fresh converter every
+	// growingTurns iterations (untimed), so the cost per op does not grow with b.N.
+	const growingTurns = 64
+	bodies := make([][]byte, growingTurns+1)
 	for i := range bodies {
 		bodies[i] = agentBody(40 + i)
 	}
-	c := apis.NewConverter(64 << 20)
-	if _, _, err := c.ResponsesChat(bodies[0], apis.ResponsesOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	var c *apis.Converter
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		_, chat, err := c.ResponsesChat(bodies[i+1], apis.ResponsesOptions{})
+		k := i % growingTurns
+		if k == 0 {
+			b.StopTimer()
+			c = apis.NewConverter(64 << 20)
+			if _, _, err := c.ResponsesChat(bodies[0], apis.ResponsesOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		_, chat, err := c.ResponsesChat(bodies[k+1], apis.ResponsesOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -80,37 +80,38 @@ func (c *Converter) responsesCached(body []byte, opt ResponsesOptions) (*Respons
 		}
 		items[i] = *it
 	}
-	// The conversion itself is cheap (it shares the items' strings); what is cached is each chat
-	// message's encoding, keyed by the run of items that made it.
-	var msgs []*Value
-	var first []int // index of each message's first item
-	for i, it := range items {
-		if m := messageFromItem(it, msgs); m != nil {
-			msgs = append(msgs, m)
-			first = append(first, i)
-		}
-	}
+	// Each chat message's encoding is cached under the run of items that made it (runStarts
+	// finds the runs); a message is built (messageFromItem over its run) only on a miss.
+	first := runStarts(items, make([]int, 0, len(items)))
 	if continueFinal(items) {
 		f.ContinueFinalMessage, f.AddGenerationPrompt = true, false
 	}
-	enc := make([][]byte, 0, len(f.Messages)+len(msgs))
+	enc := make([][]byte, 0, len(f.Messages)+len(first))
 	for _, m := range f.Messages {
 		enc = append(enc, encode(m))
 	}
 	var rk runKey
-	for j, m := range msgs {
+	for j, start := range first {
 		end := len(items)
 		if j+1 < len(first) {
 			end = first[j+1]
 		}
 		rk.reset()
-		for i := first[j]; i < end; i++ {
+		for i := start; i < end; i++ {
 			rk.add(keys[i], len(top.items[i]))
 		}
 		key := rk.sum()
 		if d := c.get(key, rk.n); d != nil && d.item == nil {
 			enc = append(enc, d.out)
 			continue
+		}
+		// the run's first item starts a message whatever came before (runStarts); the others
+		// merge into it, or runStarts and messageFromItem disagree and the full path decides
+		m := messageFromItem(items[start], nil)
+		for i := start + 1; i < end; i++ {
+			if messageFromItem(items[i], []*Value{m}) != nil {
+				return nil, nil, false
+			}
 		}
 		e := encode(m)
 		c.put(key, rk.n, &convData{out: e}, len(e))

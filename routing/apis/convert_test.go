@@ -329,3 +329,36 @@ func TestConverterConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStarts: the runs runStarts finds are the messages messageFromItem makes, on random
+// sequences of every item kind the cached path takes (a rule of messageFromItem that runStarts
+// does not follow fails here, before any cache is involved).
+func TestRunStarts(t *testing.T) {
+	pool := append(append([]string{}, respPool...), respLast...)
+	rng := rand.New(rand.NewPCG(25, 2))
+	for n := 0; n < 2000; n++ {
+		var vs []*Value
+		for k := rng.IntN(12); k >= 0; k-- {
+			v, err := parseItem([]byte(pool[rng.IntN(len(pool))]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs = append(vs, v)
+		}
+		items, err := normalizeItems(vs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []*Value
+		var want []int
+		for i, it := range items {
+			if m := messageFromItem(it, msgs); m != nil {
+				msgs = append(msgs, m)
+				want = append(want, i)
+			}
+		}
+		if got := runStarts(items, nil); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("sequence %d: runStarts %v, messageFromItem starts %v", n, got, want)
+		}
+	}
+}

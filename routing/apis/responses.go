@@ -316,6 +316,44 @@ func messageFromItem(it item, prev []*Value) *Value {
 	return v
 }
 
+// runStarts returns the index of the item that starts each chat message messageFromItem makes
+// of items (the others merge into the assistant message before them), without building the
+// messages: the cached path looks each run of items up by its keys and builds a message only on
+// a miss. It follows messageFromItem's merge rules on the three facts they read of the last
+// message: that it is an assistant message, and whether its reasoning and its content are null
+// (its tool_calls are null or a list whenever it is an assistant message made here, so a
+// function_call always merges into one). An item of kind "message" is never an assistant
+// message (normalizeItems gives those kind "assistant"), and an item of kind "other" never
+// reaches here (responsesItem). Keep it in step with messageFromItem.
+func runStarts(items []item, starts []int) []int {
+	var asst, reasoned, said bool // the last message: assistant, reasoning set, content set
+	for i, it := range items {
+		switch it.kind {
+		case "function_call":
+			if asst {
+				continue
+			}
+			asst, reasoned, said = true, false, false
+		case "reasoning":
+			if asst && !reasoned {
+				reasoned = true
+				continue
+			}
+			asst, reasoned, said = true, true, false
+		case "output_message", "assistant":
+			if asst && !said {
+				said = true
+				continue
+			}
+			asst, reasoned, said = true, false, true
+		default: // "function_call_output" (role tool), "message" (user, system, developer)
+			asst = false
+		}
+		starts = append(starts, i)
+	}
+	return starts
+}
+
 // continueFinal is should_continue_final_message: the last item is an assistant output message
 // or a reasoning item (or a dict message that kept its status) whose status is in_progress or
 // incomplete.
