@@ -56,7 +56,7 @@ func newMetrics() *metrics {
 			Help:    "Time spent per routing stage (parse, template, tokenize, fetch, decode, layout, hash, index, score).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"stage"}),
-		decodeCache:       counterVec("decode_cache_total", "Video decode cache lookups by result.", "result"),
+		decodeCache:       counterVec("decode_cache_total", "Decode cache lookups (videos and images) by result.", "result"),
 		events:            counterVec("events_total", "KV events received by worker and result.", "worker", "result"),
 		indexBlocks:       gaugeVec("index_blocks", "Blocks held in the KV index per worker.", "worker"),
 		contractAgreement: gaugeVec("contract_agreement", "1 when every worker of the model publishes agreeing video contracts, else 0.", "model"),

@@ -100,6 +100,9 @@ func openInput(ctx context.Context, cfg *DecoderConfig, data []byte) (_ *input, 
 	if kind := manifestKind(data); kind != "" {
 		return nil, reason.New(reason.MediaUndecodable, "the video is %s, which lists other media: kvroute decodes self-contained Matroska/WebM, MP4/MOV and IVF files and never follows references", kind)
 	}
+	if kind := otherContainer(data); kind != "" {
+		return nil, reason.New(reason.UnsupportedCodec, "the video is %s, a container kvroute does not open (only Matroska/WebM, MP4/MOV and IVF): forwarded unchanged, routed on its text prefix and byte affinity", kind)
+	}
 	if externalDataRef(data) {
 		return nil, reason.New(reason.MediaUndecodable, "the video is an MP4/MOV file whose samples live elsewhere (an external data reference): kvroute decodes self-contained files only")
 	}

@@ -34,11 +34,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -149,6 +151,14 @@ func run(args []string) error {
 		return fmt.Errorf("listening on %s: %w", f.listen, err)
 	}
 	defer ln.Close()
+	// Serve at once: until the worker id is claimed (which waits for NATS) every request gets a
+	// 503 saying so, instead of hanging in the listen backlog (an operator's health check hung).
+	var handler switchHandler
+	handler.set(http.HandlerFunc(startingHandler))
+	srv := &http.Server{Handler: &handler, ReadHeaderTimeout: 10 * time.Second}
+	defer srv.Close()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
 
 	var nc *nats.Conn
 	if f.natsURL != "" {
@@ -171,9 +181,7 @@ func run(args []string) error {
 		defer func() { _ = pub.Close() }()
 	}
 	s := sim.New(cfg)
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	handler.set(s.Handler())
 	logger.Info("kvroute-sim listening", zap.String("addr", ln.Addr().String()), zap.String("model", cfg.Model),
 		zap.Bool("prefix_caching", cfg.Frontend != nil), zap.Int("block_size", s.Config().BlockSize))
 
@@ -312,4 +320,21 @@ func advertised(a *net.TCPAddr) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, fmt.Sprint(a.Port))
+}
+
+// switchHandler serves through the handler set last (startingHandler, then the simulator's).
+type switchHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *switchHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// startingHandler answers while the simulator waits for NATS to claim its worker id.
+func startingHandler(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, `{"error":{"code":"worker_starting","message":"kvroute-sim is waiting for NATS to claim its worker id; it serves once connected"}}`+"\n")
 }

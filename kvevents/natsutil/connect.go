@@ -83,10 +83,24 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 		opts = append(opts, nats.TokenHandler(func() string { return readToken(file) }))
 	}
 	if c.Background {
-		opts = append(opts, nats.RetryOnFailedConnect(true), nats.ConnectHandler(func(nc *nats.Conn) {
-			log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
-			warnSmallMaxPayload(log, nc)
-		}))
+		// A refused token is not final in the background: the router may not have written its
+		// token file yet (a worker started first) or may be restarting with a new one, and the
+		// token is read again at every attempt. nats.go closes the connection for good after the
+		// same authorization error twice unless told otherwise (IgnoreAuthErrorAbort); the refusal
+		// is logged with the token hint, at most once per authLogEvery.
+		var lastAuthLog time.Time
+		opts = append(opts, nats.RetryOnFailedConnect(true), nats.IgnoreAuthErrorAbort(),
+			nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+				if !isAuthError(err) || time.Since(lastAuthLog) < authLogEvery {
+					return
+				}
+				lastAuthLog = time.Now()
+				log.Warn("nats refused the connection; retrying", zap.Error(err), zap.String("hint", tokenHint(c.TokenFile)))
+			}),
+			nats.ConnectHandler(func(nc *nats.Conn) {
+				log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+				warnSmallMaxPayload(log, nc)
+			}))
 	}
 	opts = append(opts, c.Options...)
 	nc, err := nats.Connect(url, opts...)
@@ -105,6 +119,15 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 		warnSmallMaxPayload(log, nc)
 	}
 	return nc, nil
+}
+
+// authLogEvery spaces the log lines of a background connect the server keeps refusing.
+const authLogEvery = 30 * time.Second
+
+// isAuthError reports whether err is the server refusing the client's credentials.
+func isAuthError(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		(err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation"))
 }
 
 // tokenHint says which token a refused client sent, for the error an operator reads: kvroute's

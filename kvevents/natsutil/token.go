@@ -73,8 +73,11 @@ func readToken(file string) string {
 }
 
 // localTokenFile returns the token file a client of urls uses when none is configured: the
-// TokenFileEnv variable, else the DefaultTokenFile of the first loopback URL's port when that
-// file exists; "" otherwise (no token is sent). URLs that carry their own credentials get none.
+// TokenFileEnv variable, else the DefaultTokenFile of the first loopback URL's port, whether or
+// not it exists yet: a worker started before the router finds the file the router writes when it
+// starts (the token is read at every connect attempt; a missing file sends no token, which a
+// server without auth accepts). "" for other URLs (no token is sent). URLs that carry their own
+// credentials get none.
 func localTokenFile(urls string) string {
 	if strings.Contains(urls, "@") {
 		return ""
@@ -95,14 +98,7 @@ func localTokenFile(urls string) string {
 		if err != nil {
 			continue
 		}
-		if f := DefaultTokenFile(port); fileExists(f) {
-			return f
-		}
+		return DefaultTokenFile(port)
 	}
 	return ""
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
 }

@@ -35,7 +35,7 @@ func TestTokenFile(t *testing.T) {
 		t.Fatal("connected without a token")
 	}
 	// the refusal says where the token comes from (an operator test got only "Authorization Violation")
-	if !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "no token file found for this URL: pass --nats-token-file or set "+natsutil.TokenFileEnv) {
+	if !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "the token file "+natsutil.DefaultTokenFile(srv.Port())+" is missing or empty: pass --nats-token-file or set "+natsutil.TokenFileEnv) {
 		t.Errorf("without a token: %v", err)
 	}
 	wrong := filepath.Join(t.TempDir(), "wrong")

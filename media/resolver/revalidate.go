@@ -125,22 +125,36 @@ func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.C
 		return r.videoFetch(ctx, url, c) // DecodeVideo reports the contract error
 	}
 	key := digest + "\x00" + url
+	return revalidate(ctx, r, key, url, r.notModified, func(known bool, data []byte, v fetch.Validators, err error) (*mediaport.VideoInfo, error) {
+		return r.fetched(ctx, key, known, data, v, err, c)
+	})
+}
+
+// revalidate fetches url with a conditional request when key has a remembered entry; both
+// kinds (videoRevalidated, imageRevalidated) share it. Concurrent requests for one known key
+// send one conditional request between them: the waiters reuse a 304 (unchanged of the
+// remembered entry), and send their own request on anything else. fetched gets a 200's bytes,
+// the validators and the fetch error (known: key had an entry); the bytes stay reserved in the
+// fetcher's budget until fetched returns.
+func revalidate[T any](ctx context.Context, r *Resolver, key, url string, unchanged func(*revalEntry) T,
+	fetched func(known bool, data []byte, v fetch.Validators, err error) (T, error)) (T, error) {
+	var none T
 	prev, known := r.reval.get(key)
 	t := time.Now()
 	if known {
 		call, leader := r.reval.join(key)
 		if !leader {
-			// Another request is revalidating this clip: its answer is as fresh as ours
+			// Another request is revalidating this URL: its answer is as fresh as ours
 			// would be. A 304 reuses the remembered result; anything else, our own request.
 			select {
 			case <-call.done:
 			case <-ctx.Done():
 				r.stage(ctx, "fetch", t)
-				return nil, ctx.Err()
+				return none, ctx.Err()
 			}
 			if cur, ok := r.reval.get(key); ok && call.notModified {
 				r.stage(ctx, "fetch", t)
-				return r.notModified(&cur), nil
+				return unchanged(&cur), nil
 			}
 		} else {
 			finished := false
@@ -156,18 +170,18 @@ func (r *Resolver) videoRevalidated(ctx context.Context, url string, c *layout.C
 			r.reval.finish(key, call, notModified) // before a decode: the waiting requests need only the answer
 			finished = true
 			if notModified {
-				return r.notModified(&prev), nil
+				return unchanged(&prev), nil
 			}
-			return r.fetched(ctx, key, known, data, v, err, c)
+			return fetched(known, data, v, err)
 		}
 	}
 	data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
 	defer release()
 	r.stage(ctx, "fetch", t)
 	if errors.Is(err, fetch.ErrNotModified) && known {
-		return r.notModified(&prev), nil
+		return unchanged(&prev), nil
 	}
-	return r.fetched(ctx, key, known, data, v, err, c)
+	return fetched(known, data, v, err)
 }
 
 // notModified is the remembered result of a clip its URL said is unchanged (a copy).

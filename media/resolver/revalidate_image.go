@@ -2,9 +2,7 @@ package resolver
 
 import (
 	"context"
-	"errors"
 	"strings"
-	"time"
 
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/mediaport"
@@ -28,49 +26,9 @@ func (r *Resolver) imageRevalidated(ctx context.Context, url string) (*mediaport
 		return r.identifyImage(ctx, data)
 	}
 	key := "image:" + r.ImageIdentity.String() + "\x00" + url
-	prev, known := r.reval.get(key)
-	t := time.Now()
-	if known {
-		// Concurrent requests for a known URL share one conditional request, as for videos
-		// (videoRevalidated): the waiters reuse a 304, and send their own on anything else.
-		call, leader := r.reval.join(key)
-		if !leader {
-			select {
-			case <-call.done:
-			case <-ctx.Done():
-				r.stage(ctx, "fetch", t)
-				return nil, ctx.Err()
-			}
-			if cur, ok := r.reval.get(key); ok && call.notModified {
-				r.stage(ctx, "fetch", t)
-				return r.imageNotModified(&cur), nil
-			}
-		} else {
-			finished := false
-			defer func() {
-				if !finished { // the fetch panicked: let the waiting requests send their own
-					r.reval.finish(key, call, false)
-				}
-			}()
-			data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
-			defer release()
-			r.stage(ctx, "fetch", t)
-			notModified := errors.Is(err, fetch.ErrNotModified)
-			r.reval.finish(key, call, notModified) // before a decode: the waiting requests need only the answer
-			finished = true
-			if notModified {
-				return r.imageNotModified(&prev), nil
-			}
-			return r.imageFetched(ctx, key, known, data, v, err)
-		}
-	}
-	data, v, release, err := r.fetcher.FetchConditionalHeld(ctx, url, prev.v)
-	defer release()
-	r.stage(ctx, "fetch", t)
-	if errors.Is(err, fetch.ErrNotModified) && known {
-		return r.imageNotModified(&prev), nil
-	}
-	return r.imageFetched(ctx, key, known, data, v, err)
+	return revalidate(ctx, r, key, url, r.imageNotModified, func(known bool, data []byte, v fetch.Validators, err error) (*mediaport.ImageInfo, error) {
+		return r.imageFetched(ctx, key, known, data, v, err)
+	})
 }
 
 // imageNotModified is the remembered identity of an image its URL said is unchanged.

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,10 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/testkit/caddybin"
 	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 )
 
@@ -70,29 +69,11 @@ func dashboardTargets(t *testing.T) map[string][]string {
 	return out
 }
 
-// lockedBuffer collects a child process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // promServer is a Prometheus started for one test.
 type promServer struct {
 	base   string
 	client *http.Client
-	log    *lockedBuffer
+	log    *caddybin.LockedBuffer
 }
 
 // startPrometheus runs Debian's prometheus (installed by `make deps`) on a random loopback port
@@ -129,7 +110,7 @@ scrape_configs:
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--web.console.templates="+dir, "--web.console.libraries="+dir)
-	p := &promServer{base: fmt.Sprintf("http://127.0.0.1:%d", port), client: &http.Client{Timeout: 10 * time.Second}, log: &lockedBuffer{}}
+	p := &promServer{base: fmt.Sprintf("http://127.0.0.1:%d", port), client: &http.Client{Timeout: 10 * time.Second}, log: &caddybin.LockedBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		cancel()

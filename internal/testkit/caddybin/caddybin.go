@@ -35,7 +35,7 @@ func Build(t testing.TB) string {
 // Proc is a running Caddy process.
 type Proc struct {
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  *LockedBuffer
 	done chan struct{}
 }
 
@@ -50,7 +50,7 @@ func Start(t testing.TB, bin, caddyfile, addr string) *Proc {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	p := &Proc{cmd: exec.CommandContext(ctx, bin, "run", "--config", cfg, "--adapter", "caddyfile"), log: &lockedBuffer{}, done: make(chan struct{})}
+	p := &Proc{cmd: exec.CommandContext(ctx, bin, "run", "--config", cfg, "--adapter", "caddyfile"), log: &LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir) // Caddy's own storage in the test's folder
 	if err := p.cmd.Start(); err != nil {
@@ -98,18 +98,20 @@ func (p *Proc) Stop() {
 // Log is what the process wrote so far.
 func (p *Proc) Log() string { return p.log.String() }
 
-type lockedBuffer struct {
+// LockedBuffer collects a child process's output (an io.Writer safe for the process's
+// two output pipes and a concurrent reader).
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
