@@ -13,21 +13,37 @@ import (
 	"unsafe"
 )
 
-// Lossless WebP pixels (VP8L, with or without alpha) come from libwebp (Debian 12's libwebp-dev
-// 1.2.4, its static libwebp.a): the format is exact, and libwebp's ARGB is byte for byte
-// x/image/webp's on the fixtures of pngwebp_c_test.go, so identities do not change; it is about
-// 1.5–1.65× faster on a 4K lossless photo (docs/benchmarks.md). Lossy WebP (VP8) stays with
-// x/image/webp: its YCbCr → RGB is Go's color.YCbCrToRGB over nearest-neighbour chroma, libwebp's
-// (Pillow's) is its own fixed-point conversion with fancy upsampling, and over 90 % of the RGB
-// bytes differ, so switching would change every lossy WebP identity (as the JPEG switch did) —
-// left for a decision, docs/benchmarks.md. A file libwebp refuses, or whose RIFF layout is not
-// exact (webpChunksExact), goes to Go's decoder, whose verdict stands. One verdict differs: a
-// VP8L stream that ends a little early is decoded by libwebp (and so by the worker's Pillow)
-// where Go's decoder says unexpected EOF (a 400 before); TestWebPLibwebpDifferential allows that
-// difference and no other.
+// Still WebP pixels come from libwebp (Debian 12's libwebp-dev 1.2.4, its static libwebp.a, the
+// libwebp under Debian 12's Pillow 9.4, which vLLM loads images with).
+//
+// Lossless (VP8L, with or without alpha): the format is exact, and libwebp's ARGB is byte for
+// byte x/image/webp's on the fixtures of pngwebp_c_test.go, so those identities did not change;
+// about 1.5–1.65× faster on a 4K lossless photo (docs/benchmarks.md).
+//
+// Lossy (VP8, with or without an ALPH chunk): libwebp's YUV → RGB (its fixed-point conversion with
+// fancy chroma upsampling) is what Pillow's Image.open gives the worker, byte for byte on every
+// fixture of testdata/image/webp_pillow (TestWebPLossyPillowGolden, hashes made by Pillow); Go's
+// color.YCbCrToRGB over nearest-neighbour chroma differs in over 90 % of the bytes, so a lossy
+// WebP's identity hashed pixels the worker never saw (and the same pixels as a PNG got another
+// identity). Lossy WebP identities changed once with this switch; libwebp is also ~2.4× faster.
+//
+// A file libwebp refuses, or whose RIFF layout is not exact (webpChunksExact), goes to Go's
+// decoder, whose verdict stands. One verdict differs: a VP8L stream that ends a little early is
+// decoded by libwebp (and so by the worker's Pillow) where Go's decoder says unexpected EOF (a 400
+// before); TestWebPLibwebpDifferential allows that difference and no other.
 
-// errWebPLossy reports a lossy WebP, which decodeWebPLossless leaves to Go's decoder.
+// errWebPLossy reports a lossy WebP, which decodeWebPLossless (the differential tests') leaves.
 var errWebPLossy = errors.New("lossy WebP")
+
+// decodeWebP decodes a still WebP (lossless or lossy) of w×h pixels (its header's size, checked by
+// the caller) into its identity's pixel array as Pillow decodes it, allocating 4·w·h bytes.
+// Errors: libwebp's refusal or an inexact RIFF layout (the caller lets Go's decoder decide then).
+func decodeWebP(data []byte, w, h int) (pixelArray, error) {
+	if !webpChunksExact(data) {
+		return pixelArray{}, errors.New("a RIFF layout Go's decoder checks itself")
+	}
+	return decodeWebPC(data, w, h, false)
+}
 
 // decodeWebPLossless decodes a lossless WebP of w×h pixels (its header's size, checked by the
 // caller) into its identity's pixel array, allocating 4·w·h bytes. Errors: errWebPLossy, or
@@ -61,8 +77,7 @@ func webpChunksExact(data []byte) bool {
 	return true
 }
 
-// decodeWebPC is decodeWebPLossless, or with losslessOnly false any still WebP by libwebp's
-// defaults (the benchmark and the comparison with Go's lossy decode).
+// decodeWebPC is decodeWebP, or with losslessOnly decodeWebPLossless, without the RIFF check.
 func decodeWebPC(data []byte, w, h int, losslessOnly bool) (pixelArray, error) {
 	if len(data) == 0 {
 		return pixelArray{}, errors.New("empty WebP")
