@@ -25,7 +25,7 @@ import (
 // fixture of testdata/image/webp_pillow (TestWebPLossyPillowGolden, hashes made by Pillow); Go's
 // color.YCbCrToRGB over nearest-neighbour chroma differs in over 90 % of the bytes, so a lossy
 // WebP's identity hashed pixels the worker never saw (and the same pixels as a PNG got another
-// identity). Lossy WebP identities changed once with this switch; libwebp is also ~2.4× faster.
+// identity). Lossy WebP identities changed once with this switch; libwebp is also 2.6–2.8× faster.
 //
 // A file libwebp refuses, or whose RIFF layout is not exact (webpChunksExact), goes to Go's
 // decoder, whose verdict stands. One verdict differs: a VP8L stream that ends a little early is
