@@ -27,8 +27,8 @@ import (
 // WebP's identity hashed pixels the worker never saw (and the same pixels as a PNG got another
 // identity). Lossy WebP identities changed once with this switch; libwebp is also 2.6–2.8× faster.
 //
-// A file libwebp refuses, or whose RIFF layout is not exact (webpChunksExact), goes to Go's
-// decoder, whose verdict stands. One verdict differs: a VP8L stream that ends a little early is
+// A file libwebp refuses, whose RIFF layout is not exact (webpChunksExact), or with an ALPH chunk
+// the VP8X flags do not announce (webpAlphaUnflagged) goes to Go's decoder, whose verdict stands. One verdict differs: a VP8L stream that ends a little early is
 // decoded by libwebp (and so by the worker's Pillow) where Go's decoder says unexpected EOF (a 400
 // before); TestWebPLibwebpDifferential allows that difference and no other.
 
@@ -42,7 +42,29 @@ func decodeWebP(data []byte, w, h int) (pixelArray, error) {
 	if !webpChunksExact(data) {
 		return pixelArray{}, errors.New("a RIFF layout Go's decoder checks itself")
 	}
+	if webpAlphaUnflagged(data) {
+		return pixelArray{}, errors.New("an ALPH chunk the VP8X flags do not announce")
+	}
 	return decodeWebPC(data, w, h, false)
+}
+
+// webpAlphaUnflagged reports whether data (chunks exact) has an ALPH chunk while its VP8X chunk's
+// alpha flag (0x10) is clear. libwebp's WebPDecode applies such an alpha plane; Pillow 9.4 (its
+// WebPAnimDecoder) gives the picture opaque, and Go's decoder refuses the file (400, as before
+// libwebp decoded lossy files). Go's verdict stands rather than pixels the worker does not see.
+func webpAlphaUnflagged(data []byte) bool {
+	flagged, alph := false, false
+	for p := 12; p+8 <= len(data); {
+		n := int(binary.LittleEndian.Uint32(data[p+4:]))
+		switch string(data[p : p+4]) {
+		case "VP8X":
+			flagged = n >= 1 && p+8 < len(data) && data[p+8]&0x10 != 0
+		case "ALPH":
+			alph = true
+		}
+		p += 8 + n + n&1
+	}
+	return alph && !flagged
 }
 
 // decodeWebPLossless decodes a lossless WebP of w×h pixels (its header's size, checked by the

@@ -11,6 +11,8 @@ import (
 
 	"github.com/zeebo/xxh3"
 	"golang.org/x/image/webp"
+
+	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // pillowGolden is testdata/image/webp_pillow/golden.json (made by make.py there with Debian 12's
@@ -79,5 +81,33 @@ func TestWebPLossyPillowGolden(t *testing.T) {
 		if uint64(info.Identity) != xxh3.Hash(b.Bytes()) {
 			t.Errorf("%s: DecodeImage's identity %s is not the identity of Pillow's pixels", name, info.Identity.Hex())
 		}
+	}
+}
+
+// TestWebPAlphaUnflagged: a lossy WebP whose ALPH chunk the VP8X flags do not announce (the alpha
+// fixture with flag 0x10 cleared) is not decoded by libwebp, which would apply the alpha plane,
+// while Pillow 9.4 gives that file opaque (checked with python3-pil when this test was written:
+// mode RGBA, every alpha 255): Go's decoder keeps its verdict, a 400 media_undecodable.
+func TestWebPAlphaUnflagged(t *testing.T) {
+	data, err := os.ReadFile(imageDir + "webp_pillow/alpha_333x197_q80.webp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data[12:16]) != "VP8X" || data[20] != 0x10 {
+		t.Fatalf("the fixture's first chunk %q flags %#x, want VP8X 0x10", data[12:16], data[20])
+	}
+	if webpAlphaUnflagged(data) {
+		t.Fatal("the fixture itself counts as unflagged")
+	}
+	data[20] &^= 0x10
+	if !webpAlphaUnflagged(data) {
+		t.Fatal("an ALPH chunk without the VP8X alpha flag is not noticed")
+	}
+	if _, err := decodeWebP(data, 333, 197); err == nil {
+		t.Fatal("decodeWebP decodes an ALPH chunk the flags do not announce")
+	}
+	_, err = DecodeImage(data)
+	if reason.CodeOf(err) != reason.MediaUndecodable {
+		t.Fatalf("DecodeImage: %v, want media_undecodable (Go's verdict)", err)
 	}
 }
