@@ -72,9 +72,10 @@ func TestImageFormatsSamePixels(t *testing.T) {
 }
 
 // TestImageLossyWebP: the lossy WebP decodes to 67×45 (odd sizes: the 4:2:0 chroma planes are
-// 34×23) and its identity is the RGB conversion of ffmpeg's VP8 decode (picture_lossy.yuv), so
-// x/image's VP8 decoder matches FFmpeg's sample for sample; the conversion to RGB is image/draw's
-// (Go's YCbCr→RGB integer formula), the one the resolver uses for every YCbCr image.
+// 34×23) and its identity is that of Pillow's RGB decode (webp_pillow/picture_lossy.rgb: libwebp's
+// conversion with fancy upsampling, the worker's pixels). It is no longer Go's YCbCr→RGB of the
+// same YUV samples (FFmpeg's VP8 decode, picture_lossy.yuv), the identity before lossy WebP went
+// to libwebp.
 func TestImageLossyWebP(t *testing.T) {
 	const w, h = 67, 45
 	yuv := readImage(t, "picture_lossy.yuv")
@@ -88,7 +89,15 @@ func TestImageLossyWebP(t *testing.T) {
 	}
 	rgba := image.NewRGBA(ycc.Rect)
 	draw.Draw(rgba, rgba.Rect, ycc, image.Point{}, draw.Src)
-	want := canonicalHash(w, h, rgbOf(rgba))
+	goID := canonicalHash(w, h, rgbOf(rgba))
+	pillow := readImage(t, "webp_pillow/picture_lossy.rgb")
+	if len(pillow) != w*h*3 {
+		t.Fatalf("picture_lossy.rgb has %d bytes", len(pillow))
+	}
+	want := canonicalHash(w, h, pillow)
+	if want == goID {
+		t.Fatal("Pillow's pixels hash as Go's conversion: the fixture cannot tell the decoders apart")
+	}
 	for i := 0; i < 2; i++ { // the same bytes twice: the same identity
 		got, err := resolver.DecodeImage(readImage(t, "picture_lossy.webp"))
 		if err != nil {
@@ -97,6 +106,19 @@ func TestImageLossyWebP(t *testing.T) {
 		if got.Width != w || got.Height != h || got.Identity != want {
 			t.Fatalf("got %dx%d identity %s, want %dx%d identity %s", got.Width, got.Height, got.Identity.Hex(), w, h, want.Hex())
 		}
+	}
+	// the same pixels as a PNG (Pillow's decode, re-encoded here): the same identity
+	rgbaP := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := 0; i < w*h; i++ {
+		copy(rgbaP.Pix[4*i:4*i+3], pillow[3*i:3*i+3])
+		rgbaP.Pix[4*i+3] = 0xff
+	}
+	var pngBuf bytes.Buffer
+	if err := png.Encode(&pngBuf, rgbaP); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := resolver.DecodeImage(pngBuf.Bytes()); err != nil || got.Identity != want {
+		t.Fatalf("a PNG of the lossy WebP's pixels: %v %v, want identity %s", got, err, want.Hex())
 	}
 	lossless, err := resolver.DecodeImage(readImage(t, "picture_lossless.webp"))
 	if err != nil {
@@ -306,7 +328,8 @@ func tiffWithSize(t *testing.T, w, h uint32) []byte {
 
 // TestImageAlpha: a picture with alpha hashes as its straight RGBA (H×W×4): the PNG and the
 // lossless WebP equal FFmpeg's rgba decode of the PNG (picture_alpha.rgba), the lossy WebP with
-// an ALPH chunk equals FFmpeg's yuva420p decode converted here (Go's YCbCr→RGB, alpha as is).
+// an ALPH chunk equals Pillow's RGBA decode (webp_pillow/picture_alpha_lossy.rgba), no longer
+// FFmpeg's yuva420p decode converted by Go's YCbCr→RGB (its identity before libwebp).
 func TestImageAlpha(t *testing.T) {
 	const w, h = 67, 45
 	raw := readImage(t, "picture_alpha.rgba")
@@ -341,7 +364,14 @@ func TestImageAlpha(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := canonicalHashC(w, h, 4, rgba); got.Width != w || got.Height != h || got.Identity != want {
+	pillow := readImage(t, "webp_pillow/picture_alpha_lossy.rgba")
+	if len(pillow) != w*h*4 {
+		t.Fatalf("picture_alpha_lossy.rgba has %d bytes", len(pillow))
+	}
+	if canonicalHashC(w, h, 4, rgba) == canonicalHashC(w, h, 4, pillow) {
+		t.Fatal("Pillow's pixels hash as Go's conversion: the fixture cannot tell the decoders apart")
+	}
+	if want := canonicalHashC(w, h, 4, pillow); got.Width != w || got.Height != h || got.Identity != want {
 		t.Errorf("lossy WebP with alpha: %dx%d identity %s, want %dx%d identity %s", got.Width, got.Height, got.Identity.Hex(), w, h, want.Hex())
 	}
 }

@@ -271,9 +271,10 @@ func ffmpegWebP(tb testing.TB, rgba []byte, w, h int, args ...string) []byte {
 }
 
 // TestWebPLibwebpVersusGo: libwebp's pixels of a lossless WebP (opaque, alpha) are x/image/webp's
-// byte for byte, so decodeWebPLossless keeps the identities; of a lossy one (opaque, alpha) most
-// bytes differ (the YCbCr → RGB conversion and chroma upsampling), and decodeWebPLossless leaves
-// it to Go (errWebPLossy).
+// byte for byte, so lossless identities did not change with libwebp; of a lossy one (opaque,
+// alpha) most bytes differ (the YCbCr → RGB conversion and chroma upsampling): libwebp's are
+// Pillow's (TestWebPLossyPillowGolden), so the fallback to Go's decoder gives other pixels, and
+// decodeWebPLossless leaves lossy files alone (errWebPLossy).
 func TestWebPLibwebpVersusGo(t *testing.T) {
 	fx := webpFixtures(t, 67, 45)
 	fx["picture_lossless"] = readFixture(t, "picture_lossless.webp")
@@ -306,8 +307,8 @@ func TestWebPLibwebpVersusGo(t *testing.T) {
 		case lossless && (ch != gch || diff != 0 || lerr != nil):
 			t.Errorf("%s (lossless): libwebp differs from Go's decoder (%d of %d bytes, %d/%d channels), or %v", name, diff, len(want), ch, gch, lerr)
 		case !lossless && (diff*2 < len(want) || lerr != errWebPLossy):
-			// the lossy conversion differs (why lossy WebP stays with Go): if libwebp ever
-			// matched Go, it could be adopted for lossy files too
+			// the lossy conversion differs: lossy identities changed once when lossy WebP went
+			// to libwebp (Pillow's pixels, TestWebPLossyPillowGolden)
 			t.Errorf("%s (lossy): %d of %d bytes differ from Go's, decodeWebPLossless %v", name, diff, len(want), lerr)
 		}
 	}
@@ -390,25 +391,10 @@ func BenchmarkImage4KPNGWebP(b *testing.B) {
 	for _, name := range []string{"lossy", "lossless", "lossy_alpha"} {
 		data := fx[name]
 		b.Run("webp_"+name+"/go", goDecode(formatWebP, data))
-		if name == "lossless" {
-			b.Run("webp_lossless/libwebp_rgb_out", func(b *testing.B) { // RGB out, trusting the alpha hint
-				b.SetBytes(int64(len(data)))
-				for b.Loop() {
-					px, err := decodeWebPC(data, 3840, 2160, false)
-					if err != nil {
-						b.Fatal(err)
-					}
-					hash(px)
-				}
-			})
-		}
 		b.Run("webp_"+name+"/libwebp", func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				px, err := decodeWebPC(data, 3840, 2160, false)
-				if name == "lossless" { // the production path: RGBA, packed to RGB when opaque
-					px, err = decodeWebPLossless(data, 3840, 2160)
-				}
+				px, err := decodeWebP(data, 3840, 2160) // the production path
 				if err != nil {
 					b.Fatal(err)
 				}

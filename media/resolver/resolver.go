@@ -195,16 +195,9 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 	if !f.decodable() {
 		return nil, reason.New(reason.UnsupportedCodec, "the image is %s, which kvroute does not decode (it decodes PNG, JPEG, GIF, WebP, BMP and TIFF)", f.name)
 	}
-	undecodable := func(err error) error {
-		if unsupportedVariant(err) {
-			return reason.Wrap(reason.UnsupportedCodec, err, "decoding the %s image: a variant kvroute does not decode", f.name)
-		}
-		// the decoder's own words reach the client (400): what in the file is wrong
-		return reason.New(reason.MediaUndecodable, "decoding the %s image: %v", f.name, err)
-	}
 	cfg, err := f.decodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, undecodable(err)
+		return nil, undecodableErr(f, err)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
 		return nil, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
@@ -219,33 +212,9 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		}
 		defer release()
 	}
-	var px pixelArray
-	if f == formatJPEG {
-		// libjpeg-turbo, as Pillow decodes it (jpeg_turbo.go); CMYK and YCCK go on to Go's decoder
-		rgb, err := decodeJPEGRGB(data, cfg.Width, cfg.Height)
-		switch {
-		case err == nil:
-			px = packedRGB(rgb, cfg.Width, cfg.Height)
-		case !errors.Is(err, errJPEGOtherSpace):
-			return nil, reason.New(reason.MediaUndecodable, "decoding the JPEG image: %v", err)
-		}
-	}
-	// 8-bit PNG by libpng, lossless WebP by libwebp: the pixels Go's decoders give, faster
-	// (png_libpng.go, webp_libwebp.go); anything they leave or refuse goes on to Go's decoder
-	switch f {
-	case formatPNG:
-		px, _ = decodePNG(data, cfg.Width, cfg.Height)
-	case formatWebP:
-		px, _ = decodeWebPLossless(data, cfg.Width, cfg.Height)
-	}
-	if px.row == nil {
-		img, err := f.decode(bytes.NewReader(data))
-		if err != nil {
-			return nil, undecodable(err)
-		}
-		// The picture is the header's canvas: the size the worker's PIL reports and the token
-		// count comes from (a GIF's first frame may cover only part of its logical screen).
-		px = canvasPixels(img, image.Rect(0, 0, cfg.Width, cfg.Height))
+	px, err := decodePixels(f, data, cfg.Width, cfg.Height)
+	if err != nil {
+		return nil, err
 	}
 	hs := xxh3.New()
 	var hdr [8]byte
@@ -262,6 +231,51 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
 	}
 	return &mediaport.ImageInfo{Identity: id, Width: px.w, Height: px.h}, nil
+}
+
+// undecodableErr is the client error of f's decoder refusing the data (err).
+func undecodableErr(f *imageFormat, err error) error {
+	if unsupportedVariant(err) {
+		return reason.Wrap(reason.UnsupportedCodec, err, "decoding the %s image: a variant kvroute does not decode", f.name)
+	}
+	// the decoder's own words reach the client (400): what in the file is wrong
+	return reason.New(reason.MediaUndecodable, "decoding the %s image: %v", f.name, err)
+}
+
+// decodePixels decodes data of format f, whose header says w×h, into the array its identity
+// hashes (pixels.go): JPEG by libjpeg-turbo, 8-bit PNG by libpng, WebP by libwebp — the pixels
+// the worker's Pillow gives (jpeg_turbo.go, png_libpng.go, webp_libwebp.go) — and anything they
+// leave or refuse by Go's decoder. Errors are the client's (MediaUndecodable, UnsupportedCodec).
+func decodePixels(f *imageFormat, data []byte, w, h int) (pixelArray, error) {
+	var px pixelArray
+	if f == formatJPEG {
+		// libjpeg-turbo, as Pillow decodes it (jpeg_turbo.go); CMYK and YCCK go on to Go's decoder
+		rgb, err := decodeJPEGRGB(data, w, h)
+		switch {
+		case err == nil:
+			px = packedRGB(rgb, w, h)
+		case !errors.Is(err, errJPEGOtherSpace):
+			return pixelArray{}, reason.New(reason.MediaUndecodable, "decoding the JPEG image: %v", err)
+		}
+	}
+	// 8-bit PNG by libpng (the pixels Go's decoder gives, faster), WebP by libwebp (lossless: Go's
+	// pixels, faster; lossy: Pillow's pixels); anything they leave or refuse goes on to Go's decoder
+	switch f {
+	case formatPNG:
+		px, _ = decodePNG(data, w, h)
+	case formatWebP:
+		px, _ = decodeWebP(data, w, h)
+	}
+	if px.row == nil {
+		img, err := f.decode(bytes.NewReader(data))
+		if err != nil {
+			return pixelArray{}, undecodableErr(f, err)
+		}
+		// The picture is the header's canvas: the size the worker's PIL reports and the token
+		// count comes from (a GIF's first frame may cover only part of its logical screen).
+		px = canvasPixels(img, image.Rect(0, 0, w, h))
+	}
+	return px, nil
 }
 
 // keyed wraps a fallback error of fetched bytes in a mediaport.KeyedError carrying XXH3-128 of

@@ -19,8 +19,9 @@ int kv_webp_decode(const unsigned char *data, unsigned long size, unsigned char 
 		return KV_WEBP_LOSSY;
 	}
 	// A lossless image is decoded as RGBA whatever its header's alpha hint says: Go's decoder
-	// keeps the alpha the pixels carry, and the caller finds out whether they are opaque.
-	int ch = (cfg.input.has_alpha || lossless_only) ? 4 : 3;
+	// keeps the alpha the pixels carry, and the caller finds out whether they are opaque. A lossy
+	// one is RGBA when it has an ALPH chunk (Pillow's mode RGBA), else RGB.
+	int ch = (cfg.input.has_alpha || cfg.input.format == 2) ? 4 : 3;
 	cfg.output.colorspace = ch == 4 ? MODE_RGBA : MODE_RGB;
 	cfg.output.is_external_memory = 1;
 	cfg.output.u.RGBA.rgba = out;
