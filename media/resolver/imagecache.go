@@ -1,7 +1,6 @@
 package resolver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -109,24 +108,9 @@ func imageHeader(data []byte, sum xxh3.Uint128) (info *mediaport.ImageInfo, err 
 			info, err = nil, reason.New(reason.IdentityError, "reading the %s image header: panic: %v", f.name, p)
 		}
 	}()
-	if f == nil {
-		return nil, reason.New(reason.MediaUndecodable, "not an image: no known image signature (%s)", describeContent(data))
-	}
-	if !f.decodable() {
-		return nil, reason.New(reason.UnsupportedCodec, "the image is %s, which kvroute does not decode (it decodes PNG, JPEG, GIF, WebP, BMP and TIFF)", f.name)
-	}
-	cfg, err := f.decodeConfig(bytes.NewReader(data))
+	cfg, err := checkHeader(f, data, "reading the %s image header")
 	if err != nil {
-		if unsupportedVariant(err) {
-			return nil, reason.Wrap(reason.UnsupportedCodec, err, "reading the %s image header: a variant kvroute does not decode", f.name)
-		}
-		return nil, reason.New(reason.MediaUndecodable, "reading the %s image header: %v", f.name, err)
-	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
-		return nil, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
-	}
-	if err := checkPlausible(f, data, cfg); err != nil {
-		return nil, reason.New(reason.MediaUndecodable, "the %s image cannot hold the pixels its header announces: %v", f.name, err)
+		return nil, err
 	}
 	id := wire.Identity(sum.Lo)
 	if id == 0 {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"image"
 	"sync/atomic"
 	"time"
@@ -189,21 +190,9 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 			info, err = nil, reason.New(reason.IdentityError, "decoding the %s image: panic: %v", f.name, p)
 		}
 	}()
-	if f == nil {
-		return nil, reason.New(reason.MediaUndecodable, "not an image: no known image signature (%s)", describeContent(data))
-	}
-	if !f.decodable() {
-		return nil, reason.New(reason.UnsupportedCodec, "the image is %s, which kvroute does not decode (it decodes PNG, JPEG, GIF, WebP, BMP and TIFF)", f.name)
-	}
-	cfg, err := f.decodeConfig(bytes.NewReader(data))
+	cfg, err := checkHeader(f, data, "decoding the %s image")
 	if err != nil {
-		return nil, undecodableErr(f, err)
-	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
-		return nil, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
-	}
-	if err := checkPlausible(f, data, cfg); err != nil {
-		return nil, reason.New(reason.MediaUndecodable, "the %s image cannot hold the pixels its header announces: %v", f.name, err)
+		return nil, err
 	}
 	if reserve != nil {
 		release, err := reserve(int64(cfg.Width) * int64(cfg.Height) * decodedBytesPerPixel)
@@ -235,11 +224,42 @@ func decodeImage(data []byte, reserve func(n int64) (release func(), err error))
 
 // undecodableErr is the client error of f's decoder refusing the data (err).
 func undecodableErr(f *imageFormat, err error) error {
+	return stepErr(f, err, "decoding the %s image")
+}
+
+// stepErr is the client's error for err of step (a format string naming the image's format):
+// UnsupportedCodec for a variant kvroute does not decode, MediaUndecodable otherwise.
+func stepErr(f *imageFormat, err error, step string) error {
+	step = fmt.Sprintf(step, f.name)
 	if unsupportedVariant(err) {
-		return reason.Wrap(reason.UnsupportedCodec, err, "decoding the %s image: a variant kvroute does not decode", f.name)
+		return reason.Wrap(reason.UnsupportedCodec, err, "%s: a variant kvroute does not decode", step)
 	}
 	// the decoder's own words reach the client (400): what in the file is wrong
-	return reason.New(reason.MediaUndecodable, "decoding the %s image: %v", f.name, err)
+	return reason.New(reason.MediaUndecodable, "%s: %v", step, err)
+}
+
+// checkHeader applies, to data sniffed as f (nil: no known signature), the checks both the pixel
+// decode (decodeImage) and the bytes identity (imageHeader) make before anything else: a format
+// kvroute decodes, a readable header (its error named by step), the size limits, and bytes that
+// can hold the pixels the header announces. It returns the header.
+func checkHeader(f *imageFormat, data []byte, step string) (image.Config, error) {
+	if f == nil {
+		return image.Config{}, reason.New(reason.MediaUndecodable, "not an image: no known image signature (%s)", describeContent(data))
+	}
+	if !f.decodable() {
+		return image.Config{}, reason.New(reason.UnsupportedCodec, "the image is %s, which kvroute does not decode (it decodes PNG, JPEG, GIF, WebP, BMP and TIFF)", f.name)
+	}
+	cfg, err := f.decodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return cfg, stepErr(f, err, step)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
+		return cfg, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
+	}
+	if err := checkPlausible(f, data, cfg); err != nil {
+		return cfg, reason.New(reason.MediaUndecodable, "the %s image cannot hold the pixels its header announces: %v", f.name, err)
+	}
+	return cfg, nil
 }
 
 // decodePixels decodes data of format f, whose header says w×h, into the array its identity
