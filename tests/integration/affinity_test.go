@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,24 @@ func TestAffinityUndecodedVideo(t *testing.T) {
 		cs = append(cs, c)
 		// the same bytes under another URL: the same key, so the same worker
 		cs = append(cs, &clip{url: c.url + "?copy=1", want: c.want, key: c.key, got: map[string]int{}})
+	}
+	// Containers kvroute does not open (operator test: `ffmpeg -c copy clip.ts` of an H.264 clip
+	// was a 400): the same fallback and the same affinity, also with h264 not listed.
+	tmp := t.TempDir()
+	others := httptest.NewServer(http.StripPrefix("/o/", http.FileServer(http.Dir(tmp))))
+	t.Cleanup(others.Close)
+	for _, o := range []struct{ name, format string }{{"clip.ts", "mpegts"}, {"clip.flv", "flv"}} {
+		out := filepath.Join(tmp, o.name)
+		cmd := exec.Command("ffmpeg", "-v", "error", "-i", dir+"h264_nobf_480x270_24fps_2s.mkv", "-c", "copy", "-f", o.format, out)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg %s (make deps installs the CLI): %v\n%s", o.name, err, b)
+		}
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := xxh3.Hash128(raw).Bytes()
+		cs = append(cs, &clip{url: others.URL + "/o/" + o.name, want: ids[scheduler.RendezvousOrder(k, ids)[0]], key: hex.EncodeToString(k[:]), got: map[string]int{}})
 	}
 	question := textPart("Describe this video.")
 
@@ -119,7 +139,7 @@ func TestAffinityUndecodedVideo(t *testing.T) {
 	}
 	t.Logf("requests per worker: %v", perWorker)
 	for _, c := range cs {
-		t.Logf("%s → %s: %v", c.url[len(ms.URL):], c.want, c.got)
+		t.Logf("%s → %s: %v", c.url, c.want, c.got)
 	}
 }
 
