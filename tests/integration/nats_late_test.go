@@ -141,10 +141,23 @@ func TestCaddyBeforeNATS(t *testing.T) {
 		return h.metric(t, "caddy_kvroute_nats_connected") == 1 && h.metric(t, "caddy_kvroute_registry_degraded") == 0
 	})
 	wait.For(t, "simulator connected", pub.Connected)
+	// The simulator's first events (its reset, sent when its connection came up) may reach the
+	// cluster before the router's subscription does, and are then not delivered to it (NATS core
+	// subjects keep nothing): the flake seen in two full runs. A probe request every 500 ms makes
+	// the simulator publish again until the router has seen one of its events.
+	probes, lastProbe := 0, time.Time{}
 	wait.For(t, "event subscription live", func() bool {
-		ws, ok := h.workers(t)[id]
-		return ok && ws.LastSeq != nil
+		if ws, ok := h.workers(t)[id]; ok && ws.LastSeq != nil {
+			return true
+		}
+		if time.Since(lastProbe) >= 500*time.Millisecond {
+			probes++
+			lastProbe = time.Now()
+			h.chat(t, textBody(t, "qwen", longText(fmt.Sprintf("Probe %d.", probes), 40)))
+		}
+		return false
 	})
+	t.Logf("event subscription live after %d probe requests", probes)
 
 	fresh := textBody(t, "qwen", longText("After NATS is up.", 200))
 	if a := h.chat(t, fresh); a.status != 200 || a.fallback != "" {
