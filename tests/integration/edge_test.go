@@ -146,7 +146,10 @@ func startEdge(t *testing.T, cfg edgeConfig) *edgeEnv {
 		dir: dir, adminPort: adminPort, httpPort: httpPort, httpsPort: httpsPort}
 	// The internal CA and the site certificate are made in the background after Load.
 	rootFile := filepath.Join(dir, "storage", "pki", "authorities", "local", "root.crt")
-	deadline := time.Now().Add(20 * time.Second)
+	// a readiness bound, not a speed check: `tls internal` issues its CA and leaf in the background,
+	// which took over 20 s once in a full -race run
+	const ready = 60 * time.Second
+	deadline := time.Now().Add(ready)
 	for {
 		if pem, err := os.ReadFile(rootFile); err == nil {
 			pool := x509.NewCertPool()
@@ -165,7 +168,7 @@ func startEdge(t *testing.T, cfg edgeConfig) *edgeEnv {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("TLS site not ready within 20s (root %s)", rootFile)
+			t.Fatalf("TLS site not ready within %s (root %s)", ready, rootFile)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
