@@ -34,7 +34,8 @@ type Terms struct {
 	// tokens of routed requests that have not produced a first byte (ttft).
 	QueuedPrefillTokens int64 `json:"queued_prefill_tokens"`
 	// WaitingSequences is how many sequences, this request included, would be over the worker's
-	// running limit: max(active_requests + 1 − max_running, 0), 0 when max_running is 0 (ttft).
+	// running limit: max(active_requests + 1 − max_running, 0), 0 when max_running is 0 (ttft;
+	// ttft2 without max_running: the learned limit, LearnedMaxRunning, instead).
 	WaitingSequences int64 `json:"waiting_sequences"`
 	// QueueTokens is WaitingSequences · queue_wait_tokens (ttft).
 	QueueTokens float64 `json:"queue_tokens"`
@@ -65,6 +66,10 @@ type Terms struct {
 	// this) because the worker stores their blocks before this request's prefill starts
 	// (pending.go) (ttft2).
 	PendingBlocks int `json:"pending_blocks,omitempty"`
+	// LearnedMaxRunning is the worker's running limit as the router learned it (slots.go), which
+	// ttft2 uses for WaitingSequences and QueueTokens when max_running is not configured; 0 while
+	// unknown (no wait term) and whenever max_running is configured (ttft2).
+	LearnedMaxRunning int64 `json:"learned_max_running,omitempty"`
 }
 
 // Score returns one worker's cost and its terms under the configured model.
