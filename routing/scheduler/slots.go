@@ -3,7 +3,7 @@ package scheduler
 import (
 	"sync"
 
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/index"
 )
 
 // Learned running limits (ttft2, issue 26). An engine runs at most max_running sequences at once

@@ -3,7 +3,7 @@ package scheduler_test
 import (
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
