@@ -13,19 +13,24 @@ import (
 // requests on each worker: a request is *starting* from Begin to its first response byte (waiting
 // for a slot, or prefilling) and *running* (decoding) from the first byte to Done.
 //
-//   - The worker's high-water mark H is the most requests seen running at once (this epoch or the
-//     previous one): its limit is at least H.
-//   - A limit L = H is confirmed when a running request finishes while H are running and others
-//     are starting: the worker sat at its highest concurrency with a queue and admitted nobody
-//     until a slot freed (with a limit above H a starting request would have got its first byte
-//     and raised H first, except when it was still prefilling, which the router cannot see: hence
-//     the next two rules).
+//   - Running requests are counted when one of them finishes (Done): concurrency only falls at a
+//     Done, so its peaks are seen there. The count leaves out a request whose first byte was the
+//     event just before the Done: the engine freed the finishing request's slot when it sent the
+//     last byte and may have given it to the next request, whose first byte can reach the router
+//     before the end of the response that made room for it.
+//   - The worker's high-water mark H is the highest such count (this epoch or the previous one):
+//     its limit is at least H.
+//   - A limit L = H is confirmed when a running request finishes with H counted and others
+//     starting: the worker sat at its highest concurrency with a queue and admitted nobody until
+//     a slot freed (with a limit above H a starting request would have got its first byte and
+//     raised H first, except when it was still prefilling, which the router cannot see: hence the
+//     next two rules).
 //   - A limit is only confirmed from 2 running up: one decoding and one prefilling request look
 //     like a full single slot, and that state is common on any worker with moderate load.
-//   - A confirmed limit that is exceeded (a first byte with more than L running) is dropped at
-//     once: a limit the worker went over is not its limit.
+//   - A confirmed limit that is exceeded (more than L counted at a Done) is dropped at once: a
+//     limit the worker went over is not its limit.
 //   - Only a request seen running — another event on the worker (a Begin, a first byte, a Done)
-//     came between its first byte and its Done — confirms: a response that is not streamed has its
+//     came between its first byte and its Done — counts: a response that is not streamed has its
 //     first byte at its end and is never seen running.
 //
 // It never learns on an idle worker (no request starting at the Done) and is 0 — unknown, no wait
@@ -51,8 +56,9 @@ type slotLearner struct {
 	// curH and prevH the high-water marks of running; dones counts this epoch's Dones.
 	curL, prevL, curH, prevH int64
 	dones                    int
-	// seq counts the events on the worker (begin, firstByte, done, leave, join).
-	seq uint64
+	// seq counts the events on the worker (begin, firstByte, done, leave, join); lastFB is the
+	// number of the last firstByte event.
+	seq, lastFB uint64
 }
 
 // begin counts one request starting.
@@ -63,30 +69,39 @@ func (l *slotLearner) begin() {
 	l.mu.Unlock()
 }
 
-// firstByte moves one request from starting to running, raises the high-water mark, drops an
-// exceeded limit, and returns the event's sequence number, which the request's done passes back.
+// firstByte moves one request from starting to running and returns the event's sequence number,
+// which the request's done passes back.
 func (l *slotLearner) firstByte() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.starting--
 	l.running++
 	l.seq++
-	l.curH = max(l.curH, l.running)
-	if lim := max(l.curL, l.prevL); lim > 0 && l.running > lim {
-		l.curL, l.prevL = 0, 0
-	}
+	l.lastFB = l.seq
 	return l.seq
 }
 
 // done ends one request, running when it had its first byte (event fbSeq), else starting. A
-// request seen running (an event since fbSeq) that ends with the worker at its high-water mark
-// (at least minLearned) while requests are starting confirms that mark as the limit.
+// request seen running (an event since fbSeq) counts the running requests (less one whose first
+// byte was the last event), raises the high-water mark, drops a limit the count exceeds, and
+// confirms the count as the limit when it is the high-water mark, at least minLearned, and
+// requests are starting.
 func (l *slotLearner) done(running bool, fbSeq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if running {
-		if l.starting > 0 && l.seq != fbSeq && l.running >= minLearned && l.running >= max(l.curH, l.prevH) {
-			l.curL = l.running
+		if l.seq != fbSeq {
+			n := l.running
+			if l.lastFB == l.seq {
+				n--
+			}
+			l.curH = max(l.curH, n)
+			if lim := max(l.curL, l.prevL); lim > 0 && n > lim {
+				l.curL, l.prevL = 0, 0
+			}
+			if l.starting > 0 && n >= minLearned && n >= max(l.curH, l.prevH) {
+				l.curL = n
+			}
 		}
 		l.running--
 	} else {
@@ -94,7 +109,7 @@ func (l *slotLearner) done(running bool, fbSeq uint64) {
 	}
 	l.seq++
 	if l.dones++; l.dones >= learnEpoch {
-		l.prevL, l.curL, l.prevH, l.curH, l.dones = l.curL, 0, l.curH, l.running, 0
+		l.prevL, l.curL, l.prevH, l.curH, l.dones = l.curL, 0, l.curH, 0, 0
 	}
 }
 
@@ -115,7 +130,6 @@ func (l *slotLearner) join(running bool) {
 	l.mu.Lock()
 	if running {
 		l.running++
-		l.curH = max(l.curH, l.running)
 	} else {
 		l.starting++
 	}

@@ -47,7 +47,9 @@ func (k *worker) want(step string, lim int64) {
 }
 
 // A worker with 2 slots: 2 running and a queue; the limit is confirmed at the first Done there,
-// held while the worker stays within it, dropped when a third request runs, and 3 is confirmed.
+// held while the worker stays within it (a Done right after another request's first byte counts
+// that one out: it may hold the slot the finishing request freed), replaced by 3 when 3 are seen
+// running at a Done with a queue, and dropped without a queue.
 func TestLearnedMaxRunningLearns(t *testing.T) {
 	k := &worker{t: t, tr: scheduler.NewTracker(), w: w1}
 	k.want("never seen", 0)
@@ -59,16 +61,34 @@ func TestLearnedMaxRunningLearns(t *testing.T) {
 	k.done()
 	k.want("a request finished with 2 running and 2 starting", 2)
 	k.firstByte()
-	k.done()
-	k.want("again at 2", 2)
-	k.firstByte() // 2 running (the third and fourth)
 	k.begin(2)
-	k.firstByte() // 3 running: over the learned limit
-	k.want("3 running at once", 0)
+	k.firstByte() // 3 running, 2 starting; the Done right after counts 2
 	k.done()
-	k.want("a request finished with 3 running and 1 starting", 3)
-	if got := k.tr.LearnedMaxRunning(w2); got != 0 {
-		t.Errorf("another worker learned %d", got)
+	k.want("2 counted after a first byte", 2)
+	k.firstByte() // 3 running again, 1 starting
+	k.begin(1)
+	k.done()
+	k.want("a request finished with 3 running and 2 starting", 3)
+
+	// Exceeded without a queue: 2 learned on w2, then 3 run at once and one finishes with
+	// nothing starting (the request that was starting failed without a first byte).
+	k = &worker{t: t, tr: k.tr, w: w2}
+	k.begin(3)
+	k.firstByte()
+	k.firstByte()
+	k.begin(1)
+	k.done()
+	k.want("w2: 2 running, 2 starting", 2)
+	k.begin(1)
+	k.firstByte()
+	k.firstByte() // 3 running, 1 starting
+	failed := k.starting[0]
+	k.starting = nil
+	failed.Done()
+	k.done()
+	k.want("w2: 3 running, none starting", 0)
+	if got := k.tr.LearnedMaxRunning(w1); got != 3 {
+		t.Errorf("w1 learned %d after w2's events, want 3", got)
 	}
 }
 
@@ -167,9 +187,9 @@ func TestTTFT2LearnedMaxRunning(t *testing.T) {
 		k.begin(3)
 		k.firstByte()
 		k.firstByte()
-		k.done()
-		k.firstByte()
 		k.begin(1)
+		k.done()
+		k.firstByte() // 2 running, 1 starting
 		k.want("set-up", 2)
 		d, err := s.Select(req, cands)
 		if err != nil {
