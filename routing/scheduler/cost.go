@@ -17,7 +17,8 @@ const (
 	CostLinear = "linear"
 	// CostTTFT2 (selectable, not the default; issue 26) is CostTTFT with the cached prefix's credit decayed by the prefill
 	// queued ahead of it (CreditedTokens), plus the prefill the request delays later requests by
-	// (DelayedTokens), without a load bound unless balance_factor is set (then on the requests in
+	// (DelayedTokens), with the wait for a running slot priced against max_running or, when that
+	// is not configured, each worker's learned limit (slots.go), without a load bound unless balance_factor is set (then on the requests in
 	// flight now, markOverInFlight, not those routed over a window) and ties going to the worker with the fewest recent
 	// requests (fewestRecent). docs/architecture.md, "Cost model", has the evidence.
 	CostTTFT2 = "ttft2"
