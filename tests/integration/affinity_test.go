@@ -147,7 +147,7 @@ func TestAffinityUndecodedVideo(t *testing.T) {
 // now falls back with unsupported_codec (the allow-list's detail), keyed by its bytes, and its
 // repeats reach the key's rendezvous worker; the VP8 clip is still routed exactly.
 func TestCodecAllowList(t *testing.T) {
-	h := startHarnessMedia(t, []simSpec{{ID: "cod-1", Model: "qwen"}, {ID: "cod-2", Model: "qwen"}, {ID: "cod-3", Model: "qwen"}}, "codecs vp8")
+	h := startHarness(t, []simSpec{{ID: "cod-1", Model: "qwen"}, {ID: "cod-2", Model: "qwen"}, {ID: "cod-3", Model: "qwen"}}, harnessOpts{mediaOpts: "codecs vp8"})
 	ids := []string{"cod-1", "cod-2", "cod-3"}
 	raw, err := os.ReadFile(videoDir + "/vp9_333x197_24fps_3s.webm")
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 func TestResponsesLateReplica(t *testing.T) {
 	bin := caddybin.Build(t) // before the harness: the build is the slow part
 	const delay = 300 * time.Millisecond
-	h := startHarnessOpts(t, []simSpec{{ID: "rep-a", Model: "qwen", PrefillDelay: delay}, {ID: "rep-b", Model: "qwen", PrefillDelay: delay},
+	h := startHarness(t, []simSpec{{ID: "rep-a", Model: "qwen", PrefillDelay: delay}, {ID: "rep-b", Model: "qwen", PrefillDelay: delay},
 		{ID: "rep-c", Model: "qwen", PrefillDelay: delay}},
 		harnessOpts{})
 	const instructions = "You are a coding agent. Use the tools to read files before answering."

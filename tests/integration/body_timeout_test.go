@@ -25,8 +25,8 @@ func TestBodyTimeoutNamesTheDeadline(t *testing.T) {
 		{"server read_body first", "20s", "1s", "(the server's read timeout)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newKillableWorker(t)
-			e := startEdge(t, edgeConfig{Workers: []string{w.addr}, ReadTimeout: tc.readTimeout, ReadBody: tc.readBody})
+			w := newFakeWorker(t, "w0")
+			e := startEdge(t, edgeConfig{Workers: []string{w.addr()}, ReadTimeout: tc.readTimeout, ReadBody: tc.readBody})
 			conn, err := tls.Dial("tcp", strings.TrimPrefix(e.https, "https://"), &tls.Config{RootCAs: e.roots, NextProtos: []string{"http/1.1"}})
 			if err != nil {
 				t.Fatal(err)

@@ -359,7 +359,7 @@ func (r *coreReplica) waitSeq(t *testing.T, id string, seq uint64) {
 // never stop), and returns a harness for its site and admin endpoint.
 func clusterCaddy(t *testing.T, c *natsCluster, srv int, sims []*simWorker) *harness {
 	t.Helper()
-	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}}
+	h := newHarness()
 	for _, w := range sims {
 		h.sims[w.spec.ID], h.byEndpoint[w.ep] = w, w
 		h.order = append(h.order, w)

@@ -16,7 +16,7 @@ import (
 // the same pictures, so it is credited in full on the VP9 clip's worker.
 func TestCodecsThroughCaddy(t *testing.T) {
 	all := []string{"av1", "h264", "hevc", "vp8", "vp9"}
-	h := startHarnessOpts(t, []simSpec{{ID: "cdc-1", Model: "qwen"}, {ID: "cdc-2", Model: "qwen"}, {ID: "cdc-3", Model: "qwen"}},
+	h := startHarness(t, []simSpec{{ID: "cdc-1", Model: "qwen"}, {ID: "cdc-2", Model: "qwen"}, {ID: "cdc-3", Model: "qwen"}},
 		harnessOpts{mediaOpts: "codecs vp8 vp9 av1 h264 hevc", simCodecs: all})
 	mux := http.NewServeMux()
 	mux.Handle("/c/", http.StripPrefix("/c/", http.FileServer(http.Dir("../../testdata/video-codecs"))))

@@ -21,8 +21,8 @@ import (
 // fallback media_busy (text-prefix routing, status 200); once the stalled requests are gone the
 // same request is routed exactly (issue 12 defect 2).
 func TestMediaBusyThroughCaddy(t *testing.T) {
-	h := startHarnessMedia(t, []simSpec{{ID: "busy-a", Model: "qwen"}},
-		"max_bytes 512KiB\n\t\t\tmax_inflight_bytes 1025KiB\n\t\t\tslot_wait 300ms")
+	h := startHarness(t, []simSpec{{ID: "busy-a", Model: "qwen"}},
+		harnessOpts{mediaOpts: "max_bytes 512KiB\n\t\t\tmax_inflight_bytes 1025KiB\n\t\t\tslot_wait 300ms"})
 	clip := mediaBody(t, "qwen", videoPart(h.media+"/a/vp9_640x360_30fps_10s.webm"), textPart("Describe this video."))
 
 	ctx, cancel := context.WithCancel(context.Background())

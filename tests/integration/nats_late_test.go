@@ -107,8 +107,8 @@ func TestCaddyBeforeNATS(t *testing.T) {
 		registered <- err
 	}()
 
-	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{id: w}, byEndpoint: map[string]*simWorker{w.ep: w}, order: []*simWorker{w}}
-	h.opts.appOpts = fmt.Sprintf("\t\tworker %s {\n\t\t\tendpoint %s\n\t\t\tmodel qwen\n\t\t\tengine vllm\n\t\t\tblock_size %d\n\t\t}\n", id, w.ep, blockSize)
+	h := newHarness(harnessOpts{appOpts: fmt.Sprintf("\t\tworker %s {\n\t\t\tendpoint %s\n\t\t\tmodel qwen\n\t\t\tengine vllm\n\t\t\tblock_size %d\n\t\t}\n", id, w.ep, blockSize)})
+	h.sims[id], h.byEndpoint[w.ep], h.order = w, w, []*simWorker{w}
 	h.setSite(t, caddytest.Port(t), caddytest.Port(t))
 	cfg := strings.Replace(h.caddyfile(h.httpPort, h.adminPort), "embedded_nats {\n\t\t\tport random\n\t\t}", "nats_url "+c.list(0), 1)
 	start := time.Now()

@@ -39,7 +39,7 @@ func TestModelWithoutChatTemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := startHarnessFull(t, modelDir, []simSpec{{ID: "nt-a", Model: "qwen"}, {ID: "nt-b", Model: "qwen"}},
+	h := startHarness(t, []simSpec{{ID: "nt-a", Model: "qwen"}, {ID: "nt-b", Model: "qwen"}},
 		harnessOpts{caddyModelDir: dir})
 	comp := h.completions(t, mustJSON(t, map[string]any{"model": "qwen", "prompt": longText("A prompt without a template.", 100)})).mustOK(t)
 	if comp.fallback != "" || comp.total == 0 {

@@ -32,8 +32,7 @@ const retryProxy = "\t\t\tlb_retries 1\n\t\t\tlb_try_interval 250ms\n\t\t\tlb_re
 // with lb_retries, before any simulator: the router creates the registry bucket.
 func registryCaddy(t *testing.T, c *natsCluster) *harness {
 	t.Helper()
-	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
-		opts: harnessOpts{proxyOpts: retryProxy}}
+	h := newHarness(harnessOpts{proxyOpts: retryProxy})
 	h.setSite(t, caddytest.Port(t), caddytest.Port(t))
 	cfg := strings.Replace(h.caddyfile(h.httpPort, h.adminPort), "embedded_nats {\n\t\t\tport random\n\t\t}", "nats_url "+c.list(0), 1)
 	caddytest.MustLoad(t, cfg)

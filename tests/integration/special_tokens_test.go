@@ -72,7 +72,7 @@ func TestCompletionsBOS(t *testing.T) {
 		t.Fatalf("oracle: %d ids with BOS (%d…), %d without (%d…)", len(withBOS), withBOS[0], len(plain), plain[0])
 	}
 	logFile := filepath.Join(t.TempDir(), "access.log")
-	h := startHarnessFull(t, bosModelDir, []simSpec{{ID: "bos-a", Model: "deepseek", Oracle: withBOS}, {ID: "bos-b", Model: "deepseek", Oracle: withBOS}},
+	h := startHarness(t, []simSpec{{ID: "bos-a", Model: "deepseek", Oracle: withBOS}, {ID: "bos-b", Model: "deepseek", Oracle: withBOS}}, modelFolder(bosModelDir),
 		harnessOpts{accessLog: logFile})
 	body := mustJSON(t, map[string]any{"model": "deepseek", "prompt": text, "max_tokens": 4})
 	total := len(withBOS) / blockSize
