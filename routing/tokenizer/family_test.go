@@ -118,6 +118,9 @@ func TestQwen35SplitDiffers(t *testing.T) {
 // sample's GC while ten 10 KB words reuse them, which under -race on a
 // loaded machine alone reached 23x.
 func TestWorstCaseScalingFamilies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: measures 10 KB against 100 KB one-character runs on every tokenizer family, ~40 s")
+	}
 	runs := []string{"a", "A", " ", "\n", "!", "1", "中", "\u0301", "'", " a"}
 	samples := 3
 	if raceEnabled {

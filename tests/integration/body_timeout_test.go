@@ -18,6 +18,9 @@ import (
 // deadline at it). Before, the message always named read_timeout, also when the server's 1 s
 // deadline had ended the read.
 func TestBodyTimeoutNamesTheDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: waits for body read deadlines (kvroute's read_timeout and the server's read_body) to expire, ~6 s")
+	}
 	for _, tc := range []struct {
 		name, readTimeout, readBody, want string
 	}{

@@ -161,6 +161,9 @@ func workerHealthy(t *testing.T, e *edgeEnv, id string) bool {
 // `lb_retries 1` (and POST retries) no request fails. The restarted worker gets traffic again
 // within one health interval.
 func TestKillWorkerUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: two load runs that kill and restart a worker and wait out health intervals, ~18 s")
+	}
 	check := func(t *testing.T, run killRun, maxFailed int) {
 		if run.servedBeforeKill[0] == 0 || run.servedBeforeKill[1] == 0 {
 			t.Fatalf("both workers must serve before the kill: %v", run.servedBeforeKill)

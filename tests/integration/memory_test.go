@@ -71,6 +71,9 @@ func TestMediaBusyThroughCaddy(t *testing.T) {
 // miss) and checks that the live heap after runtime.GC() does not grow with N (issue 12 defect 1:
 // every fetched clip stayed reachable from go-astiav's IOContext handler map).
 func TestMediaHeapThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: decodes N and then 4N distinct 512 KiB clips through Caddy and measures the live heap after GC, ~1.5 s")
+	}
 	h := startHarness(t, []simSpec{{ID: "heap-a", Model: "qwen"}})
 	base, err := os.ReadFile(videoDir + "/vp9_320x240_2frames.webm")
 	if err != nil {

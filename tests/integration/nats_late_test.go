@@ -61,6 +61,9 @@ func planNATSCluster(t *testing.T, n int) *natsCluster {
 // simulator's KV events (the simulator too connected and registered in the background), and routes
 // exactly: the predicted overlap equals the simulator's hit.
 func TestCaddyBeforeNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: starts Caddy before a 3-node NATS cluster and waits for it to connect and route exactly, ~9 s")
+	}
 	c := planNATSCluster(t, 3)
 	m, lm := testkit.Models(t, modelDir)
 	const id = "late-w1"

@@ -12,6 +12,9 @@ import (
 // cache was given to the missing template); completions route on their tokens, chat requests on
 // load alone with template_error.
 func TestModelWithoutChatTemplate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: starts and reloads Caddy with the gpt-oss tokenizer folder (a large tokenizer load), ~2 s")
+	}
 	dir := t.TempDir()
 	entries, err := os.ReadDir(modelDir)
 	if err != nil {

@@ -204,7 +204,7 @@ func (p *promServer) query(t *testing.T, expr string) (string, int) {
 // without error; every dashboard expression parses and every panel returns data.
 func TestDashboardAndAlerts(t *testing.T) {
 	if testing.Short() {
-		t.Skip("slow: runs a real Prometheus scraping Caddy every second until every rule and panel has data, ~20 s")
+		t.Skip("slow: runs a real Prometheus that scrapes Caddy every second until every rule and panel has data, ~10 s")
 	}
 	promtool := requirePrometheusBinary(t, "promtool")
 	requirePrometheusBinary(t, "prometheus")

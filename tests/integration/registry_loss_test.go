@@ -148,6 +148,9 @@ func watchListed(t *testing.T) (stop func() int) {
 // their records. On the old code the router created a one-replica bucket, and the watcher dropped
 // both workers 30 s after the kill (every request then failed with 503).
 func TestRegistrySurvivesNATSNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs a 3-node NATS cluster, kills two nodes under load and waits past the registry TTL, ~90 s")
+	}
 	c := startNATSClusterBare(t, 3)
 	h := registryCaddy(t, c)
 	sims := []*simWorker{
@@ -251,6 +254,9 @@ func TestRegistrySurvivesNATSNodeLoss(t *testing.T) {
 // (by hand, or by an older router) is raised to three on a three-server cluster when the router
 // opens it, and said so; a publisher (a bridge or simulator) opening it changes nothing.
 func TestRouterRaisesRegistryReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs a 3-node NATS cluster, ~2.5 s")
+	}
 	c := startNATSClusterBare(t, 3)
 	nc, err := nats.Connect(c.list(0))
 	if err != nil {

@@ -23,6 +23,9 @@ import (
 // of its span, as in TestNemotronVideoRouting. Before the fix the subscriber kept the first model's
 // ids and the warm overlap stopped at the text before <video>.
 func TestReloadAppliesModelPads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: loads the Qwen3-VL and then the Nemotron test model and decodes a clip through Caddy, ~2.5 s")
+	}
 	h := startHarness(t, []simSpec{
 		{ID: "nemo-a", Model: "nemotron", Contract: layout.NemotronContractJSON},
 		{ID: "nemo-b", Model: "nemotron", Contract: layout.NemotronContractJSON},
@@ -61,6 +64,9 @@ func TestReloadAppliesModelPads(t *testing.T) {
 // index at once (a lowered max_blocks_per_worker evicts the oldest leaves, keeping each worker's
 // cached prefix), and a later reload without the bound restores the default.
 func TestReloadAppliesIndexBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: fills the index through Caddy and reloads it twice with other bounds, ~2.5 s")
+	}
 	h := startHarness(t, []simSpec{{ID: "idx-a", Model: "qwen"}})
 	body := textBody(t, "qwen", longText("Index bounds across a reload.", 600))
 	cold := h.chat(t, body).mustOK(t)

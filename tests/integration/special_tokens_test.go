@@ -66,6 +66,9 @@ func (h *harness) explainAt(t *testing.T, path string, body []byte) explainResp 
 // every block, and the same prompt with add_special_tokens false (ids without the BOS: every block
 // shifted by one token) matches no block.
 func TestCompletionsBOS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: loads the DeepSeek test model for Caddy and oracle-mode simulators, ~2 s")
+	}
 	text, withBOS := specialOracleIDs(t, "tokenizers/deepseek_v3", "transformers4", "Summarize the following notes.", true)
 	_, plain := specialOracleIDs(t, "tokenizers/deepseek_v3", "transformers4", "Summarize the following notes.", false)
 	if len(withBOS) != len(plain)+1 || withBOS[0] == plain[0] || len(withBOS) < 8*blockSize {
