@@ -76,6 +76,7 @@ func checkBoundedCases(t *testing.T, tok *Tokenizer, cases []goldenCase) (over i
 // encodes exactly as Hugging Face or is reported too costly; with the default bound (256 KiB) no
 // golden case is.
 func TestBoundedGoldens(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	cases := append(corpusCases(t, "tokenizer_corpus.jsonl"), corpusCases(t, "tokenizer_unicode_skew.jsonl")...)
 	over := checkBoundedCases(t, minBounded(t, testModelPath), cases)
 	t.Logf("qwen3: %d of %d cases hold a pre-token over 48 bytes", over, len(cases))

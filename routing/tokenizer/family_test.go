@@ -83,6 +83,7 @@ func familyCases(tb testing.TB, name string) []goldenCase {
 // TestGoldenFamilies: every line of every family's vectors encodes to the
 // Hugging Face ids, on the path the family must take.
 func TestGoldenFamilies(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) {
 			tok := loadFamily(t, f.name)
