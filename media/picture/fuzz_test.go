@@ -1,12 +1,12 @@
-package mediaresolver_test
+package picture_test
 
 import (
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/media/picture"
 	"github.com/kvroute/kvroute/reason"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // FuzzDecodeImage: any bytes give an identity within the size limits, the same one twice, or a
@@ -23,7 +23,7 @@ func FuzzDecodeImage(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := mediaresolver.DecodeImage(data)
+		got, err := picture.Decode(data)
 		if err != nil {
 			switch code := reason.CodeOf(err); code {
 			case reason.MediaUndecodable, reason.UnsupportedCodec, reason.FrameTooLarge:
@@ -35,11 +35,11 @@ func FuzzDecodeImage(f *testing.F) {
 			}
 			return
 		}
-		if got.Width <= 0 || got.Height <= 0 || got.Width > mediaresolver.MaxImageSide || got.Height > mediaresolver.MaxImageSide ||
-			got.Width*got.Height > mediaresolver.MaxImagePixels || got.Identity == 0 {
+		if got.Width <= 0 || got.Height <= 0 || got.Width > picture.MaxSide || got.Height > picture.MaxSide ||
+			got.Width*got.Height > picture.MaxPixels || got.Identity == 0 {
 			t.Fatalf("%+v", got)
 		}
-		again, err := mediaresolver.DecodeImage(data)
+		again, err := picture.Decode(data)
 		if err != nil || *again != *got {
 			t.Fatalf("second decode: %+v, %v (first %+v)", again, err, got)
 		}

@@ -1,4 +1,4 @@
-package mediaresolver
+package picture
 
 import (
 	"bytes"
@@ -382,7 +382,7 @@ func BenchmarkImage4KPNGWebP(b *testing.B) {
 	b.Run("png_screenshot/DecodeImage", func(b *testing.B) { // the path a request takes (libpng)
 		b.SetBytes(int64(len(shot)))
 		for b.Loop() {
-			if _, err := DecodeImage(shot); err != nil {
+			if _, err := Decode(shot); err != nil {
 				b.Fatal(err)
 			}
 		}

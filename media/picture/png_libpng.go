@@ -1,4 +1,4 @@
-package mediaresolver
+package picture
 
 /*
 #cgo LDFLAGS: -l:libpng16.a -l:libz.a -lm

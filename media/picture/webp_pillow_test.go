@@ -1,4 +1,4 @@
-package mediaresolver
+package picture
 
 import (
 	"bytes"
@@ -68,7 +68,7 @@ func TestWebPLossyPillowGolden(t *testing.T) {
 				name, want.Mode, want.Width, want.Height, ch, sum, want.Channels, want.SHA256)
 			continue
 		}
-		info, err := DecodeImage(data)
+		info, err := Decode(data)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -106,7 +106,7 @@ func TestWebPAlphaUnflagged(t *testing.T) {
 	if _, err := decodeWebP(data, 333, 197); err == nil {
 		t.Fatal("decodeWebP decodes an ALPH chunk the flags do not announce")
 	}
-	_, err = DecodeImage(data)
+	_, err = Decode(data)
 	if reason.CodeOf(err) != reason.MediaUndecodable {
 		t.Fatalf("DecodeImage: %v, want media_undecodable (Go's verdict)", err)
 	}

@@ -1,4 +1,4 @@
-package mediaresolver_test
+package picture_test
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 	"image/jpeg"
 	"testing"
 
+	"github.com/kvroute/kvroute/media/picture"
 	"github.com/kvroute/kvroute/reason"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // readPNM reads a binary PPM (P6) or PGM (P5) with maxval 255 as packed RGB (gray replicated).
@@ -47,7 +47,7 @@ func TestImageJPEGAsPillow(t *testing.T) {
 	for _, c := range []struct{ jpg, ref string }{{"picture.jpg", "picture_jpg.ppm"}, {"picture_gray.jpg", "picture_gray_jpg.pgm"}} {
 		data := readImage(t, c.jpg)
 		w, h, rgb := readPNM(t, readImage(t, c.ref))
-		info, err := mediaresolver.DecodeImage(data)
+		info, err := picture.Decode(data)
 		if err != nil {
 			t.Fatalf("%s: %v", c.jpg, err)
 		}
@@ -81,15 +81,15 @@ func TestImageJPEGAsPillow(t *testing.T) {
 // the same identity every time.
 func TestImageJPEGBroken(t *testing.T) {
 	data := readImage(t, "picture.jpg")
-	if _, err := mediaresolver.DecodeImage(data[:len(data)*2/3]); reason.CodeOf(err) != reason.MediaUndecodable {
+	if _, err := picture.Decode(data[:len(data)*2/3]); reason.CodeOf(err) != reason.MediaUndecodable {
 		t.Fatalf("truncated JPEG: %v, want media_undecodable", err)
 	}
 	bad := bytes.Clone(data)
 	for i := len(bad) / 2; i < len(bad)-2; i++ {
 		bad[i] = 0xff
 	}
-	a, err1 := mediaresolver.DecodeImage(bad)
-	b, err2 := mediaresolver.DecodeImage(bad)
+	a, err1 := picture.Decode(bad)
+	b, err2 := picture.Decode(bad)
 	if err1 != nil || err2 != nil || *a != *b {
 		t.Fatalf("corrupt scan data: %v / %v, %v / %v: want one identity", a, b, err1, err2)
 	}

@@ -1,4 +1,4 @@
-package mediaresolver
+package picture
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ func BenchmarkImage4KJPEG(b *testing.B) {
 	b.Run("libjpeg_turbo", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
-			if _, err := DecodeImage(data); err != nil {
+			if _, err := Decode(data); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -59,7 +59,7 @@ func BenchmarkImage4KJPEG(b *testing.B) {
 	b.Run("bytes_identity", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
-			if _, err := imageHeader(data, xxh3.Hash128(data)); err != nil {
+			if _, err := Header(data, xxh3.Hash128(data)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,4 +1,4 @@
-package mediaresolver_test
+package picture_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/image/tiff"
 
-	"github.com/kvroute/kvroute/routing/mediaresolver"
+	"github.com/kvroute/kvroute/media/picture"
 )
 
 // TestTIFFGrayPalettedDecode: grayscale (8- and 16-bit) and paletted TIFFs (x/image/tiff's
@@ -46,7 +46,7 @@ func TestTIFFGrayPalettedDecode(t *testing.T) {
 			if err := tiff.Encode(&buf, c.img, &tiff.Options{Compression: comp}); err != nil {
 				t.Fatal(err)
 			}
-			got, err := mediaresolver.DecodeImage(buf.Bytes())
+			got, err := picture.Decode(buf.Bytes())
 			if err != nil {
 				t.Fatalf("%s (compression %d): %v", c.name, comp, err)
 			}

@@ -1,4 +1,4 @@
-package mediaresolver_test
+package picture_test
 
 import (
 	"bytes"
@@ -14,27 +14,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/internal/testkit/imagetest"
 	"github.com/kvroute/kvroute/kv"
 
 	"github.com/zeebo/xxh3"
-	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
 
+	"github.com/kvroute/kvroute/media/picture"
 	"github.com/kvroute/kvroute/reason"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // imageDir holds the image fixtures made by ffmpeg (testdata/SOURCE.md, "image/").
-const imageDir = "../../testdata/image/"
+var imageDir = imagetest.Dir() + "/"
 
-func readImage(t *testing.T, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(imageDir + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
+func readImage(t *testing.T, name string) []byte { return imagetest.Read(t, name) }
 
 // canonicalHash is Dynamo's canonical_content_hash of an H×W×3 u8 array, written here from the
 // layout (u64le rank 3, u64le H, W, 3, u8 dtype 0, the packed rows), independent of the resolver.
@@ -62,7 +55,7 @@ func TestImageFormatsSamePixels(t *testing.T) {
 	}
 	want := canonicalHash(w, h, raw)
 	for _, name := range []string{"picture.png", "picture_lossless.webp", "picture.bmp", "picture.tiff"} {
-		got, err := mediaresolver.DecodeImage(readImage(t, name))
+		got, err := picture.Decode(readImage(t, name))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -100,7 +93,7 @@ func TestImageLossyWebP(t *testing.T) {
 		t.Fatal("Pillow's pixels hash as Go's conversion: the fixture cannot tell the decoders apart")
 	}
 	for i := 0; i < 2; i++ { // the same bytes twice: the same identity
-		got, err := mediaresolver.DecodeImage(readImage(t, "picture_lossy.webp"))
+		got, err := picture.Decode(readImage(t, "picture_lossy.webp"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,10 +111,10 @@ func TestImageLossyWebP(t *testing.T) {
 	if err := png.Encode(&pngBuf, rgbaP); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := mediaresolver.DecodeImage(pngBuf.Bytes()); err != nil || got.Identity != want {
+	if got, err := picture.Decode(pngBuf.Bytes()); err != nil || got.Identity != want {
 		t.Fatalf("a PNG of the lossy WebP's pixels: %v %v, want identity %s", got, err, want.Hex())
 	}
-	lossless, err := mediaresolver.DecodeImage(readImage(t, "picture_lossless.webp"))
+	lossless, err := picture.Decode(readImage(t, "picture_lossless.webp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +154,7 @@ func TestImageGIFFrameOffset(t *testing.T) {
 			copy(rgba[(y*sw+x)*4:], []byte{200, 30, 90, 255})
 		}
 	}
-	got, err := mediaresolver.DecodeImage(buf.Bytes())
+	got, err := picture.Decode(buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +188,7 @@ func TestImageUnsupportedFormats(t *testing.T) {
 		{"jpeg 2000 codestream", []byte("\xff\x4f\xff\x51\x00\x2f\x00\x00"), "the image is JPEG 2000"},
 		{"rle bmp", badRLE, "decoding the BMP image: a variant kvroute does not decode"},
 	} {
-		_, err := mediaresolver.DecodeImage(c.data)
+		_, err := picture.Decode(c.data)
 		if reason.CodeOf(err) != reason.UnsupportedCodec || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want unsupported_codec %q", c.name, err, c.want)
 		}
@@ -228,7 +221,7 @@ func TestImageNotAnImage(t *testing.T) {
 		{"webp, truncated", webpData[:len(webpData)/2], "media_undecodable: decoding the WebP image: unexpected EOF"},
 	} {
 		// the client's JSON error carries the code and the message (not the wrapped cause)
-		_, err := mediaresolver.DecodeImage(c.data)
+		_, err := picture.Decode(c.data)
 		var re *reason.Error
 		if !errors.As(err, &re) || re.Code != reason.MediaUndecodable || !strings.HasPrefix(string(re.Code)+": "+re.Message, c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
@@ -249,7 +242,7 @@ func TestImageHeaderTooLarge(t *testing.T) {
 	}
 	// VP8L header: signature 0x2f, then 14 bits width-1, 14 bits height-1, alpha, version 0.
 	webpVP8L := []byte("RIFF\x15\x00\x00\x00WEBPVP8L\x05\x00\x00\x00\x2f\xff\xff\xff\x0f\x00")
-	bigBMP := bmpWithSize(t, 100000, 30000)
+	bigBMP := imagetest.BMPWithSize(t, 100000, 30000)
 	bigTIFF := tiffWithSize(t, 20000, 20000)
 	for _, c := range []struct {
 		name string
@@ -266,7 +259,7 @@ func TestImageHeaderTooLarge(t *testing.T) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, err := mediaresolver.DecodeImage(c.data)
+		_, err := picture.Decode(c.data)
 		runtime.ReadMemStats(&after)
 		if reason.CodeOf(err) != reason.FrameTooLarge || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want frame_too_large %q", c.name, err, c.want)
@@ -275,18 +268,6 @@ func TestImageHeaderTooLarge(t *testing.T) {
 			t.Errorf("%s: %d bytes allocated refusing the header", c.name, n)
 		}
 	}
-}
-
-// bmpWithSize is a real 24-bit BMP (x/image/bmp's encoder) with its header's size rewritten.
-func bmpWithSize(t *testing.T, w, h int32) []byte {
-	var buf bytes.Buffer
-	if err := bmp.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 4, 4))); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	binary.LittleEndian.PutUint32(b[18:], uint32(w)) // BITMAPINFOHEADER biWidth, biHeight
-	binary.LittleEndian.PutUint32(b[22:], uint32(h))
-	return b
 }
 
 // tiffWithSize is a real TIFF (x/image/tiff's encoder) with ImageWidth and ImageLength rewritten
@@ -339,7 +320,7 @@ func TestImageAlpha(t *testing.T) {
 	}
 	want := canonicalHashC(w, h, 4, raw)
 	for _, name := range []string{"picture_alpha.png", "picture_alpha.webp"} {
-		got, err := mediaresolver.DecodeImage(readImage(t, name))
+		got, err := picture.Decode(readImage(t, name))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -361,7 +342,7 @@ func TestImageAlpha(t *testing.T) {
 			rgba = append(rgba, r, g, b, ap[y*w+x])
 		}
 	}
-	got, err := mediaresolver.DecodeImage(readImage(t, "picture_alpha_lossy.webp"))
+	got, err := picture.Decode(readImage(t, "picture_alpha_lossy.webp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +386,7 @@ func TestImageAlphaDistinct(t *testing.T) {
 		{"transparent white", color.NRGBA{255, 255, 255, 0}, canonicalHashC(w, h, 4, fill(w*h, 255, 255, 255, 0))},
 		{"half-transparent red", color.NRGBA{255, 0, 0, 128}, canonicalHashC(w, h, 4, fill(w*h, 255, 0, 0, 128))},
 	} {
-		got, err := mediaresolver.DecodeImage(encode(c.color))
+		got, err := picture.Decode(encode(c.color))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

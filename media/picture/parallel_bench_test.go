@@ -1,4 +1,4 @@
-package mediaresolver
+package picture
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func BenchmarkImagesOfOneRequest(b *testing.B) {
 	b.Run("one_after_the_other", func(b *testing.B) {
 		for b.Loop() {
 			for _, d := range imgs {
-				if _, err := DecodeImage(d); err != nil {
+				if _, err := Decode(d); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -47,7 +47,7 @@ func BenchmarkImagesOfOneRequest(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if _, err := DecodeImage(d); err != nil {
+					if _, err := Decode(d); err != nil {
 						b.Error(err)
 					}
 				}()

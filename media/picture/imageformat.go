@@ -1,4 +1,4 @@
-package mediaresolver
+package picture
 
 import (
 	"bytes"
