@@ -51,6 +51,7 @@ fetch() {
 	fi
 	json() { printf '%s\n' "$out" | sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}\$/\1/p" | head -n1; }
 	dir=$(json Dir)
+	zip=$(json Zip)
 	sum=$(json Sum)
 	modsum=$(json GoModSum)
 	vhash=$(json Hash)
@@ -76,6 +77,14 @@ if [ "$sum" != "$want_h1" ]; then
 	exit 1
 fi
 base=$dir
+want_zip=$(field zip-sha256)
+if [ -n "$want_zip" ] && command -v sha256sum >/dev/null; then
+	got_zip=$(sha256sum "$zip" | cut -d' ' -f1)
+	if [ "$got_zip" != "$want_zip" ]; then
+		echo "upstream-diff: $zip has sha256 $got_zip, UPSTREAM records $want_zip" >&2
+		exit 1
+	fi
+fi
 
 case "${1:-}" in
 "")
@@ -153,10 +162,11 @@ case "${1:-}" in
 	(cd "$dir" && find . -type f | sed 's#^\./##' | LC_ALL=C sort) |
 		LC_ALL=C comm -23 - <(awk '{ print $1 }' <<<"$copied" | LC_ALL=C sort) | sed 's/^/  /'
 	if [ "$1" = --merge ]; then
-		awk -v v="$new" -v h="$sum" -v m="$modsum" -v t="$vtime" -v c="${vhash:-unknown}" -v d="$(date -u +%F)" '
+		awk -v v="$new" -v h="$sum" -v m="$modsum" -v z="$(sha256sum "$zip" | cut -d' ' -f1)" -v t="$vtime" -v c="${vhash:-unknown}" -v d="$(date -u +%F)" '
 			$1 == "version" { $0 = "version " v }
 			$1 == "h1" { $0 = "h1 " h }
 			$1 == "gomod-h1" { $0 = "gomod-h1 " m }
+			$1 == "zip-sha256" { $0 = "zip-sha256 " z }
 			$1 == "time" { $0 = "time " t }
 			$1 == "commit" { $0 = "commit " c }
 			$1 == "date" { $0 = "date " d }

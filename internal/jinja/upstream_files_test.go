@@ -76,13 +76,14 @@ func readUpstream(t *testing.T) upstreamRecord {
 func TestUpstreamRecord(t *testing.T) {
 	r := readUpstream(t)
 	want := map[string]*regexp.Regexp{
-		"module":   regexp.MustCompile(`^github\.com/ardanlabs/jinja$`),
-		"version":  regexp.MustCompile(`^v\d+\.\d+\.\d+$`),
-		"h1":       regexp.MustCompile(`^h1:[A-Za-z0-9+/]{43}=$`),
-		"gomod-h1": regexp.MustCompile(`^h1:[A-Za-z0-9+/]{43}=$`),
-		"commit":   regexp.MustCompile(`^([0-9a-f]{40}|unknown)$`),
-		"time":     regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`),
-		"date":     regexp.MustCompile(`^\d{4}-\d\d-\d\d$`),
+		"module":     regexp.MustCompile(`^github\.com/ardanlabs/jinja$`),
+		"version":    regexp.MustCompile(`^v\d+\.\d+\.\d+$`),
+		"h1":         regexp.MustCompile(`^h1:[A-Za-z0-9+/]{43}=$`),
+		"gomod-h1":   regexp.MustCompile(`^h1:[A-Za-z0-9+/]{43}=$`),
+		"zip-sha256": regexp.MustCompile(`^[0-9a-f]{64}$`),
+		"commit":     regexp.MustCompile(`^([0-9a-f]{40}|unknown)$`),
+		"time":       regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`),
+		"date":       regexp.MustCompile(`^\d{4}-\d\d-\d\d$`),
 	}
 	for k, re := range want {
 		if v, ok := r.keys[k]; !ok || !re.MatchString(v) {
