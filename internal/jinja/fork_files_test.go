@@ -153,6 +153,9 @@ func TestUpstreamFiles(t *testing.T) {
 		if _, dup := r.copied[p]; dup {
 			t.Errorf("%s is listed both as copied and as ours", p)
 		}
+		if strings.HasPrefix(path.Base(p), "upstream_") {
+			t.Errorf("%s is ours: the upstream_ prefix marks upstream's tests", p)
+		}
 		if strings.HasSuffix(p, ".go") && !strings.Contains(string(readme), "`"+p+"`") {
 			t.Errorf("%s is ours but README.md does not name it (`%s`)", p, p)
 		}
