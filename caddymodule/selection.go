@@ -23,8 +23,10 @@ func init() {
 // policy, and when that finds none (Caddy's fail window), the least-loaded upstream kvroute has up. Requests without a kvroute decision (the
 // handler did not run) and "no preference" decisions go to the fallback.
 //
-// It also gives each attempt a fresh reader over the request body the handler read (exact
-// Content-Length), so retries and `request_buffers` send the same bytes, and sets {http.vars.kvroute.worker} to the worker that serves the attempt.
+// Caddy calls the policy once per attempt, so Select also hands each attempt to the request's
+// attempt bookkeeping (attempts.go): a fresh reader over the request body the handler read (exact
+// Content-Length), so retries and `request_buffers` send the same bytes; the failed attempt
+// before it marked down; {http.vars.kvroute.worker} following the worker that serves the attempt.
 //
 // The decision comes from the handler's own computation, never from client-supplied hints, so a
 // client cannot steer the upstream beyond what its request content earns.
@@ -63,33 +65,42 @@ func (s *Selection) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Select returns the upstream for this attempt, or nil when none is available. Attempt n (a retry
-// after lb_retries) skips the upstreams of the attempts before it, so a retry goes to the next-best
-// worker even when no health check has marked the failed one down yet.
+// Select returns the upstream for this attempt, or nil when none is available. Caddy calls it
+// once per proxy attempt and tells a policy nothing else, so it is also where kvroute observes an
+// attempt: the request's attempt bookkeeping (attempts.go) hears that an attempt begins and where
+// it goes; the choice itself is choose's, which only selects.
 func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
 	d := DecisionFrom(r.Context())
 	if d == nil {
 		return s.fallback.Select(pool, r, w)
 	}
-	if prev, _ := d.takePending(); prev != "" {
-		// Caddy asks again only after the previous attempt failed (a dial error, a refused or
-		// reset connection, a transport error): this replica stops routing to that worker.
-		s.app.markFailed(prev, "proxy attempt failed")
+	d.attempts.begin(r, s.app)
+	c := s.choose(pool, r, w, d)
+	if c.up != nil {
+		d.attempts.record(c.up.Dial, c.endpoint, c.worker, d.moveLoad)
 	}
-	if d.body != nil {
-		// this attempt's request gets its own reader over the exact bytes, replacing whatever
-		// the proxy made of the body before (request_buffers) or an earlier attempt consumed
-		d.body.install(r)
-	}
+	return c.up
+}
+
+// choice is the policy's pick for one attempt: the upstream (nil for none), its normalized
+// endpoint ("" when its dial address is none) and the worker serving there ("" when no known
+// worker).
+type choice struct {
+	up       *reverseproxy.Upstream
+	endpoint string
+	worker   string
+}
+
+// choose picks the upstream of this attempt without recording anything: the first available of
+// the decision's ranked endpoints no earlier attempt of the request went to (so a retry goes to
+// the next-best worker even when no health check has marked the failed one down yet), else the
+// fallback policy over the untried upstreams kvroute has up, else the least-loaded of those.
+func (s *Selection) choose(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter, d *Decision) choice {
 	if d.pinned != "" {
-		return s.selectPinned(pool, d)
+		return s.choosePinned(pool, d)
 	}
 	var up *reverseproxy.Upstream
-	ranked := d.ranked()
-	for _, ep := range ranked {
-		if d.tried(ep) {
-			continue
-		}
+	for _, ep := range d.attempts.next(d.ranked()) {
 		if s.app.endpointDown(ep) {
 			continue
 		}
@@ -98,7 +109,7 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 		}
 	}
 	if up == nil {
-		routable := s.app.routablePool(s.app.requestPool(d, d.untried(pool)))
+		routable := s.app.routablePool(s.app.requestPool(d, d.attempts.untried(pool)))
 		if up = s.fallback.Select(routable, r, w); up == nil {
 			// the fallback policy asks Caddy's Available(), which stays false for the whole
 			// fail_duration after a counted failure even when kvroute has seen the worker
@@ -106,40 +117,32 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w ht
 			up = s.app.leastLoadedAvailable(routable)
 		}
 	}
-	if up != nil {
-		d.markTried(up.Dial)
-		if ep, err := registry.NormalizeEndpoint(up.Dial); err == nil {
-			d.setPending(ep)
+	if up == nil {
+		return choice{}
+	}
+	c := choice{up: up}
+	if ep, err := registry.NormalizeEndpoint(up.Dial); err == nil {
+		c.endpoint = ep
+		if wk, ok := s.app.WorkerByEndpoint(ep); ok {
+			c.worker = wk.WorkerID
 		}
 	}
-	if up != nil {
-		worker := ""
-		if ep, err := registry.NormalizeEndpoint(up.Dial); err == nil {
-			if wk, ok := s.app.WorkerByEndpoint(ep); ok {
-				worker = wk.WorkerID
-			}
-		}
-		d.attempt(worker)
-	}
-	return up
+	return c
 }
 
-// selectPinned returns the pinned worker's upstream for the first attempt when it is available,
-// else nil: a stored response exists on that worker only, so no retry or fallback goes elsewhere
+// choosePinned returns the pinned worker's upstream for the first attempt when it is available,
+// else none: a stored response exists on that worker only, so no retry or fallback goes elsewhere
 // (the handler answers response_worker_unavailable).
-func (s *Selection) selectPinned(pool reverseproxy.UpstreamPool, d *Decision) *reverseproxy.Upstream {
+func (s *Selection) choosePinned(pool reverseproxy.UpstreamPool, d *Decision) choice {
 	ep := d.Chosen.Endpoint
-	if d.tried(ep) || s.app.endpointDown(ep) {
-		return nil
+	if len(d.attempts.next([]string{ep})) == 0 || s.app.endpointDown(ep) {
+		return choice{}
 	}
 	up := s.app.pickEndpoint(pool, ep)
 	if up == nil {
-		return nil
+		return choice{}
 	}
-	d.markTried(up.Dial)
-	d.setPending(ep)
-	d.attempt(d.pinned)
-	return up
+	return choice{up: up, endpoint: ep, worker: d.pinned}
 }
 
 // modelPool returns the upstreams of pool that are workers of model when kvroute knows a worker of
