@@ -89,6 +89,10 @@ type App struct {
 	// responses is the process's stored-response map (responses.go), kept across reloads.
 	responses *respmap.Map
 
+	// caches are this config's references to the caches that survive reloads (shared_caches.go),
+	// taken by Provision, released by Cleanup.
+	caches sharedCaches
+
 	// model is the model folder loaded by Validate (nil without model_dir); Start builds the
 	// router on it.
 	model *loadedModel
@@ -230,7 +234,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.decider.Store(&deciderBox{NoPreference{}})
 	}
 	a.started = make(chan struct{})
-	return nil
+	return a.acquireCaches()
 }
 
 // markStarted releases the handlers waiting in waitStarted. Safe to call more than once.
@@ -377,6 +381,13 @@ func (a *App) Stop() error {
 	return nil
 }
 
+// Cleanup releases this config's references to the caches that survive reloads (Caddy calls it
+// when the config is unloaded, after the next config was provisioned and started, or when
+// provisioning failed).
+func (a *App) Cleanup() error {
+	return a.releaseCaches()
+}
+
 func (a *App) natsConfig() natsConfig {
 	return natsConfig{
 		url:       a.NATSURL,
@@ -473,7 +484,8 @@ type deciderBox struct{ d Decider }
 
 // Interface guards
 var (
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
-	_ caddy.Validator   = (*App)(nil)
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
 )

@@ -82,8 +82,7 @@ func (a *App) loadModel() (*loadedModel, error) {
 func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, error) {
 	rc := &a.RoutingConfig
 	m, lm := loaded.model, loaded.layout
-	a.setTokenizeCache(m) // before the router shares the tokenizer
-	a.setMessageCache(m)  // and the template
+	a.setCaches(m) // before the router shares the tokenizer and the template
 	sched, err := scheduler.NewWithTracker(rc.Scheduler, nil, ec.tracker)
 	if err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
