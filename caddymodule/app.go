@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/kvroute/kvroute/kvevents/respmap"
 	"net/http"
 	"net/netip"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvroute/kvroute/kvevents/respmap"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -86,12 +87,13 @@ type App struct {
 	events  *eventCore   // shared with other configs through the NATS state
 	routing *routingCore // this config's router; nil without model_dir
 
-	// responses is the process's stored-response map (responses.go), kept across reloads.
+	// responses is the process's stored-response map (responses.go), kept across reloads in
+	// sharedPool.
 	responses *respmap.Map
 
-	// caches are this config's references to the caches that survive reloads (shared_caches.go),
-	// taken by Provision, released by Cleanup.
-	caches sharedCaches
+	// shared are this config's references to what survives reloads in sharedPool (shared.go):
+	// caches, the stored-response map, the media budget. Taken by Provision, released by Cleanup.
+	shared sharedRefs
 
 	// model is the model folder loaded by Validate (nil without model_dir); Start builds the
 	// router on it.
@@ -178,7 +180,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionRouting(repl); err != nil {
 		return err
 	}
-	a.responses = responseMap(a.APIs.maxResponses(), a.APIs.ttl(), caddy.Log().Named("kvroute.responses"))
 
 	a.static = a.static[:0]
 	seen := map[string]bool{}
@@ -234,6 +235,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.decider.Store(&deciderBox{NoPreference{}})
 	}
 	a.started = make(chan struct{})
+	if err := a.acquireResponses(); err != nil {
+		return err
+	}
+	if err := a.acquireBudget(); err != nil {
+		return err
+	}
 	return a.acquireCaches()
 }
 
@@ -381,11 +388,11 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// Cleanup releases this config's references to the caches that survive reloads (Caddy calls it
+// Cleanup releases this config's references to what survives reloads (sharedPool). Caddy calls it
 // when the config is unloaded, after the next config was provisioned and started, or when
-// provisioning failed).
+// provisioning failed.
 func (a *App) Cleanup() error {
-	return a.releaseCaches()
+	return a.releaseShared()
 }
 
 func (a *App) natsConfig() natsConfig {

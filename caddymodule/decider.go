@@ -87,7 +87,9 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 	if err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
 	}
-	f, err := fetch.New(rc.Media.fetchConfig())
+	fc := rc.Media.fetchConfig()
+	fc.Budget = a.shared.mediaBudget
+	f, err := fetch.New(fc)
 	if err != nil {
 		return nil, fmt.Errorf("creating media fetcher: %w", err)
 	}
@@ -123,7 +125,7 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 		f.Close()
 		return nil, err
 	}
-	core := &routingCore{router: r, fetcher: f, decoder: dec, budget: a.RoutingConfig.Media.budget()}
+	core := &routingCore{router: r, fetcher: f, decoder: dec, budget: a.shared.mediaBudget}
 	if st := a.NATS(); st != nil {
 		ls, err := loadsync.New(loadsync.Config{Replica: replicaID, Logger: a.logger.Named("loadsync")}, st.Conn(), sched.Tracker(), a.workerIDs)
 		if err == nil {
@@ -195,4 +197,9 @@ func (d *routerDecider) Decide(ctx context.Context, in *RouteInput) (*Decision, 
 
 // MediaInflightBytes is the number of bytes reserved now in the process-wide media budget this
 // app's config uses (`media { max_inflight_bytes }`): fetch buffers and media held for decoding.
-func (a *App) MediaInflightBytes() int64 { return a.RoutingConfig.Media.budget().Held() }
+func (a *App) MediaInflightBytes() int64 {
+	if a.shared.mediaBudget == nil {
+		return 0 // not provisioned
+	}
+	return a.shared.mediaBudget.Held()
+}

@@ -23,7 +23,7 @@ type metrics struct {
 	layoutVerified               *prometheus.CounterVec
 	// state reports the running app's per-worker and router operating state (state_metrics.go).
 	state *stateCollector
-	// tokenizeCaches and messageCaches count the pooled caches (shared_caches.go).
+	// tokenizeCaches and messageCaches count the pooled caches (shared.go).
 	tokenizeCaches, messageCaches *cacheCounts
 }
 

@@ -22,12 +22,12 @@ func (rc *RoutingConfig) templateCacheSize() int64 {
 // (before the model is shared; none for a model folder without a chat template: completions
 // only).
 func (a *App) setMessageCache(m *model.Model) {
-	if m.Template != nil && a.caches.message != nil {
-		m.Template.SetMessageCache(a.caches.message)
+	if m.Template != nil && a.shared.message != nil {
+		m.Template.SetMessageCache(a.shared.message)
 	}
 }
 
-// messageCacheKey is the cachePool key of a message cache of size bytes. Two configs share one
+// messageCacheKey is the sharedPool key of a message cache of size bytes. Two configs share one
 // when the size is the same: an entry is a message's JSON text converted to template values,
 // which depends on no file (the content format, the one template property it depends on, is part
 // of its key), and the iterations a replaced template recorded are never replayed by another

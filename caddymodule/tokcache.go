@@ -26,12 +26,12 @@ func (rc *RoutingConfig) tokenizeCacheSize() int64 {
 // setTokenizeCache gives the freshly loaded model's tokenizer the config's segment cache (before
 // the model is shared).
 func (a *App) setTokenizeCache(m *model.Model) {
-	if a.caches.tokenize != nil {
-		m.Tokenizer.SetSegmentCache(a.caches.tokenize)
+	if a.shared.tokenize != nil {
+		m.Tokenizer.SetSegmentCache(a.shared.tokenize)
 	}
 }
 
-// tokenizeCacheKey is the cachePool key of this config's segment cache of size bytes. Two configs
+// tokenizeCacheKey is the sharedPool key of this config's segment cache of size bytes. Two configs
 // share one when the tokenizer files are byte for byte the same (tokenizerFingerprint) and the
 // size is unchanged: the cache maps a segment's text to the ids this binary's tokenizer gives it
 // for those files, so the entries stay exact, and a reload (a changed timeout, a new worker) does

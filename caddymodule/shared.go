@@ -6,19 +6,73 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
-// cachePool holds the caches that survive config reloads (*sharedCache): the chat template's
-// message cache and the tokenizer's segment cache, each keyed by what makes it shareable between
-// two configs (messageCacheKey, tokenizeCacheKey). Each config holds one reference to each of its
-// caches from Provision to Cleanup. During a reload Caddy provisions the new config before it
-// cleans the old one up, so a reload that changes nothing a cache depends on shares it warm; a
-// cache goes when the last config using it is cleaned up. The same idiom as natsPool and Caddy's
-// own pools (modules/caddytls/connpolicy.go secretsLogPool, Caddy v2.11.9).
-var cachePool = caddy.NewUsagePool()
+// sharedPool holds what survives config reloads apart from the NATS connection (natsPool): the
+// chat template's message cache and the tokenizer's segment cache (*sharedCache), each keyed by
+// what makes it shareable between two configs (messageCacheKey, tokenizeCacheKey), the
+// stored-response map (sharedResponses, responses.go) and the media budget (sharedBudget). Each
+// config holds one reference to each of its entries from Provision to Cleanup. During a reload
+// Caddy provisions the new config before it cleans the old one up, so a reload that changes
+// nothing an entry depends on shares it warm; an entry goes when the last config using it is
+// cleaned up. The same idiom as natsPool and Caddy's own pools (modules/caddytls/connpolicy.go
+// secretsLogPool, Caddy v2.11.9).
+var sharedPool = caddy.NewUsagePool()
+
+// sharedRefs are one config's references into sharedPool, taken by Provision (acquireShared),
+// released by Cleanup (releaseShared).
+type sharedRefs struct {
+	keys        []string // the pool keys this config holds
+	message     *chat.MessageCache
+	tokenize    *tokenizer.SegmentCache
+	mediaBudget *fetch.Budget
+}
+
+// acquireShared takes this config's reference to the sharedPool entry key, made by create when no
+// running config holds it.
+func (a *App) acquireShared(key string, create caddy.Constructor) (any, error) {
+	v, _, err := sharedPool.LoadOrNew(key, create)
+	if err != nil {
+		return nil, fmt.Errorf("sharing %s: %w", key, err)
+	}
+	a.shared.keys = append(a.shared.keys, key)
+	return v, nil
+}
+
+// releaseShared drops this config's references (Cleanup); the last reference destructs an entry.
+func (a *App) releaseShared() error {
+	var first error
+	for _, k := range a.shared.keys {
+		if _, err := sharedPool.Delete(k); err != nil && first == nil {
+			first = err
+		}
+	}
+	a.shared = sharedRefs{}
+	return first
+}
+
+// sharedBudget is the media budget in sharedPool: the process's media bytes in flight for one
+// (size, slot_wait), which requests of a replaced config may still hold.
+type sharedBudget struct{ b *fetch.Budget }
+
+func (sharedBudget) Destruct() error { return nil }
+
+// acquireBudget takes this config's reference to its media budget.
+func (a *App) acquireBudget() error {
+	size, wait := a.RoutingConfig.Media.budgetKey()
+	v, err := a.acquireShared(fmt.Sprintf("media_budget size=%d slot_wait=%s", size, wait), func() (caddy.Destructor, error) {
+		return sharedBudget{fetch.NewBudget(size, wait)}, nil
+	})
+	if err != nil {
+		return err
+	}
+	a.shared.mediaBudget = v.(sharedBudget).b
+	return nil
+}
 
 // sharedCache is one pooled cache: a message cache or a segment cache (the other is nil), and the
 // counts of its kind, which keep its counters once it is gone.
@@ -44,13 +98,6 @@ func (c *sharedCache) Destruct() error {
 	return nil
 }
 
-// sharedCaches are one config's references into cachePool (Provision to Cleanup).
-type sharedCaches struct {
-	keys     []string // the pool keys this config holds, released by Cleanup
-	message  *chat.MessageCache
-	tokenize *tokenizer.SegmentCache
-}
-
 // acquireCaches takes this config's references to its message and segment caches (none without
 // model_dir, or for a size of 0): the running config's own when the key is the same, else new
 // ones.
@@ -69,7 +116,7 @@ func (a *App) acquireCaches() error {
 		if err != nil {
 			return err
 		}
-		a.caches.message = c.message
+		a.shared.message = c.message
 	}
 	if size := a.tokenizeCacheSize(); size > 0 {
 		c, err := a.acquireCache(a.tokenizeCacheKey(size), func() *sharedCache {
@@ -78,34 +125,21 @@ func (a *App) acquireCaches() error {
 		if err != nil {
 			return err
 		}
-		a.caches.tokenize = c.tokenize
+		a.shared.tokenize = c.tokenize
 	}
 	return nil
 }
 
 func (a *App) acquireCache(key string, create func() *sharedCache) (*sharedCache, error) {
-	v, _, err := cachePool.LoadOrNew(key, func() (caddy.Destructor, error) {
+	v, err := a.acquireShared(key, func() (caddy.Destructor, error) {
 		c := create()
 		c.counts.add(c)
 		return c, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sharing cache %s: %w", key, err)
+		return nil, err
 	}
-	a.caches.keys = append(a.caches.keys, key)
 	return v.(*sharedCache), nil
-}
-
-// releaseCaches drops this config's references (Cleanup); the last reference destructs a cache.
-func (a *App) releaseCaches() error {
-	var first error
-	for _, k := range a.caches.keys {
-		if _, err := cachePool.Delete(k); err != nil && first == nil {
-			first = err
-		}
-	}
-	a.caches = sharedCaches{}
-	return first
 }
 
 // setCaches gives the freshly loaded model its tokenizer's segment cache and its chat template's
