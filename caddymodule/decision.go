@@ -13,8 +13,9 @@ import (
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
-// Decision is the routing decision of one request: the router's outcome (router.Result) and the
-// request's state across proxy attempts. The handler stores it in the request context
+// Decision is the routing decision of one request (the per-request kind of kvroute's three kinds
+// of state; see doc.go): the router's outcome (router.Result) and the bookkeeping of the request's
+// proxy attempts (attempts). The handler stores it in the request context
 // (DecisionFrom) before calling the next handler; the kvroute selection policy reads it on every
 // proxy attempt.
 type Decision struct {

@@ -38,7 +38,7 @@ var allowedGlobals = map[string]string{
 
 // TestNoPackageStateOutsidePools parses the package's files and fails on a package-level variable
 // not in allowedGlobals: the caches that survive reloads must be in a caddy.UsagePool (issue 30),
-// as the NATS state is, not in package globals such as the former currentMessageCache and
+// as the shared NATS is, not in package globals such as the former currentMessageCache and
 // currentTokenizeCache.
 func TestNoPackageStateOutsidePools(t *testing.T) {
 	fset := token.NewFileSet()

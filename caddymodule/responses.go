@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/kvroute/kvroute/kvevents/respmap"
 	"github.com/kvroute/kvroute/routing/apis"
 	"github.com/kvroute/kvroute/routing/reason"
@@ -22,7 +22,7 @@ import (
 // response_worker_unavailable, never sent elsewhere.
 
 // sharedResponses is the process's stored-response map in sharedPool (key responsesKey). It
-// outlives config reloads and NATS reconnects (the bucket is attached once the NATS state opens
+// outlives config reloads and NATS reconnects (the bucket is attached once the shared NATS opens
 // it); its size and TTL are those of the config that created it (`responses` options; a change
 // applies once no running config uses the map any more, at the latest at the next process start).
 type sharedResponses struct{ m *respmap.Map }
