@@ -16,7 +16,7 @@ import (
 // map or pointer at package level fails TestNoPackageStateOutsidePools until it is moved into a
 // pool or listed here with its reason.
 var allowedGlobals = map[string]string{
-	"natsPool":   "the Caddy usage pool of the NATS connection (natsstate.go)",
+	"natsPool":   "the Caddy usage pool of the NATS connection (shared_nats.go)",
 	"sharedPool": "the Caddy usage pool of the caches, the response map and the media budget (shared.go)",
 	"kvMetrics":  "Prometheus collectors: one set per process, registered with every config's registry so counters do not reset",
 	"bodyPools":  "sync.Pool buffers of request bodies by size class (no state: any buffer may be dropped)",
