@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvroute/kvroute/internal/testkit/cputime"
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
 
+	"github.com/kvroute/kvroute/internal/testkit/cputime"
+
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/apis"
-	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/tokenizer"
@@ -147,10 +148,10 @@ type runMemo struct {
 	seed uint64
 }
 
-func (m *runMemo) Load(run, skip int, dst []wire.BlockHash) bool {
+func (m *runMemo) Load(run, skip int, dst []kv.BlockHash) bool {
 	return tokenizer.LoadRunHashes(m.runs, run, skip, 16, m.seed, dst)
 }
 
-func (m *runMemo) Store(run, skip int, hashes []wire.BlockHash) {
+func (m *runMemo) Store(run, skip int, hashes []kv.BlockHash) {
 	tokenizer.StoreRunHashes(m.runs, run, skip, 16, m.seed, hashes)
 }
