@@ -187,14 +187,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		code = reason.ResponseWorkerUnavailable
 		h.metrics.errors.WithLabelValues(string(code)).Inc()
 		h.logger.Warn("stored response's worker failed", zap.String("request_id", reqID), zap.String("worker_id", d.pinned), zap.Error(err))
-		writeError(w, reason.New(code, "the worker that holds this stored response is not available; no other worker has it"))
+		writeError(w, shapeFor(r.URL.Path, r.Header), reason.New(code, "the worker that holds this stored response is not available; no other worker has it"))
 		return nil
 	}
 	if err != nil && !rw.wrote {
 		if code != "" {
 			h.metrics.errors.WithLabelValues(string(code)).Inc()
 			h.logger.Warn("upstream failed", zap.String("request_id", reqID), zap.String("code", string(code)), zap.Error(err))
-			writeError(w, reason.New(code, "%s", upstreamMessages[code]))
+			writeError(w, shapeFor(r.URL.Path, r.Header), reason.New(code, "%s", upstreamMessages[code]))
 			return nil
 		}
 	}
@@ -283,7 +283,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, reqID string, err
 			// the rest of the body is unread: close instead of draining it from a slow client
 			w.Header().Set("Connection", "close")
 		}
-		writeError(w, re)
+		writeError(w, shapeFor(r.URL.Path, r.Header), re)
 		return nil
 	}
 	return caddyhttp.Error(http.StatusInternalServerError, err)
