@@ -79,7 +79,7 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	}
 	ws, available := a.decisionWorkers() // as the handler routes
 	rin := &router.Input{Path: path, Body: body, Workers: ws.routed, Available: available}
-	if st := a.natsState(); st != nil {
+	if st := a.runningNATS(); st != nil {
 		rin.IndexUnavailable = st.indexUnavailable()
 	}
 	res, err := rc.router.Route(r.Context(), rin)

@@ -10,10 +10,10 @@ import (
 	"github.com/kvroute/kvroute/kvevents/respmap"
 )
 
-// attachResponses opens the `kvroute_responses` bucket on this NATS state, once, in the
+// attachResponses opens the `kvroute_responses` bucket on this shared NATS, once, in the
 // background (retrying every 5 s while JetStream cannot give it), and attaches it to m. Until then
 // m works on its local level alone: a follow-up this replica did not see is unknown to it.
-func (st *natsState) attachResponses(m *respmap.Map, ttl time.Duration) {
+func (st *sharedNATS) attachResponses(m *respmap.Map, ttl time.Duration) {
 	st.respOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		st.respCancel = cancel

@@ -18,13 +18,13 @@ import (
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
 
-// natsPool holds the NATS state (*natsState) keyed by the NATS settings. It lives for the whole
+// natsPool holds the shared NATS (*sharedNATS) keyed by the NATS settings. It lives for the whole
 // process; each running config holds one reference between App.Start and App.Stop, so during a
 // reload the old and the new config share one connection, and it closes when the last config
 // using it stops.
 var natsPool = caddy.NewUsagePool()
 
-// natsConfig is the part of the app config that decides the NATS state.
+// natsConfig is the part of the app config that decides the shared NATS.
 type natsConfig struct {
 	url, creds     string
 	host, storeDir string
@@ -33,9 +33,10 @@ type natsConfig struct {
 	noAuth         bool   // embedded server without a token
 }
 
-// natsState is what survives config reloads: the embedded server (if any), the connection, the
-// registry bucket and its watcher.
-type natsState struct {
+// sharedNATS is the NATS side of what survives config reloads (the shared kind of state; see
+// doc.go): the embedded server (if any), the connection, the registry bucket and its watcher, the
+// event core, the worker health record.
+type sharedNATS struct {
 	url      string
 	embedded *natsutil.Embedded // nil when connected to a configured URL
 	nc       *nats.Conn
@@ -51,13 +52,13 @@ type natsState struct {
 	// accepted); the watcher logs joins and leaves of accepted records only.
 	accept atomic.Pointer[func(registry.Worker) bool]
 
-	// coreMu guards events, created by the first config that starts (see natsState.core), and
+	// coreMu guards events, created by the first config that starts (see sharedNATS.core), and
 	// running. Lock order: docs/LOCKS.md.
 	coreMu sync.Mutex
 	events *eventCore
 
 	// running lists the started configs using this state with the settings they applied to the
-	// event core, oldest first (guarded by coreMu; see natsState.activate). The newest one's
+	// event core, oldest first (guarded by coreMu; see sharedNATS.activate). The newest one's
 	// settings are in force, and its worker list decides which health records are forgotten
 	// (during a reload the old config's list would drop workers the new one added).
 	running []runningConfig
@@ -71,19 +72,19 @@ type natsState struct {
 	health *workerHealth
 }
 
-// runningConfig is one started config of a natsState.
+// runningConfig is one started config of a sharedNATS.
 type runningConfig struct {
 	app      *App
 	settings *coreSettings
 }
 
-// newNATSState starts the embedded server when no URL is configured, connects, opens the
+// newSharedNATS starts the embedded server when no URL is configured, connects, opens the
 // registry bucket and starts its watcher. On error everything started so far is stopped.
 // accept (nil: every record) tells the watcher which records are used, so a refused one is not
 // logged as registered.
-func newNATSState(cfg natsConfig, logger *zap.Logger, accept func(registry.Worker) bool) (_ *natsState, err error) {
+func newSharedNATS(cfg natsConfig, logger *zap.Logger, accept func(registry.Worker) bool) (_ *sharedNATS, err error) {
 	// st is not the named result: a failing `return nil, err` must not nil it before the cleanup.
-	st := &natsState{url: cfg.url, created: time.Now(), logger: logger,
+	st := &sharedNATS{url: cfg.url, created: time.Now(), logger: logger,
 		health: newWorkerHealth(caddy.Log().Named("kvroute.health"), nil)}
 	st.setAccept(accept)
 	defer func() {
@@ -170,7 +171,7 @@ var errNATSNotConnected = errors.New("NATS not connected yet")
 
 // indexUnavailable returns why the index cannot hold KV events yet ("" once NATS has been
 // connected: from then on the index follows the events, and a later outage keeps what it holds).
-func (st *natsState) indexUnavailable() string {
+func (st *sharedNATS) indexUnavailable() string {
 	if st.everConnected.Load() {
 		return ""
 	}
@@ -182,8 +183,8 @@ func (st *natsState) indexUnavailable() string {
 }
 
 // Destruct stops the watcher, drains and closes the connection and shuts the embedded server
-// down, in that order. It is called by the usage pool when the last config releases the state.
-func (st *natsState) Destruct() error {
+// down, in that order. It is called by the usage pool when the last config releases the shared NATS.
+func (st *sharedNATS) Destruct() error {
 	if st.respCancel != nil {
 		st.respCancel()
 	}
@@ -200,44 +201,44 @@ func (st *natsState) Destruct() error {
 	if st.tokenFile != "" {
 		_ = os.Remove(st.tokenFile)
 	}
-	st.logger.Debug("kvroute NATS state destroyed", zap.String("url", st.url))
+	st.logger.Debug("kvroute shared NATS destroyed", zap.String("url", st.url))
 	return nil
 }
 
-// NATSState is the read-only view of the app's NATS resources for other kvroute code (event
+// SharedNATS is the read-only view of the app's NATS resources for other kvroute code (event
 // subscriber, replica sync, tests).
-type NATSState struct{ s *natsState }
+type SharedNATS struct{ s *sharedNATS }
 
 // Conn returns the NATS connection (shared across reloads; do not close it).
-func (n *NATSState) Conn() *nats.Conn { return n.s.nc }
+func (n *SharedNATS) Conn() *nats.Conn { return n.s.nc }
 
 // JetStream returns the JetStream context of Conn.
-func (n *NATSState) JetStream() jetstream.JetStream { return n.s.js }
+func (n *SharedNATS) JetStream() jetstream.JetStream { return n.s.js }
 
 // Registry returns the `kvroute_workers` bucket, nil until it could be opened (NATS late at boot).
-func (n *NATSState) Registry() jetstream.KeyValue { return n.s.watcher.KV() }
+func (n *SharedNATS) Registry() jetstream.KeyValue { return n.s.watcher.KV() }
 
 // Watcher returns the registry watcher.
-func (n *NATSState) Watcher() *registry.Watcher { return n.s.watcher }
+func (n *SharedNATS) Watcher() *registry.Watcher { return n.s.watcher }
 
 // URL returns the URL connected to (the embedded server's client URL when embedded).
-func (n *NATSState) URL() string { return n.s.url }
+func (n *SharedNATS) URL() string { return n.s.url }
 
 // TokenFile returns the embedded server's token file ("" when it requires no token or the app
 // connects to a configured URL).
-func (n *NATSState) TokenFile() string { return n.s.tokenFile }
+func (n *SharedNATS) TokenFile() string { return n.s.tokenFile }
 
 // Embedded reports whether the app runs the embedded NATS server.
-func (n *NATSState) Embedded() bool { return n.s.embedded != nil }
+func (n *SharedNATS) Embedded() bool { return n.s.embedded != nil }
 
-// Created returns when the state was created; a reload that keeps the state keeps this time.
-func (n *NATSState) Created() time.Time { return n.s.created }
+// Created returns when the shared NATS was created; a reload that keeps it keeps this time.
+func (n *SharedNATS) Created() time.Time { return n.s.created }
 
 // Interface guards
-var _ caddy.Destructor = (*natsState)(nil)
+var _ caddy.Destructor = (*sharedNATS)(nil)
 
 // setAccept installs the registry record check of the config that starts now (nil: every record).
-func (st *natsState) setAccept(accept func(registry.Worker) bool) {
+func (st *sharedNATS) setAccept(accept func(registry.Worker) bool) {
 	if accept == nil {
 		st.accept.Store(nil)
 		return
@@ -246,16 +247,9 @@ func (st *natsState) setAccept(accept func(registry.Worker) bool) {
 }
 
 // accepted reports whether the current config uses the registry record w.
-func (st *natsState) accepted(w registry.Worker) bool {
+func (st *sharedNATS) accepted(w registry.Worker) bool {
 	if f := st.accept.Load(); f != nil {
 		return (*f)(w)
 	}
 	return true
-}
-
-// natsState returns the app's NATS state, nil before Start and after Stop.
-func (a *App) natsState() *natsState {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.state
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/kvroute/kvroute/kvevents/subscriber"
 )
 
-// Operating state of the router and of each worker (issue 15), read by /metrics (state_metrics.go)
+// Readings of the router and of each worker (issue 15), read by /metrics (readings_metrics.go)
 // and the admin API (/kvroute/workers, /kvroute/stats).
 
-// WorkerState is the operating state of one listed worker.
-type WorkerState struct {
+// WorkerReading is what the router reads of one listed worker now.
+type WorkerReading struct {
 	WorkerID string
 	// ActivePrefillTokens, ActiveDecodeBlocks and RequestsInFlight are the worker's active load
 	// as this router accounts it (DESIGN.md §1 step 7), plus the load replicas share on
@@ -31,8 +31,8 @@ type WorkerState struct {
 	IndexBlocks int64
 }
 
-// RouterState is the operating state of the router process.
-type RouterState struct {
+// RouterReading is what the router reads of itself now.
+type RouterReading struct {
 	// NATSConnected is true while the NATS connection is up; NATSReconnects counts its
 	// reconnections since it was opened (kept across config reloads).
 	NATSConnected  bool
@@ -90,13 +90,13 @@ func (c *eventClock) age(worker string) (time.Duration, bool) {
 	return c.now().Sub(t), true
 }
 
-// workerStates returns the operating state of every listed worker, sorted by worker id.
-func (a *App) workerStates() []WorkerState {
+// workerReadings returns the readings of every listed worker, sorted by worker id.
+func (a *App) workerReadings() []WorkerReading {
 	ws := a.WorkerList()
 	ec := a.eventCore()
-	out := make([]WorkerState, 0, len(ws))
+	out := make([]WorkerReading, 0, len(ws))
 	for _, w := range ws {
-		st := WorkerState{WorkerID: w.WorkerID, Healthy: !a.health.Load().isDown(w.WorkerID), LastEventAge: -1}
+		st := WorkerReading{WorkerID: w.WorkerID, Healthy: !a.health.Load().isDown(w.WorkerID), LastEventAge: -1}
 		if ec != nil {
 			l := ec.tracker.Load(index.WorkerKey{ID: w.WorkerID})
 			st.ActivePrefillTokens, st.ActiveDecodeBlocks, st.RequestsInFlight = l.PrefillTokens, l.DecodeBlocks, l.Requests
@@ -112,9 +112,9 @@ func (a *App) workerStates() []WorkerState {
 	return out
 }
 
-// routerState returns the router's operating state.
-func (a *App) routerState() RouterState {
-	st := RouterState{StaticWorkers: len(a.static)}
+// routerReading returns the router's readings.
+func (a *App) routerReading() RouterReading {
+	st := RouterReading{StaticWorkers: len(a.static)}
 	if n := a.NATS(); n != nil {
 		st.NATSConnected = n.s.nc.IsConnected()
 		st.NATSReconnects = n.s.nc.Stats().Reconnects

@@ -9,9 +9,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// TestNATSStateStartFailures: a failing start returns its error (field report from a user test:
+// TestSharedNATSStartFailures: a failing start returns its error (field report from a user test:
 // the cleanup used to run on a nil state and panic, which also wedged `caddy reload`).
-func TestNATSStateStartFailures(t *testing.T) {
+func TestSharedNATSStartFailures(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +23,7 @@ func TestNATSStateStartFailures(t *testing.T) {
 		"embedded not loopback": {host: "0.0.0.0", port: -1},
 		"url not a url":         {url: "nats://[::1"}, // an unreachable URL is not an error: NATS may start later
 	} {
-		st, err := newNATSState(cfg, zap.NewNop(), nil)
+		st, err := newSharedNATS(cfg, zap.NewNop(), nil)
 		if err == nil || st != nil {
 			t.Errorf("%s: state %v, err %v; want an error and no state", name, st, err)
 		}

@@ -6,11 +6,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// stateCollector exposes the operating state of the running config's app (state.go) at scrape
+// readingsCollector exposes the readings of the running config's app (readings.go) at scrape
 // time: caddy_kvroute_worker_* per listed worker (series of a worker that left disappear with it)
 // and the router-level gauges. Like every kvroute collector it is created once per process and
 // registered with each config's registry; the app that started last is the one reported.
-type stateCollector struct {
+type readingsCollector struct {
 	app atomic.Pointer[App]
 
 	prefill, decode, inFlight, healthy, eventAge   *prometheus.Desc
@@ -19,11 +19,11 @@ type stateCollector struct {
 	registryDegraded                               *prometheus.Desc
 }
 
-func newStateCollector(ns, sub string) *stateCollector {
+func newReadingsCollector(ns, sub string) *readingsCollector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, sub, name), help, labels, nil)
 	}
-	return &stateCollector{
+	return &readingsCollector{
 		prefill:  desc("worker_active_prefill_tokens", "Uncached prompt tokens of the worker's requests that have no first response byte yet (this router's accounting plus replicas').", "worker"),
 		decode:   desc("worker_active_decode_blocks", "Prompt blocks of the worker's requests that have not finished (this router's accounting plus replicas').", "worker"),
 		inFlight: desc("worker_requests_in_flight", "Requests routed to the worker that have not finished (this router's accounting plus replicas').", "worker"),
@@ -43,14 +43,14 @@ func newStateCollector(ns, sub string) *stateCollector {
 }
 
 // setApp makes a the reported app (App.Start).
-func (c *stateCollector) setApp(a *App) { c.app.Store(a) }
+func (c *readingsCollector) setApp(a *App) { c.app.Store(a) }
 
 // clearApp stops reporting a unless another app has started since (App.Stop; during a reload the
 // new config starts before the old one stops).
-func (c *stateCollector) clearApp(a *App) { c.app.CompareAndSwap(a, nil) }
+func (c *readingsCollector) clearApp(a *App) { c.app.CompareAndSwap(a, nil) }
 
 // Describe implements prometheus.Collector.
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *readingsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.prefill, c.decode, c.inFlight, c.healthy, c.eventAge, c.natsConnected,
 		c.natsReconnects, c.registryWorkers, c.staticWorkers, c.slotsBusy, c.slots, c.mediaInflight, c.registryDegraded} {
 		ch <- d
@@ -58,7 +58,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *readingsCollector) Collect(ch chan<- prometheus.Metric) {
 	a := c.app.Load()
 	if a == nil {
 		return
@@ -66,7 +66,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, w := range a.workerStates() {
+	for _, w := range a.workerReadings() {
 		gauge(c.prefill, float64(w.ActivePrefillTokens), w.WorkerID)
 		gauge(c.decode, float64(w.ActiveDecodeBlocks), w.WorkerID)
 		gauge(c.inFlight, float64(w.RequestsInFlight), w.WorkerID)
@@ -75,7 +75,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.eventAge, w.LastEventAge.Seconds(), w.WorkerID)
 		}
 	}
-	r := a.routerState()
+	r := a.routerReading()
 	gauge(c.natsConnected, boolFloat(r.NATSConnected))
 	ch <- prometheus.MustNewConstMetric(c.natsReconnects, prometheus.CounterValue, float64(r.NATSReconnects))
 	gauge(c.registryWorkers, float64(r.RegistryWorkers))
