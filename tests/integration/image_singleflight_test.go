@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kvroute/kvroute/media/picture"
+
 	"github.com/kvroute/kvroute/internal/sim"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // countingImages serves jpg (third under /third*) with an ETag, answering a matching
@@ -52,6 +53,9 @@ func (c *countingImages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Before the fix the first request made 32 GETs and 32 decodes (the misses of copies racing
 // the first decode), the repeat 32 conditional GETs.
 func TestImageSingleFlightThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sends requests with 32 copies of one image, in sequence and concurrently, counting decodes and GETs, ~2 s")
+	}
 	const copies = 32
 	worker := &recordingWorker{}
 	ws := httptest.NewServer(worker)
@@ -97,7 +101,7 @@ func TestImageSingleFlightThroughCaddy(t *testing.T) {
 	}
 	wantUUIDs := func(t *testing.T, img []byte, n int) {
 		t.Helper()
-		info, err := mediaresolver.DecodeImage(img)
+		info, err := picture.Decode(img)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,9 @@ import (
 // which explain shows as terms.learned_max_running (no wait term on the idle worker afterwards).
 // The default ttft model learns nothing (the term is absent).
 func TestLearnedMaxRunningThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: two harnesses, six requests decoding 7 tokens at 30 ms behind 2 slots, ~1 s each")
+	}
 	for _, tc := range []struct {
 		model   string
 		opts    string
@@ -24,7 +27,7 @@ func TestLearnedMaxRunningThroughCaddy(t *testing.T) {
 		{"ttft", "", 0},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
-			h := startHarnessOpts(t, []simSpec{{ID: "slots-" + tc.model, Model: "qwen", MaxRunning: 2, TokenDelay: 30 * time.Millisecond}},
+			h := startHarness(t, []simSpec{{ID: "slots-" + tc.model, Model: "qwen", MaxRunning: 2, TokenDelay: 30 * time.Millisecond}},
 				harnessOpts{appOpts: tc.opts})
 			status := make(chan int, 6)
 			for i := range 6 {
