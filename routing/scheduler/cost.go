@@ -17,7 +17,8 @@ const (
 	CostLinear = "linear"
 	// CostTTFT2 (selectable, not the default; issue 26) is CostTTFT with the cached prefix's credit decayed by the prefill
 	// queued ahead of it (CreditedTokens), plus the prefill the request delays later requests by
-	// (DelayedTokens), without a load bound unless balance_factor is set (then on the requests in
+	// (DelayedTokens), with the wait for a running slot priced against max_running or, when that
+	// is not configured, each worker's learned limit (slots.go), without a load bound unless balance_factor is set (then on the requests in
 	// flight now, markOverInFlight, not those routed over a window) and ties going to the worker with the fewest recent
 	// requests (fewestRecent). docs/architecture.md, "Cost model", has the evidence.
 	CostTTFT2 = "ttft2"
@@ -34,7 +35,8 @@ type Terms struct {
 	// tokens of routed requests that have not produced a first byte (ttft).
 	QueuedPrefillTokens int64 `json:"queued_prefill_tokens"`
 	// WaitingSequences is how many sequences, this request included, would be over the worker's
-	// running limit: max(active_requests + 1 − max_running, 0), 0 when max_running is 0 (ttft).
+	// running limit: max(active_requests + 1 − max_running, 0), 0 when max_running is 0 (ttft;
+	// ttft2 without max_running: the learned limit, LearnedMaxRunning, instead).
 	WaitingSequences int64 `json:"waiting_sequences"`
 	// QueueTokens is WaitingSequences · queue_wait_tokens (ttft).
 	QueueTokens float64 `json:"queue_tokens"`
@@ -65,6 +67,10 @@ type Terms struct {
 	// this) because the worker stores their blocks before this request's prefill starts
 	// (pending.go) (ttft2).
 	PendingBlocks int `json:"pending_blocks,omitempty"`
+	// LearnedMaxRunning is the worker's running limit as the router learned it (slots.go), which
+	// ttft2 uses for WaitingSequences and QueueTokens when max_running is not configured; 0 while
+	// unknown (no wait term) and whenever max_running is configured (ttft2).
+	LearnedMaxRunning int64 `json:"learned_max_running,omitempty"`
 }
 
 // Score returns one worker's cost and its terms under the configured model.

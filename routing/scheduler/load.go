@@ -21,6 +21,8 @@ type Load struct {
 // workerLoad holds one worker's counters. Atomics: updated from response goroutines without a lock.
 type workerLoad struct {
 	prefill, decode, requests atomic.Int64
+	// slots learns the worker's running limit from this router's requests (slots.go, ttft2).
+	slots slotLearner
 }
 
 // Tracker accounts active load per worker (DESIGN.md §1 step 7, Dynamo's slot tracker: AddRequest,
@@ -90,6 +92,7 @@ func (t *Tracker) Begin(w index.WorkerKey, prefillTokens, decodeBlocks int64) *H
 	l.prefill.Add(prefillTokens)
 	l.decode.Add(decodeBlocks)
 	l.requests.Add(1)
+	l.slots.begin()
 	return &Handle{tracker: t, worker: w, load: l, prefill: prefillTokens, decode: decodeBlocks}
 }
 
@@ -102,6 +105,8 @@ type Handle struct {
 	load            *workerLoad
 	prefill, decode int64
 	firstByte, done bool
+	// fbSeq is the worker's event number at the first byte (slots.go).
+	fbSeq uint64
 	// keys are the request's prefix keys held in the tracker's pending set until Done (ttft2).
 	keys []uint64
 }
@@ -145,8 +150,10 @@ func (h *Handle) Move(w index.WorkerKey, prefillTokens int64) {
 	}
 	h.load.decode.Add(-h.decode)
 	h.load.requests.Add(-1)
+	h.load.slots.leave(h.firstByte)
 	to.decode.Add(h.decode)
 	to.requests.Add(1)
+	to.slots.join(h.firstByte)
 	h.tracker.pending.remove(h.worker, h.keys)
 	h.tracker.pending.add(w, h.keys)
 	h.worker, h.load = w, to
@@ -159,6 +166,9 @@ func (h *Handle) FirstByte() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !h.done && !h.firstByte {
+		h.fbSeq = h.load.slots.firstByte()
+	}
 	h.releasePrefill()
 }
 
@@ -176,6 +186,9 @@ func (h *Handle) Done() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !h.done {
+		h.load.slots.done(h.firstByte, h.fbSeq)
+	}
 	h.releasePrefill()
 	if !h.done {
 		h.done = true

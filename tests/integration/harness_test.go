@@ -55,6 +55,7 @@ type simSpec struct {
 	TokenDelay   time.Duration // delay before each further token
 	BlockSize    int           // KV block size (the attention group's with Hybrid); 0 = blockSize
 	Hybrid       bool          // publish like a hybrid vLLM worker (sim.PublisherConfig.Hybrid)
+	MaxRunning   int           // sequences running at once (sim.Config.MaxRunning); 0 = unbounded
 }
 
 // simWorker is one running simulator with what reached it.
@@ -314,7 +315,7 @@ func startHarness(t *testing.T, specs []simSpec, opts ...harnessOption) *harness
 		}
 		w.pub = pub
 		w.srv = sim.New(&sim.Config{WorkerID: sp.ID, Model: sp.Model, BlockSize: bs, PrefillDelay: sp.PrefillDelay,
-			TokenDelay: sp.TokenDelay, Frontend: fe, Blocks: bc, Events: pub})
+			TokenDelay: sp.TokenDelay, MaxRunning: sp.MaxRunning, Frontend: fe, Blocks: bc, Events: pub})
 		w.ts = httptest.NewServer(http.HandlerFunc(w.serveHTTP))
 		t.Cleanup(w.ts.Close)
 		w.ep = w.ts.Listener.Addr().String()

@@ -1,0 +1,63 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestLearnedMaxRunningThroughCaddy (cost ttft2, no max_running configured): a worker with 2
+// running slots gets 6 streamed requests at once; 4 wait while 2 decode (7 tokens at 30 ms), so
+// the router sees a request finish with 2 running and others without a first byte and learns 2,
+// which explain shows as terms.learned_max_running (no wait term on the idle worker afterwards).
+// The default ttft model learns nothing (the term is absent).
+func TestLearnedMaxRunningThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: two harnesses, six requests decoding 7 tokens at 30 ms behind 2 slots, ~1 s each")
+	}
+	for _, tc := range []struct {
+		model   string
+		opts    string
+		learned int64
+	}{
+		{"ttft2", "scheduler {\n\t\t\tcost ttft2\n\t\t}", 2},
+		{"ttft", "", 0},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			h := startHarness(t, []simSpec{{ID: "slots-" + tc.model, Model: "qwen", MaxRunning: 2, TokenDelay: 30 * time.Millisecond}},
+				harnessOpts{appOpts: tc.opts})
+			status := make(chan int, 6)
+			for i := range 6 {
+				body := mustJSON(t, map[string]any{"model": "qwen", "stream": true, "max_tokens": 8,
+					"messages": []map[string]any{{"role": "user", "content": fmt.Sprintf("slot request %d", i)}}})
+				go func() { // not h.post: it may call t.Fatal, which only the test's goroutine may
+					res, err := h.client.Post(h.base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+					if err != nil {
+						status <- 0
+						return
+					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					status <- res.StatusCode
+				}()
+			}
+			for range 6 {
+				if s := <-status; s != http.StatusOK {
+					t.Fatalf("status %d", s)
+				}
+			}
+			e := h.explain(t, textBody(t, "qwen", "after the burst"))
+			if e.CostModel != tc.model || len(e.Candidates) != 1 {
+				t.Fatalf("cost_model %q, %d candidates", e.CostModel, len(e.Candidates))
+			}
+			c := e.Candidates[0]
+			if c.Terms.LearnedMaxRunning != tc.learned || c.ActiveRequests != 0 || c.Terms.WaitingSequences != 0 || c.Terms.QueueTokens != 0 {
+				t.Errorf("learned_max_running %d (want %d), active %d, waiting %d, queue %v",
+					c.Terms.LearnedMaxRunning, tc.learned, c.ActiveRequests, c.Terms.WaitingSequences, c.Terms.QueueTokens)
+			}
+		})
+	}
+}
