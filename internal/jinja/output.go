@@ -10,17 +10,20 @@ import (
 // replayed iteration (memo.go) its own piece that shares the recorded text instead of copying it,
 // with the recording's note. A 100k-token conversation's prompt is then a list of a few hundred
 // string headers instead of a fresh multi-megabyte copy, and routing/tokenizer keeps each
-// replayed piece's ids in its note (Tokenizer.EncodePieces).
+// replayed piece's ids in its note (Tokenizer.EncodePiecesRuns), routing/router the hashes of their
+// blocks.
 
 // Piece is one part of a rendered output; the output is the concatenation of its pieces' texts in
-// order.
+// order. It is the one piece type of the prompt-pieces path: routing/chat's Prompt is a []Piece,
+// and routing/tokenizer encodes one (Tokenizer.EncodePiecesRuns) without joining it.
 type Piece struct {
 	// Text is the piece's text. A replayed piece's text is the recorded iteration's and is shared
 	// by every render that replays it: it must not be modified (Go strings are not).
 	Text string
 	// Replayed is true for the output of one loop iteration replayed from a recorded render.
 	Replayed bool
-	// Note is the recorded iteration's note (nil when not Replayed).
+	// Note is the recorded iteration's note (nil when not Replayed). A non-nil Note marks text
+	// that recurs across renders: the same note always comes with the same text.
 	Note *Note
 }
 
@@ -108,24 +111,66 @@ func (o *outBuf) Pieces() []Piece {
 	return o.pieces
 }
 
-// Note is a slot beside one recorded iteration for a value that a consumer of the output derives
-// from the iteration's text once and keeps for as long as the recording lives (routing/tokenizer
-// keeps the text's token ids there). Its bytes are charged to the recording's owner through the
-// charge function given to ShareKeyedCharged. Safe for concurrent use.
+// Note is kept beside one recorded iteration for values that consumers of the output derive from
+// the iteration's text once and keep for as long as the recording lives: routing/tokenizer keeps
+// the text's token ids there, routing/router the hashes of the blocks inside them. Each consumer
+// has its own slot, named by a key of a type of its own (as context.Context values are), so no
+// consumer sees another's values. The bytes a slot keeps are charged to the recording's owner
+// through the charge function given to ShareKeyedCharged. The zero Note is empty and uncharged.
+// Safe for concurrent use.
 type Note struct {
-	v       atomic.Value
+	slots   atomic.Pointer[[]noteSlot] // replaced, never modified
 	charged atomic.Int64
 	charge  func(bytes int64)
 }
 
-// Load returns the value last stored, or nil.
-func (n *Note) Load() any { return n.v.Load() }
+// noteSlot is one consumer's value in a Note and the bytes it is charged.
+type noteSlot struct {
+	key, v any
+	bytes  int64
+}
 
-// Store keeps v (always of one concrete type for a given consumer) and charges the difference
-// between bytes and what the note was charged so far.
-func (n *Note) Store(v any, bytes int64) {
-	n.v.Store(v)
-	if d := bytes - n.charged.Swap(bytes); d > 0 && n.charge != nil {
+// Load returns the value last stored under key, or nil.
+func (n *Note) Load(key any) any {
+	if p := n.slots.Load(); p != nil {
+		for i := range *p {
+			if (*p)[i].key == key {
+				return (*p)[i].v
+			}
+		}
+	}
+	return nil
+}
+
+// Store keeps v under key (v always of one concrete type for a given key), replacing what was
+// stored under it, and charges the difference between the note's bytes (every slot's) and what
+// the note was charged so far.
+func (n *Note) Store(key, v any, bytes int64) {
+	var total int64
+	for {
+		old := n.slots.Load()
+		var next []noteSlot
+		if old != nil {
+			next = make([]noteSlot, 0, len(*old)+1)
+			next = append(next, *old...)
+		}
+		total = bytes
+		found := false
+		for i := range next {
+			if next[i].key == key {
+				next[i].v, next[i].bytes, found = v, bytes, true
+				continue
+			}
+			total += next[i].bytes
+		}
+		if !found {
+			next = append(next, noteSlot{key: key, v: v, bytes: bytes})
+		}
+		if n.slots.CompareAndSwap(old, &next) {
+			break
+		}
+	}
+	if d := total - n.charged.Swap(total); d > 0 && n.charge != nil {
 		n.charge(d)
 	}
 }
