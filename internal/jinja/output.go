@@ -114,63 +114,50 @@ func (o *outBuf) Pieces() []Piece {
 // Note is kept beside one recorded iteration for values that consumers of the output derive from
 // the iteration's text once and keep for as long as the recording lives: routing/tokenizer keeps
 // the text's token ids there, routing/router the hashes of the blocks inside them. Each consumer
-// has its own slot, named by a key of a type of its own (as context.Context values are), so no
-// consumer sees another's values. The bytes a slot keeps are charged to the recording's owner
-// through the charge function given to ShareKeyedCharged. The zero Note is empty and uncharged.
-// Safe for concurrent use.
+// has its own slot, named by a NoteKey it made once (NewNoteKey), so no consumer sees another's
+// values. The bytes a slot keeps are charged to the recording's owner through the charge
+// function given to ShareKeyedCharged. The zero Note is empty and uncharged. Safe for concurrent
+// use.
 type Note struct {
-	slots   atomic.Pointer[[]noteSlot] // replaced, never modified
-	charged atomic.Int64
-	charge  func(bytes int64)
+	slots  [maxNoteKeys]noteSlot
+	charge func(bytes int64)
 }
 
-// noteSlot is one consumer's value in a Note and the bytes it is charged.
+// noteSlot is one consumer's value in a Note and the bytes it was charged.
 type noteSlot struct {
-	key, v any
-	bytes  int64
+	v       atomic.Value
+	charged atomic.Int64
+}
+
+// maxNoteKeys is the number of NoteKeys a program can make: a slot per key is inline in every
+// Note, so that a consumer's Load and Store cost one atomic each and allocate nothing.
+const maxNoteKeys = 4
+
+// NoteKey names one consumer's slot in every Note. Make it once, at package initialization.
+type NoteKey struct{ i int }
+
+var noteKeys atomic.Int32
+
+// NewNoteKey returns a key no other call returned. It panics after maxNoteKeys calls (a program
+// has as many consumers of notes as it has packages that keep values there).
+func NewNoteKey() NoteKey {
+	i := int(noteKeys.Add(1)) - 1
+	if i >= maxNoteKeys {
+		panic("jinja: more than maxNoteKeys NoteKeys")
+	}
+	return NoteKey{i}
 }
 
 // Load returns the value last stored under key, or nil.
-func (n *Note) Load(key any) any {
-	if p := n.slots.Load(); p != nil {
-		for i := range *p {
-			if (*p)[i].key == key {
-				return (*p)[i].v
-			}
-		}
-	}
-	return nil
-}
+func (n *Note) Load(key NoteKey) any { return n.slots[key.i].v.Load() }
 
 // Store keeps v under key (v always of one concrete type for a given key), replacing what was
-// stored under it, and charges the difference between the note's bytes (every slot's) and what
-// the note was charged so far.
-func (n *Note) Store(key, v any, bytes int64) {
-	var total int64
-	for {
-		old := n.slots.Load()
-		var next []noteSlot
-		if old != nil {
-			next = make([]noteSlot, 0, len(*old)+1)
-			next = append(next, *old...)
-		}
-		total = bytes
-		found := false
-		for i := range next {
-			if next[i].key == key {
-				next[i].v, next[i].bytes, found = v, bytes, true
-				continue
-			}
-			total += next[i].bytes
-		}
-		if !found {
-			next = append(next, noteSlot{key: key, v: v, bytes: bytes})
-		}
-		if n.slots.CompareAndSwap(old, &next) {
-			break
-		}
-	}
-	if d := total - n.charged.Swap(total); d > 0 && n.charge != nil {
+// stored under it; bytes is what v keeps. It charges the growth of the slot's bytes over what
+// the slot was charged at the store before; a shrink is not refunded.
+func (n *Note) Store(key NoteKey, v any, bytes int64) {
+	sl := &n.slots[key.i]
+	sl.v.Store(v)
+	if d := bytes - sl.charged.Swap(bytes); d > 0 && n.charge != nil {
 		n.charge(d)
 	}
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"github.com/kvroute/kvroute/internal/jinja"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/tokenizer"
@@ -29,7 +30,7 @@ type runMemo struct {
 }
 
 // blockMemoKey is the router's slot in a piece's note.
-type blockMemoKey struct{}
+var blockMemoKey = jinja.NewNoteKey()
 
 // blockMemo is what the router keeps in a note: the hashes of the blocks inside the run of key
 // whose first block boundary is skip tokens in, for blockSize and seed.
@@ -49,7 +50,7 @@ func (m *runMemo) Load(run, skip int, dst []wire.BlockHash) bool {
 	if k.Note == nil {
 		return false
 	}
-	bm, _ := k.Note.Load(blockMemoKey{}).(*blockMemo)
+	bm, _ := k.Note.Load(blockMemoKey).(*blockMemo)
 	if bm == nil || bm.key != k || bm.skip != skip || bm.blockSize != m.blockSize || bm.seed != m.seed || len(bm.hashes) != len(dst) {
 		return false
 	}
@@ -63,5 +64,5 @@ func (m *runMemo) Store(run, skip int, hashes []wire.BlockHash) {
 		return
 	}
 	bm := &blockMemo{key: k, skip: skip, blockSize: m.blockSize, seed: m.seed, hashes: append([]wire.BlockHash(nil), hashes...)}
-	k.Note.Store(blockMemoKey{}, bm, int64(8*len(hashes))+blockMemoOverhead)
+	k.Note.Store(blockMemoKey, bm, int64(8*len(hashes))+blockMemoOverhead)
 }

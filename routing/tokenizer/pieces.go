@@ -15,7 +15,7 @@ type pieceTok struct {
 }
 
 // noteKey is the tokenizer's slot in a piece's note (jinja.Note).
-type noteKey struct{}
+var noteKey = jinja.NewNoteKey()
 
 // bytes is what the note is charged for pt: its ids and a fixed overhead.
 func (pt *pieceTok) bytes() int64 { return int64(4*len(pt.ids)) + segmentEntryOverhead }
@@ -123,14 +123,14 @@ func (t *Tokenizer) EncodePiecesRuns(pieces []jinja.Piece) Runs {
 // pieceRegion returns the region [s1, e2) of a noted piece and its ids, from the note or
 // computed and stored there, and the ids' key. e2 = 0 means the piece has no region.
 func (t *Tokenizer) pieceRegion(p *jinja.Piece) (s1, e2 int, inner []uint32, key RunKey) {
-	pt, ok := p.Note.Load(noteKey{}).(*pieceTok)
+	pt, ok := p.Note.Load(noteKey).(*pieceTok)
 	if !ok || pt.tok != t.id {
 		pt = &pieceTok{tok: t.id}
 		pt.s1, pt.e2 = t.added.region(p.Text)
 		if pt.e2 > 0 {
 			pt.ids = t.appendWithSegments(nil, p.Text[pt.s1:pt.e2], false)
 		}
-		p.Note.Store(noteKey{}, pt, pt.bytes())
+		p.Note.Store(noteKey, pt, pt.bytes())
 	}
 	return pt.s1, pt.e2, pt.ids, RunKey{Note: p.Note, tok: t.id}
 }

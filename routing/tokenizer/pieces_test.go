@@ -33,7 +33,7 @@ func encodePieces(tb testing.TB, t *Tokenizer, pieces []jinja.Piece) []uint32 {
 	var ids []uint32
 	for i, r := range runs.IDs {
 		if k := runs.Keys[i]; k != (RunKey{}) {
-			pt, _ := k.Note.Load(noteKey{}).(*pieceTok)
+			pt, _ := k.Note.Load(noteKey).(*pieceTok)
 			if k.tok != t.id || pt == nil || pt.tok != t.id || !slices.Equal(pt.ids, r) || len(r) == 0 {
 				tb.Fatalf("run %d: key %+v does not name its ids %v (note holds %+v)", i, k, r, pt)
 			}
@@ -174,7 +174,7 @@ func TestEncodePiecesAdversarialTokens(t *testing.T) {
 	}
 	reused := 0
 	for _, n := range ns {
-		if n.Load(noteKey{}) != nil {
+		if n.Load(noteKey) != nil {
 			reused++
 		}
 	}
