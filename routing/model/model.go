@@ -1,6 +1,9 @@
 // Package model loads what the router needs to know about a served model from its Hugging Face
 // directory (tokenizer.json, the chat template, config.json) and turns a request into the
-// prompt token ids the worker will compute (DESIGN.md §1 step 2).
+// prompt token ids the worker will compute (DESIGN.md §1 step 2). A text chat's prompt, rendered
+// in pieces (chat.Prompt), is encoded as it is, without joining or copying it, into runs with
+// their keys (EncodePromptRuns: the tokenizer side of the prompt-pieces seam; the router keeps the
+// block hashes of a keyed run).
 package model
 
 import (
