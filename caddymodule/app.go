@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/kvroute/kvroute/kvevents/respmap"
 	"net/http"
 	"net/netip"
 	"os"
@@ -13,10 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvroute/kvroute/kvevents/respmap"
+
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/media"
 )

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // readBody reads the whole request body with a size cap and a read deadline (DESIGN.md §1 step

@@ -13,7 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/dustin/go-humanize"
 
-	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/internal/natsutil"
 )
 
 func init() {

@@ -3,10 +3,10 @@ package caddymodule
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
-// media { image_identity pixels|bytes } (DESIGN.md §6 "Images"; media/resolver/imagecache.go).
+// media { image_identity pixels|bytes } (DESIGN.md §6 "Images"; routing/mediaresolver/imagecache.go).
 // The choice is the router's alone: the identity is forwarded to the worker as the part's uuid,
 // which vLLM uses verbatim as the item's multimodal hash, so the worker never computes it and
 // nothing about it enters the contract digest or the worker record. Replicas with different
@@ -16,7 +16,7 @@ import (
 // unmarshalImageIdentity reads image_identity's one argument into m.ImageIdentity.
 func (m *MediaConfig) unmarshalImageIdentity(d *caddyfile.Dispenser) error {
 	return oneArg(d, func(s string) error {
-		if _, err := resolver.ParseImageIdentity(s); err != nil {
+		if _, err := mediaresolver.ParseImageIdentity(s); err != nil {
 			return d.Errf("media %v", err)
 		}
 		m.ImageIdentity = s
@@ -25,9 +25,9 @@ func (m *MediaConfig) unmarshalImageIdentity(d *caddyfile.Dispenser) error {
 }
 
 // imageIdentity is the resolver's mode for m: ImagePixels unless image_identity is "bytes".
-func (m *MediaConfig) imageIdentity() (resolver.ImageIdentity, error) {
+func (m *MediaConfig) imageIdentity() (mediaresolver.ImageIdentity, error) {
 	if m == nil || m.ImageIdentity == "" {
-		return resolver.ImagePixels, nil
+		return mediaresolver.ImagePixels, nil
 	}
-	return resolver.ParseImageIdentity(m.ImageIdentity)
+	return mediaresolver.ParseImageIdentity(m.ImageIdentity)
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/kvroute/kvroute/internal/defaults"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/mediaport"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )

@@ -9,8 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )

@@ -3,13 +3,14 @@ package caddymodule
 import (
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
 )
@@ -33,7 +34,7 @@ func TestCoreSettingsFollowNewestConfig(t *testing.T) {
 	t.Cleanup(st.stopCore)
 
 	nemotron := &model.Model{Vision: true, TokenIDs: layout.TokenIDs{ImagePad: 18, VideoPad: 18}}
-	verify := subscriber.StoredFunc(func(string, []uint32, []wire.MediaKey) {})
+	verify := subscriber.StoredFunc(func(string, []uint32, []kv.MediaKey) {})
 	old, next := &App{}, &App{}
 	check := func(when string, perWorker int, imagePad, videoPad uint32, newest *App) {
 		t.Helper()

@@ -8,12 +8,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/defaults"
-	"github.com/kvroute/kvroute/kvevents/loadsync"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/loadsync"
+	"github.com/kvroute/kvroute/routing/mediaresolver"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
@@ -97,7 +97,7 @@ func (a *App) newRoutingCore(loaded *loadedModel, ec *eventCore) (*routingCore, 
 		f.Close()
 		return nil, fmt.Errorf("creating video decoder: %w", err)
 	}
-	res := resolver.New(f, dec)
+	res := mediaresolver.New(f, dec)
 	if res.ImageIdentity, err = rc.Media.imageIdentity(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("media: %w", err)

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/registry"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/router"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
 

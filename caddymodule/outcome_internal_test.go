@@ -14,10 +14,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/registry"
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/model"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/respmap"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/apis"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
 )
 

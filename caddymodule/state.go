@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // Operating state of the router and of each worker (issue 15), read by /metrics (state_metrics.go)

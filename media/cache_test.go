@@ -5,13 +5,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/media"
 )
 
 func TestCacheLRU(t *testing.T) {
 	c := media.NewCache(2, 1<<20)
-	r := func(id wire.Identity) *media.Result {
+	r := func(id kv.Identity) *media.Result {
 		return &media.Result{Identity: id, Indices: []int{1, 2}, Metadata: []byte("{}"), Frames: [][]byte{{1}}}
 	}
 	k1, k2, k3 := media.NewCacheKey([]byte("a"), "s"), media.NewCacheKey([]byte("b"), "s"), media.NewCacheKey([]byte("a"), "t")
@@ -40,7 +41,7 @@ func TestCacheLRU(t *testing.T) {
 func TestCacheBytesBound(t *testing.T) {
 	c := media.NewCache(1000, 1000)
 	for i := 0; i < 50; i++ {
-		c.Put(media.NewCacheKey([]byte{byte(i)}, "s"), &media.Result{Identity: wire.Identity(i + 1), Metadata: make([]byte, 100)})
+		c.Put(media.NewCacheKey([]byte{byte(i)}, "s"), &media.Result{Identity: kv.Identity(i + 1), Metadata: make([]byte, 100)})
 	}
 	if s := c.Stats(); s.Bytes > 1000 || s.Entries == 0 || s.Entries >= 50 {
 		t.Fatalf("stats %+v", s)

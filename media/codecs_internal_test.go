@@ -9,7 +9,7 @@ import (
 
 	"github.com/asticode/go-astiav"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 func allCodecsConfig() *DecoderConfig {

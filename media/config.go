@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/defaults"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // DecoderConfig bounds every decode (DESIGN.md §6). Zero fields take the defaults of

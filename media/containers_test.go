@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // TestOtherContainersFallBack: a clip in a real container kvroute does not open (MPEG-TS, AVI,

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 func newDecoder(t testing.TB, cfg *media.DecoderConfig) *media.Decoder {

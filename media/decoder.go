@@ -7,10 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/asticode/go-astiav"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // Sampler picks the frames to hash from a clip of totalFrames presentable frames: indices into
@@ -35,7 +36,7 @@ type Result struct {
 	// RGBBytes is len(P): T×H×W×3.
 	RGBBytes int64
 	// Identity is the XXH3-64 identity; never 0.
-	Identity wire.Identity
+	Identity kv.Identity
 	// Frames are the sampled rgb24 frames (H×W×3 bytes each), only with DecodeOptions.KeepFrames.
 	Frames [][]byte
 	// Passes is the number of decode passes run (1, or 2 when the container's count was wrong).

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // FuzzDecode feeds arbitrary bytes to the decode entry point: it must return a result with a non-zero

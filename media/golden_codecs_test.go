@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // allCodecs is the widest allow-list.

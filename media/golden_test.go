@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // goldenFile is testdata/golden/video_identity.json (see testdata/golden/README.md).

@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/zeebo/xxh3"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // Metadata is the JSON object J hashed into a video identity (DESIGN.md §3), in its key order.
@@ -109,7 +110,7 @@ func PyFloat(v float64) (string, error) {
 // packed rgb24 bytes) concatenated frame-major (DESIGN.md §3; Dynamo's hash_video_content in
 // lib/llm/src/preprocessor/media/rdma.rs). A shape that does not match the frames, an empty P or
 // a zero hash is an error with reason.IdentityError: the identity never silently becomes 0.
-func Identity(j []byte, t, h, w int, frames [][]byte) (wire.Identity, error) {
+func Identity(j []byte, t, h, w int, frames [][]byte) (kv.Identity, error) {
 	if t <= 0 || h <= 0 || w <= 0 || len(frames) != t {
 		return 0, reason.New(reason.IdentityError, "hashing video: shape %dx%dx%d with %d frames", t, h, w, len(frames))
 	}
@@ -139,15 +140,15 @@ func Identity(j []byte, t, h, w int, frames [][]byte) (wire.Identity, error) {
 	for _, f := range frames {
 		_, _ = hs.Write(f)
 	}
-	id := wire.Identity(hs.Sum64())
+	id := kv.Identity(hs.Sum64())
 	if id == 0 {
 		return 0, reason.New(reason.IdentityError, "hashing video: identity is zero")
 	}
 	return id, nil
 }
 
-// FormatIdentity is the wire form of an identity: 16 lowercase hex characters (wire.Identity.Hex).
-func FormatIdentity(id wire.Identity) string { return id.Hex() }
+// FormatIdentity is the wire form of an identity: 16 lowercase hex characters (kv.Identity.Hex).
+func FormatIdentity(id kv.Identity) string { return id.Hex() }
 
-// ParseIdentity parses the wire form (16 hex characters; wire.ParseHex).
-func ParseIdentity(s string) (wire.Identity, error) { return wire.ParseHex(s) }
+// ParseIdentity parses the wire form (16 hex characters; kv.ParseHex).
+func ParseIdentity(s string) (kv.Identity, error) { return kv.ParseHex(s) }

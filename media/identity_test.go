@@ -5,11 +5,12 @@ import (
 	"math"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/zeebo/xxh3"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 func TestPyFloat(t *testing.T) {
@@ -74,7 +75,7 @@ func TestIdentityLayout(t *testing.T) {
 	u(12)
 	b = append(b, frames[0]...)
 	b = append(b, frames[1]...)
-	if want := wire.Identity(xxh3.Hash(b)); got != want {
+	if want := kv.Identity(xxh3.Hash(b)); got != want {
 		t.Fatalf("identity %016x, one-shot %016x", got, want)
 	}
 	// One changed byte, index or shape changes it.
@@ -85,10 +86,10 @@ func TestIdentityLayout(t *testing.T) {
 	if g3, _ := media.Identity(j, 1, 2, 2, [][]byte{append(frames[0], frames[1]...)}); g3 == got {
 		t.Fatal("shape change kept the identity")
 	}
-	for _, bad := range []func() (wire.Identity, error){
-		func() (wire.Identity, error) { return media.Identity(j, 0, 1, 2, nil) },
-		func() (wire.Identity, error) { return media.Identity(j, 2, 1, 2, frames[:1]) },
-		func() (wire.Identity, error) { return media.Identity(j, 1, 1, 2, [][]byte{{1}}) },
+	for _, bad := range []func() (kv.Identity, error){
+		func() (kv.Identity, error) { return media.Identity(j, 0, 1, 2, nil) },
+		func() (kv.Identity, error) { return media.Identity(j, 2, 1, 2, frames[:1]) },
+		func() (kv.Identity, error) { return media.Identity(j, 1, 1, 2, [][]byte{{1}}) },
 	} {
 		if _, err := bad(); reason.CodeOf(err) != reason.IdentityError {
 			t.Errorf("bad shape: err %v, want identity_error", err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/asticode/go-astiav"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // Rational is a frame rate or time base as FFmpeg reports it.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/asticode/go-astiav"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 func readFile(t *testing.T, path string) []byte {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/testkit/ssrftrap"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // TestNoNestedOpens decodes every input of ssrftrap straight through the decoder (the path of

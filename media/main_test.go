@@ -13,7 +13,7 @@ import (
 	"github.com/asticode/go-astiav"
 
 	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // childEnv selects a child mode of the test binary: the CPU-flag and memory tests need a fresh

@@ -8,8 +8,8 @@ import (
 
 	"github.com/kvroute/kvroute/internal/testkit/cputime"
 
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/apis"
-	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/router"

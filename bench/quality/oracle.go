@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/sim"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // chains returns every request's block chain as the simulated worker computes it (its own
@@ -27,7 +28,7 @@ func chains(ctx context.Context, fe *sim.Frontend, bc *sim.BlockCache, reqs []re
 
 // distinctBlocks counts the distinct complete blocks of the workload.
 func distinctBlocks(chs []*sim.Chain) int {
-	seen := map[wire.EngineHash]struct{}{}
+	seen := map[kv.EngineHash]struct{}{}
 	for _, ch := range chs {
 		for _, h := range ch.Hashes {
 			seen[h] = struct{}{}

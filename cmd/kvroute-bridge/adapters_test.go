@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
 )
 

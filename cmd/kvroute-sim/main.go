@@ -47,9 +47,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/routing/apis"
 	"github.com/kvroute/kvroute/routing/mediaport"

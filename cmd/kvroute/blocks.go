@@ -7,8 +7,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/blocks"
 )
 
 // maxBlocksInput bounds the JSON read by `kvroute blocks` from stdin.
@@ -71,7 +72,7 @@ func blocksCmd(args []string, stdin io.Reader) (any, error) {
 	}
 	spans := make([]blocks.Span, len(in.Spans))
 	for i, s := range in.Spans {
-		id, err := wire.ParseHex(s.Identity)
+		id, err := kv.ParseHex(s.Identity)
 		if err != nil {
 			return nil, fmt.Errorf("decoding span %d: %w", i, err)
 		}

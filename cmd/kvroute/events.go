@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // maxBatchBytes bounds the batch read by `kvroute events` (NATS' largest configurable payload).

@@ -12,9 +12,9 @@ import (
 
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/mediaport"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // maxIdentityFile bounds the clip read by `kvroute identity` (DESIGN.md §6 fetched-size cap).

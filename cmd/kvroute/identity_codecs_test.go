@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // codecsGolden is the part of testdata/golden/video_identity_codecs.json this test reads.

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/testkit/ssrftrap"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // TestIdentityNoNestedOpens runs `kvroute identity` on every ssrftrap input, as a FILE under its

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 const clipDir = "../../testdata/video/"

@@ -1,12 +1,12 @@
 // Package extrakeys writes a BlockStored's extra_keys the way vLLM does, for a simulated worker
 // (internal/sim) and the tests that encode worker events. The router never writes extra_keys; it
 // reads them back with kvevents/normalize. It lives outside kvevents/codec so the production codec
-// does not import routing/blocks (issue 17).
+// does not import kv/blocks (issue 17).
 package extrakeys
 
 import (
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // For builds a BlockStored's per-block extra_keys the way vLLM does

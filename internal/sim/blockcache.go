@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/extrakeys"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // mediumGPU is the cache tier of every block the simulator stores.
@@ -43,7 +44,7 @@ type Chain struct {
 	// Keys are the per-block extra_keys (nil for a block without any).
 	Keys [][]codec.ExtraKey
 	// Hashes are the engine block hashes, chained from the first block.
-	Hashes []wire.EngineHash
+	Hashes []kv.EngineHash
 	// LoRAName and LoRAID are the prompt's adapter, published with its blocks.
 	LoRAName string
 	LoRAID   int64
@@ -76,8 +77,8 @@ type BlockCache struct {
 	// mu protects entries and lru, and orders the events handed to Commit's emit callback. Lock
 	// order: docs/LOCKS.md.
 	mu      sync.Mutex
-	entries map[wire.EngineHash]*list.Element // engine hash → element of lru (Value: the hash)
-	lru     *list.List                        // front: most recently used
+	entries map[kv.EngineHash]*list.Element // engine hash → element of lru (Value: the hash)
+	lru     *list.List                      // front: most recently used
 }
 
 // NewBlockCache returns an empty cache; cfg may be nil.
@@ -103,7 +104,7 @@ func NewBlockCache(cfg *BlockCacheConfig) (*BlockCache, error) {
 	if c.KeyStyle != codec.PairKeys && c.KeyStyle != codec.BareKeys {
 		return nil, fmt.Errorf("creating block cache: unknown extra keys style %d", c.KeyStyle)
 	}
-	return &BlockCache{cfg: c, entries: map[wire.EngineHash]*list.Element{}, lru: list.New()}, nil
+	return &BlockCache{cfg: c, entries: map[kv.EngineHash]*list.Element{}, lru: list.New()}, nil
 }
 
 // Config returns the effective configuration.
@@ -162,10 +163,10 @@ func (c *BlockCache) Chain(p *Prompt) (*Chain, error) {
 			}
 		}
 	}
-	ch := &Chain{NumTokens: len(p.Tokens), Tokens: p.Tokens[: nb*bs : nb*bs], Keys: keys, Hashes: make([]wire.EngineHash, nb),
+	ch := &Chain{NumTokens: len(p.Tokens), Tokens: p.Tokens[: nb*bs : nb*bs], Keys: keys, Hashes: make([]kv.EngineHash, nb),
 		LoRAName: p.LoRAName, LoRAID: p.LoRAID}
 	for b := 0; b < nb; b++ {
-		var parent wire.EngineHash
+		var parent kv.EngineHash
 		if b > 0 {
 			parent = ch.Hashes[b-1]
 		}
@@ -211,7 +212,7 @@ func (c *BlockCache) Commit(ch *Chain, emit func([]codec.Event)) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first := c.prefixLocked(ch)
-	pinned := make(map[wire.EngineHash]struct{}, len(ch.Hashes))
+	pinned := make(map[kv.EngineHash]struct{}, len(ch.Hashes))
 	missing := 0
 	for i, h := range ch.Hashes {
 		pinned[h] = struct{}{}
@@ -219,10 +220,10 @@ func (c *BlockCache) Commit(ch *Chain, emit func([]codec.Event)) int {
 			missing++
 		}
 	}
-	var removed []wire.EngineHash
+	var removed []kv.EngineHash
 	for e := c.lru.Back(); e != nil && c.lru.Len()+missing > c.cfg.Capacity; {
 		prev := e.Prev()
-		h := e.Value.(wire.EngineHash)
+		h := e.Value.(kv.EngineHash)
 		if _, ok := pinned[h]; !ok {
 			c.lru.Remove(e)
 			delete(c.entries, h)
@@ -248,7 +249,7 @@ func (c *BlockCache) Commit(ch *Chain, emit func([]codec.Event)) int {
 	}
 	if last > first {
 		bs := c.cfg.BlockSize
-		ev := codec.Event{Type: codec.BlockStored, BlockHashes: append([]wire.EngineHash(nil), ch.Hashes[first:last]...),
+		ev := codec.Event{Type: codec.BlockStored, BlockHashes: append([]kv.EngineHash(nil), ch.Hashes[first:last]...),
 			TokenIDs: ch.Tokens[first*bs : last*bs : last*bs], BlockSize: bs, Medium: mediumGPU, HasMedium: true,
 			ExtraKeys: ch.Keys[first:last:last], HasExtraKeys: true,
 			LoRAName: ch.LoRAName, HasLoRAName: ch.LoRAName != "", LoRAID: ch.LoRAID, HasLoRAID: ch.LoRAName != ""}
@@ -289,7 +290,7 @@ func (c *BlockCache) prefixLocked(ch *Chain) int {
 // touchLocked makes the blocks of hs (a chain prefix) the most recently used, the first block last
 // so that it is evicted after the blocks that depend on it (vLLM frees a request's blocks tail
 // first for the same reason).
-func (c *BlockCache) touchLocked(hs []wire.EngineHash) {
+func (c *BlockCache) touchLocked(hs []kv.EngineHash) {
 	for i := len(hs) - 1; i >= 0; i-- {
 		if e, ok := c.entries[hs[i]]; ok {
 			c.lru.MoveToFront(e)

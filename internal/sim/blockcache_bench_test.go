@@ -3,10 +3,11 @@ package sim_test
 import (
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // BenchmarkChainAndCommit hashes a 10 000-token prompt with a video span (625 blocks) and commits
@@ -19,8 +20,8 @@ func BenchmarkChainAndCommit(b *testing.B) {
 	prompts := make([]*sim.Prompt, 2)
 	for i := range prompts {
 		toks := seqTokens(10000, uint32(i)*20000)
-		prompts[i] = &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 100, End: 9000, Identity: wire.Identity(i + 1), Kind: blocks.Video}},
-			Identifiers: []string{wire.Identity(i + 1).UUID()}}
+		prompts[i] = &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 100, End: 9000, Identity: kv.Identity(i + 1), Kind: blocks.Video}},
+			Identifiers: []string{kv.Identity(i + 1).UUID()}}
 	}
 	events := 0
 	b.ReportAllocs()

@@ -4,10 +4,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/sim"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 func seqTokens(n int, base uint32) []uint32 {
@@ -60,9 +61,9 @@ func TestChainDependsOnPrefixKeysAndSalt(t *testing.T) {
 	}
 	toks := seqTokens(12, 7)
 	span := []blocks.Span{{Start: 5, End: 7, Identity: 0xabc, Kind: blocks.Image}}
-	base := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{wire.Identity(0xabc).UUID()}})
-	other := chain(t, c, &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 5, End: 7, Identity: 0xabd, Kind: blocks.Image}}, Identifiers: []string{wire.Identity(0xabd).UUID()}})
-	salted := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{wire.Identity(0xabc).UUID()}, CacheSalt: "s"})
+	base := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{kv.Identity(0xabc).UUID()}})
+	other := chain(t, c, &sim.Prompt{Tokens: toks, Spans: []blocks.Span{{Start: 5, End: 7, Identity: 0xabd, Kind: blocks.Image}}, Identifiers: []string{kv.Identity(0xabd).UUID()}})
+	salted := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{kv.Identity(0xabc).UUID()}, CacheSalt: "s"})
 	verbatim := chain(t, c, &sim.Prompt{Tokens: toks, Spans: span, Identifiers: []string{"client-uuid"}})
 	if base.Hashes[0] != other.Hashes[0] || base.Hashes[1] == other.Hashes[1] || base.Hashes[2] == other.Hashes[2] {
 		t.Errorf("identity: %x vs %x", base.Hashes, other.Hashes)
@@ -103,8 +104,8 @@ func TestEvictionPublishesBlockRemoved(t *testing.T) {
 		t.Errorf("first store %+v", st)
 	}
 	rm, st2 := got[1][0], got[1][1]
-	if rm.Type != codec.BlockRemoved || !slices.Equal(rm.BlockHashes, []wire.EngineHash{a.Hashes[2], a.Hashes[1]}) {
-		t.Errorf("removed %+v, want %x", rm, []wire.EngineHash{a.Hashes[2], a.Hashes[1]})
+	if rm.Type != codec.BlockRemoved || !slices.Equal(rm.BlockHashes, []kv.EngineHash{a.Hashes[2], a.Hashes[1]}) {
+		t.Errorf("removed %+v, want %x", rm, []kv.EngineHash{a.Hashes[2], a.Hashes[1]})
 	}
 	if st2.Type != codec.BlockStored || !slices.Equal(st2.BlockHashes, b.Hashes) || !slices.Equal(st2.TokenIDs, seqTokens(12, 500)) {
 		t.Errorf("second store %+v", st2)

@@ -9,7 +9,7 @@
 // With a Frontend (the default of the command), a request is handled as vLLM handles it:
 //
 //   - Frontend.Prepare renders the chat template and tokenizes with the model folder, fetches and
-//     decodes every media part itself with the contract it publishes (media/resolver), takes a
+//     decodes every media part itself with the contract it publishes (routing/mediaresolver), takes a
 //     client uuid verbatim as the item's identifier (else its own content identity in kvroute's
 //     forwarded form, hex16 + 48 zeros) and expands the placeholders with routing/layout's Qwen3-VL
 //     adapter. Oracle mode takes the worker-visible tokens from a file instead and reads the media

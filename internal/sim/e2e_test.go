@@ -12,14 +12,15 @@ import (
 	"os"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/media/resolver"
-	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/mediaresolver"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -49,14 +50,14 @@ func mediaServer(t *testing.T) string {
 	return ts.URL
 }
 
-func loopbackResolver(t *testing.T) *resolver.Resolver { return testkit.LoopbackResolver(t) }
+func loopbackResolver(t *testing.T) *mediaresolver.Resolver { return testkit.LoopbackResolver(t) }
 
 // TestRouterAndSimulatorAgree is the end-to-end property: a request with a real VP9 clip and a PNG
 // is routed by routing/router (which decodes the media, forwards the identities as uuids and
 // scores two simulators), sent to the chosen simulator (which renders, decodes and expands it
 // itself, with its own fetcher and decoder), and the simulator's KV events, decoded and normalized
 // as the router does, are indexed for that worker. Then:
-//   - every normalized local hash equals routing/blocks' hash of an independent expansion of the
+//   - every normalized local hash equals kv/blocks' hash of an independent expansion of the
 //     request with the same identities, block for block, and the event count equals the router's
 //     total blocks; the simulator's prompt length equals the router's;
 //   - the router's run-time layout verification of every block carrying a forwarded identity
@@ -191,8 +192,8 @@ func routeAndSimulate(t *testing.T, form codec.Form, style codec.ExtraKeysStyle)
 
 // independentHashes expands the forwarded body without the simulator's or the router's code
 // paths above routing/layout: its own resolver for the layouts, the uuids for the identities,
-// then routing/blocks.
-func independentHashes(t *testing.T, ctx context.Context, body []byte) []wire.BlockHash {
+// then kv/blocks.
+func independentHashes(t *testing.T, ctx context.Context, body []byte) []kv.BlockHash {
 	t.Helper()
 	m, lm := testkit.Models(t, modelDir)
 	c, err := layout.ParseContract([]byte(sim.HubContract))
@@ -207,7 +208,7 @@ func independentHashes(t *testing.T, ctx context.Context, body []byte) []wire.Bl
 	res := loopbackResolver(t)
 	items := make([]layout.Media, len(req.Media))
 	for i, p := range req.Media {
-		id, ok := wire.ParseUUID(p.UUID)
+		id, ok := kv.ParseUUID(p.UUID)
 		if !ok {
 			t.Fatalf("part %d has no forwarded uuid: %q", i, p.UUID)
 		}
@@ -252,10 +253,10 @@ func verifyEvents(t *testing.T, r *router.Router, worker string, msgs []sim.Mess
 		}
 		for _, ev := range b.Events {
 			for i := range ev.BlockHashes {
-				var keys []wire.MediaKey
+				var keys []kv.MediaKey
 				for _, k := range ev.ExtraKeys[i] {
-					if id, ok := wire.ParseUUID(k.Str); ok {
-						keys = append(keys, wire.MediaKey{Identity: id, Offset: k.Offset, HasOffset: k.Kind == codec.KeyPair})
+					if id, ok := kv.ParseUUID(k.Str); ok {
+						keys = append(keys, kv.MediaKey{Identity: id, Offset: k.Offset, HasOffset: k.Kind == codec.KeyPair})
 					}
 				}
 				if len(keys) > 0 {

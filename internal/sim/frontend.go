@@ -11,11 +11,11 @@ import (
 
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/mediaresolver"
 	"github.com/kvroute/kvroute/routing/model"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/router"
 )
 
@@ -42,7 +42,7 @@ type FrontendConfig struct {
 	// ones the simulator applies to its own decodes. Default: HubContract, or
 	// layout.NemotronContractJSON for a Nemotron 3 Nano Omni model folder.
 	Contract []byte
-	// Media fetches and decodes media parts. Default: media/resolver over a fetcher built from
+	// Media fetches and decodes media parts. Default: routing/mediaresolver over a fetcher built from
 	// Fetch and a decoder with the DESIGN.md §6 defaults.
 	Media router.Media
 	// Fetch configures the default fetcher. Default: fetch.DefaultConfig with loopback and private
@@ -155,7 +155,7 @@ func NewFrontend(cfg *FrontendConfig) (*Frontend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating simulator frontend: %w", err)
 		}
-		res := resolver.New(fe, dec)
+		res := mediaresolver.New(fe, dec)
 		res.Codecs = c.Codecs
 		f.media = res
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 type simUsage struct {

@@ -4,15 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // noneHash is the parent of a chain's first block: vLLM's NONE_HASH, the hash of a fixed seed
 // string (vllm/v1/core/kv_cache_utils.py init_none_hash with PYTHONHASHSEED set).
-var noneHash = func() wire.EngineHash {
+var noneHash = func() kv.EngineHash {
 	s := sha256.Sum256([]byte("kvroute-sim NONE_HASH"))
-	return wire.EngineHash(binary.BigEndian.Uint64(s[24:]))
+	return kv.EngineHash(binary.BigEndian.Uint64(s[24:]))
 }()
 
 // EngineBlockHash is the simulator's engine block hash of one complete block, chained like vLLM's
@@ -20,7 +21,7 @@ var noneHash = func() wire.EngineHash {
 // the first block of a prompt), the block's token ids and its extra keys, and the last 8 bytes
 // read big-endian, as vLLM turns an ExternalBlockHash into an int event hash. It is published as a
 // signed int64 (bitwise). tokens and keys are only read.
-func EngineBlockHash(parent wire.EngineHash, hasParent bool, tokens []uint32, keys []codec.ExtraKey) wire.EngineHash {
+func EngineBlockHash(parent kv.EngineHash, hasParent bool, tokens []uint32, keys []codec.ExtraKey) kv.EngineHash {
 	if !hasParent {
 		parent = noneHash
 	}
@@ -43,5 +44,5 @@ func EngineBlockHash(parent wire.EngineHash, hasParent bool, tokens []uint32, ke
 	_, _ = h.Write(buf)
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
-	return wire.EngineHash(binary.BigEndian.Uint64(sum[24:]))
+	return kv.EngineHash(binary.BigEndian.Uint64(sum[24:]))
 }

@@ -7,11 +7,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/router"
 )
@@ -21,7 +22,7 @@ const modelDir = "../../testdata/golden/qwen3vl-test-model"
 // fakeMedia answers every video URL with the facts of the 10 s 640×360 30 fps fixture and every
 // image URL with a 640×480 image, under the identities given per URL.
 type fakeMedia struct {
-	identity map[string]wire.Identity
+	identity map[string]kv.Identity
 }
 
 func (f *fakeMedia) Video(_ context.Context, url string, c *layout.Contract) (*router.VideoInfo, error) {

@@ -1,8 +1,8 @@
 package sim
 
 import (
+	"github.com/kvroute/kvroute/kv"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // KV cache groups of the simulated hybrid worker (PublisherConfig.Hybrid), as vLLM numbers a
@@ -45,7 +45,7 @@ func hybridEvents(events []codec.Event) []codec.Event {
 				GroupIdx: hybridMambaGroup, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
 			out = append(out, mamba)
 			if ev.HasParent {
-				out = append(out, codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{ev.Parent}, Medium: ev.Medium,
+				out = append(out, codec.Event{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{ev.Parent}, Medium: ev.Medium,
 					HasMedium: ev.HasMedium, GroupIdx: hybridMambaGroup, HasGroupIdx: true})
 			}
 		case codec.BlockRemoved:

@@ -4,10 +4,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // TestHybridEventsThroughTheFilter publishes a chain and its extension as the hybrid worker does and
@@ -20,14 +21,14 @@ func TestHybridEventsThroughTheFilter(t *testing.T) {
 	for i := range toks {
 		toks[i] = uint32(i % 7000)
 	}
-	first := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1, 2}, TokenIDs: toks[:2*bs], BlockSize: bs, Medium: "GPU", HasMedium: true}
-	ext := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{3}, Parent: 2, HasParent: true, TokenIDs: toks[2*bs:], BlockSize: bs, Medium: "GPU", HasMedium: true}
-	evict := codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{3}, Medium: "GPU", HasMedium: true}
+	first := codec.Event{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1, 2}, TokenIDs: toks[:2*bs], BlockSize: bs, Medium: "GPU", HasMedium: true}
+	ext := codec.Event{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{3}, Parent: 2, HasParent: true, TokenIDs: toks[2*bs:], BlockSize: bs, Medium: "GPU", HasMedium: true}
+	evict := codec.Event{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{3}, Medium: "GPU", HasMedium: true}
 	n, err := normalize.New(normalize.Config{Blocks: blocks.Config{BlockSize: bs, ImagePad: 151655, VideoPad: 151656}, Encoding: codec.VLLM})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored, removed []wire.EngineHash
+	var stored, removed []kv.EngineHash
 	var reasons []string
 	for _, evs := range [][]codec.Event{{first}, {ext}, {evict}} {
 		raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1, Events: hybridEvents(evs), HasDPRank: true}, codec.ArrayForm, codec.MapForm)
@@ -49,7 +50,7 @@ func TestHybridEventsThroughTheFilter(t *testing.T) {
 			reasons = append(reasons, bt.Events[f.Event].Type.String()+" "+f.Reason.String())
 		}
 	}
-	if !slices.Equal(stored, []wire.EngineHash{1, 2, 3}) || !slices.Equal(removed, []wire.EngineHash{3}) {
+	if !slices.Equal(stored, []kv.EngineHash{1, 2, 3}) || !slices.Equal(removed, []kv.EngineHash{3}) {
 		t.Errorf("indexed stored %v removed %v, want [1 2 3] and [3]", stored, removed)
 	}
 	want := []string{"BlockStored kind_not_admitted", "BlockStored kind_not_admitted", "BlockRemoved group_kind_not_admitted", "BlockRemoved group_kind_not_admitted"}

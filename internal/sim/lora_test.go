@@ -10,8 +10,8 @@ import (
 
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // tenantSeed is the seed of LoRA "tenant-42" in testdata/golden/block_hash.jsonl (bh_seed_006).

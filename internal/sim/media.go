@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/zeebo/xxh3"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // item is one resolved media part.
@@ -21,7 +22,7 @@ type item struct {
 	// identity is the item's identity as a number: the forwarded uuid's value, the simulator's own
 	// content identity, or (for an identifier of another form) an XXH3-64 of the identifier, used
 	// only to tell items apart.
-	identity wire.Identity
+	identity kv.Identity
 	// identifier is the item's multimodal identifier in extra_keys.
 	identifier string
 	// media is the item's layout (nil layouts when it was not needed).
@@ -62,7 +63,7 @@ func (f *Frontend) resolve(ctx context.Context, p chat.MediaPart, kwargs []byte,
 		return it, err
 	}
 	if !p.HasUUID {
-		it.identifier = wire.Identity(own).UUID()
+		it.identifier = kv.Identity(own).UUID()
 		if len(kwargs) > 0 {
 			it.identifier = mixIdentifier(it.identifier, kwargs)
 		}
@@ -75,11 +76,11 @@ func (f *Frontend) resolve(ctx context.Context, p chat.MediaPart, kwargs []byte,
 
 // identityOf returns the number an identifier stands for: its value when it has kvroute's forwarded
 // form, else XXH3-64 of the string.
-func identityOf(identifier string) wire.Identity {
-	if id, ok := wire.ParseUUID(identifier); ok {
+func identityOf(identifier string) kv.Identity {
+	if id, ok := kv.ParseUUID(identifier); ok {
 		return id
 	}
-	return wire.Identity(xxh3.HashString(identifier))
+	return kv.Identity(xxh3.HashString(identifier))
 }
 
 // mixIdentifier is the identifier of an item whose processing kwargs are set: 64 hex digits of
@@ -95,7 +96,7 @@ func mixIdentifier(identifier string, kwargs []byte) string {
 
 // decode fetches and decodes a part with the simulator's contract and returns its own content
 // identity (DESIGN.md §3 for video, the pixel hash for images) and its layout.
-func (f *Frontend) decode(ctx context.Context, p chat.MediaPart) (wire.Identity, layout.Media, error) {
+func (f *Frontend) decode(ctx context.Context, p chat.MediaPart) (kv.Identity, layout.Media, error) {
 	if p.Kind == blocks.Image && f.nemotron != nil {
 		return 0, layout.Media{}, fmt.Errorf("the simulator does not lay out images for adapter %s", layout.AdapterNemotronOmni)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
 )
 
 // maxTimestampTokens bounds the tokens of one timestamp text ("<12345.5 seconds>" is under 12).

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/sim"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/router"
 )
 
@@ -30,7 +31,7 @@ var mixedBody = `{"model":"qwen","messages":[{"role":"user","content":[` +
 // without uuids it decodes the media for its own identities. Oracle tokens that hold other media
 // than the request are an error.
 func TestOracleSpans(t *testing.T) {
-	fm := &fakeMedia{identity: map[string]wire.Identity{videoURL: 0x77, imageURL: 0x88}}
+	fm := &fakeMedia{identity: map[string]kv.Identity{videoURL: 0x77, imageURL: 0x88}}
 	// The older layout (no outer vision pair around a video, whole-prompt timestamp tokenization)
 	// reads the same way.
 	legacy := strings.NewReplacer(`"bare_video_token"`, `"vision_wrapped_video_token"`, `"spliced"`, `"whole"`,
@@ -93,7 +94,7 @@ func TestOracleSpans(t *testing.T) {
 // TestUUIDOnlyPart sends an item by uuid alone after it was processed once (vLLM's processor
 // cache); an unknown uuid-only item is a 400-class request error.
 func TestUUIDOnlyPart(t *testing.T) {
-	fm := &fakeMedia{identity: map[string]wire.Identity{videoURL: 0x77, imageURL: 0x88}}
+	fm := &fakeMedia{identity: map[string]kv.Identity{videoURL: 0x77, imageURL: 0x88}}
 	f := newFrontend(t, fm, nil)
 	first, err := f.Prepare(context.Background(), []byte(mixedBody))
 	if err != nil {

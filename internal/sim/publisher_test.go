@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/sim"
@@ -57,7 +59,7 @@ func TestPublishAndReplay(t *testing.T) {
 	}
 	var sent [][]byte
 	for i := range 3 {
-		ev := codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{wire.EngineHash(i + 1), 1 << 63}, Medium: "GPU", HasMedium: true}
+		ev := codec.Event{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{kv.EngineHash(i + 1), 1 << 63}, Medium: "GPU", HasMedium: true}
 		seq, err := pub.Publish([]codec.Event{ev})
 		if err != nil || seq != uint64(i) {
 			t.Fatalf("publish %d: seq %d, %v", i, seq, err)
@@ -72,7 +74,7 @@ func TestPublishAndReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b.Events) != 1 || b.Events[0].Type != codec.BlockRemoved || b.Events[0].BlockHashes[0] != wire.EngineHash(i+1) || b.Events[0].BlockHashes[1] != 1<<63 || !b.HasDPRank || b.DPRank != 0 {
+		if len(b.Events) != 1 || b.Events[0].Type != codec.BlockRemoved || b.Events[0].BlockHashes[0] != kv.EngineHash(i+1) || b.Events[0].BlockHashes[1] != 1<<63 || !b.HasDPRank || b.DPRank != 0 {
 			t.Fatalf("batch %d decoded %+v", i, b)
 		}
 		sent = append(sent, m.Data)

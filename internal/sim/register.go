@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Registration is the simulator's worker record in the kvroute registry: written at Start,
@@ -42,7 +43,7 @@ func Register(ctx context.Context, natsURL, endpoint string, s *Server, logger *
 // size, dp_size 1, its contract and features.
 func (s *Server) Record(endpoint string) registry.Worker {
 	return registry.Worker{
-		WorkerID: s.cfg.WorkerID, Endpoint: endpoint, Model: s.cfg.Model, Engine: wire.EngineVLLM,
+		WorkerID: s.cfg.WorkerID, Endpoint: endpoint, Model: s.cfg.Model, Engine: kv.EngineVLLM,
 		EngineVersion: "kvroute-sim", BlockSize: s.cfg.BlockSize, DPSize: 1,
 		Features: s.cfg.Features, Contract: s.cfg.Contract, Adapters: s.Adapters(),
 	}

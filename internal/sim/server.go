@@ -8,13 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kvroute/kvroute/routing/apis"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvroute/kvroute/routing/apis"
 
 	"go.uber.org/zap"
 

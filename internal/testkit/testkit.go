@@ -11,29 +11,29 @@ import (
 
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/media/resolver"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
+	"github.com/kvroute/kvroute/routing/mediaresolver"
 	"github.com/kvroute/kvroute/routing/model"
 )
 
 // LoopbackResolver returns a media resolver whose fetcher may reach loopback test servers, with
 // the default decoder; its fetcher is closed when the test ends.
-func LoopbackResolver(tb testing.TB) *resolver.Resolver {
+func LoopbackResolver(tb testing.TB) *mediaresolver.Resolver {
 	tb.Helper()
 	return Resolver(tb, true)
 }
 
 // Resolver returns a media resolver with the default fetch policy (loopback servers allowed when
 // allowLoopback) and the default decoder; its fetcher is closed when the test ends.
-func Resolver(tb testing.TB, allowLoopback bool) *resolver.Resolver {
+func Resolver(tb testing.TB, allowLoopback bool) *mediaresolver.Resolver {
 	tb.Helper()
 	return ResolverCodecs(tb, allowLoopback, nil)
 }
 
 // ResolverCodecs is Resolver whose decoder (and allow-list) takes the video codecs listed (nil:
 // vp8 and vp9).
-func ResolverCodecs(tb testing.TB, allowLoopback bool, codecs []string) *resolver.Resolver {
+func ResolverCodecs(tb testing.TB, allowLoopback bool, codecs []string) *mediaresolver.Resolver {
 	tb.Helper()
 	fc := fetch.DefaultConfig()
 	fc.AllowLoopback = allowLoopback
@@ -46,7 +46,7 @@ func ResolverCodecs(tb testing.TB, allowLoopback bool, codecs []string) *resolve
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r := resolver.New(f, d)
+	r := mediaresolver.New(f, d)
 	r.Codecs = codecs
 	return r
 }

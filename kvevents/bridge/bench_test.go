@@ -9,10 +9,10 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
 

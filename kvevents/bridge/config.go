@@ -9,12 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/defaults"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -155,7 +156,7 @@ func (w *WorkerConfig) Normalize() error {
 	if w.Model == "" {
 		return fmt.Errorf("%w: worker %s: model is empty", ErrConfig, w.WorkerID)
 	}
-	if w.Engine != wire.EngineVLLM && w.Engine != wire.EngineSGLang {
+	if w.Engine != kv.EngineVLLM && w.Engine != kv.EngineSGLang {
 		return fmt.Errorf("%w: worker %s: engine %q must be vllm or sglang", ErrConfig, w.WorkerID, w.Engine)
 	}
 	if w.Encoding == "" {
@@ -164,7 +165,7 @@ func (w *WorkerConfig) Normalize() error {
 	if e, err := codec.ParseEncoding(w.Encoding); err != nil || (e != codec.VLLM && e != codec.SGLang) {
 		return fmt.Errorf("%w: worker %s: encoding %q must be vllm or sglang", ErrConfig, w.WorkerID, w.Encoding)
 	}
-	if w.BlockSize == 0 && w.Engine == wire.EngineSGLang {
+	if w.BlockSize == 0 && w.Engine == kv.EngineSGLang {
 		return fmt.Errorf("%w: worker %s: block_size (SGLang's --page-size) is required for sglang workers", ErrConfig, w.WorkerID)
 	}
 	if w.BlockSize < 0 {

@@ -11,15 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // testBlocks is the block rule of the golden test model (Qwen3-VL pad ids).
@@ -34,7 +36,7 @@ type applier struct {
 	idx   *index.Index
 	norms map[index.WorkerKey]*normalize.Normalizer
 	// paths maps every stored engine hash to its block (for the root paths the indexes are compared on).
-	blocks map[wire.EngineHash]normalize.Stored
+	blocks map[kv.EngineHash]normalize.Stored
 	// decodeErrors counts batches that did not decode.
 	decodeErrors int
 }
@@ -44,7 +46,7 @@ func newApplier(t testing.TB) *applier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &applier{t: t, enc: codec.VLLM, idx: idx, norms: map[index.WorkerKey]*normalize.Normalizer{}, blocks: map[wire.EngineHash]normalize.Stored{}}
+	return &applier{t: t, enc: codec.VLLM, idx: idx, norms: map[index.WorkerKey]*normalize.Normalizer{}, blocks: map[kv.EngineHash]normalize.Stored{}}
 }
 
 func (a *applier) norm(k index.WorkerKey) *normalize.Normalizer {
@@ -92,7 +94,7 @@ func (a *applier) clear(k index.WorkerKey) {
 
 // digest describes an index for comparison: sizes per worker, and the overlap every worker has with
 // the root path of every block either side ever stored.
-func digest(idx *index.Index, known ...map[wire.EngineHash]normalize.Stored) string {
+func digest(idx *index.Index, known ...map[kv.EngineHash]normalize.Stored) string {
 	st := idx.Stats()
 	ws := slices.Clone(st.Workers)
 	slices.SortFunc(ws, func(a, b index.WorkerStats) int { return strings.Compare(a.Worker.String(), b.Worker.String()) })
@@ -101,19 +103,19 @@ func digest(idx *index.Index, known ...map[wire.EngineHash]normalize.Stored) str
 	for _, w := range ws {
 		fmt.Fprintf(&sb, "worker %s blocks=%d entries=%d\n", w.Worker, w.Blocks, w.Entries)
 	}
-	all := map[wire.EngineHash]normalize.Stored{}
+	all := map[kv.EngineHash]normalize.Stored{}
 	for _, m := range known {
 		for h, s := range m {
 			all[h] = s
 		}
 	}
-	hashes := make([]wire.EngineHash, 0, len(all))
+	hashes := make([]kv.EngineHash, 0, len(all))
 	for h := range all {
 		hashes = append(hashes, h)
 	}
 	slices.Sort(hashes)
 	for _, h := range hashes {
-		var path []wire.BlockHash
+		var path []kv.BlockHash
 		for cur, ok := all[h], true; ok && len(path) <= len(all); {
 			path = append(path, cur.LocalHash)
 			if !cur.HasParent {

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	zmq "github.com/pebbe/zmq4"
 
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // fakeEngine is the KV event side of a vLLM/SGLang engine as vllm/distributed/kv_events.py
@@ -276,7 +277,7 @@ func tcpEP(port int) string { return "tcp://127.0.0.1:" + strconv.Itoa(port) }
 type eventGen struct {
 	rng       *rand.Rand
 	blockSize int
-	tails     []wire.EngineHash // engine hashes of chain ends that may be extended or removed
+	tails     []kv.EngineHash // engine hashes of chain ends that may be extended or removed
 	ts        float64
 }
 
@@ -295,7 +296,7 @@ func (g *eventGen) batch(t testing.TB, i, dp int) []byte {
 	for range 1 + g.rng.IntN(3) {
 		if len(g.tails) > 2 && g.rng.IntN(5) == 0 {
 			k := g.rng.IntN(len(g.tails))
-			b.Events = append(b.Events, codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{g.tails[k]}, Medium: "GPU", HasMedium: true})
+			b.Events = append(b.Events, codec.Event{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{g.tails[k]}, Medium: "GPU", HasMedium: true})
 			g.tails = append(g.tails[:k], g.tails[k+1:]...)
 			continue
 		}
@@ -307,7 +308,7 @@ func (g *eventGen) batch(t testing.TB, i, dp int) []byte {
 		}
 		n := 1 + g.rng.IntN(3)
 		for range n {
-			ev.BlockHashes = append(ev.BlockHashes, wire.EngineHash(g.rng.Uint64()))
+			ev.BlockHashes = append(ev.BlockHashes, kv.EngineHash(g.rng.Uint64()))
 			for range g.blockSize {
 				ev.TokenIDs = append(ev.TokenIDs, uint32(g.rng.IntN(150000)))
 			}

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kvroute/kvroute/internal/testkit/wait"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // hybridBatch is a hybrid vLLM batch with the group order reversed: a Mamba group 0, listed first,
@@ -24,9 +25,9 @@ func hybridBatch(t *testing.T, bs, mambaBS int) []byte {
 	for i := range toks {
 		toks[i] = uint32(1000 + i%5000)
 	}
-	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{22}, TokenIDs: toks, BlockSize: mambaBS,
+	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{22}, TokenIDs: toks, BlockSize: mambaBS,
 		Medium: "GPU", HasMedium: true, GroupIdx: 0, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
-	full := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{21, 22}, TokenIDs: toks, BlockSize: bs,
+	full := codec.Event{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{21, 22}, TokenIDs: toks, BlockSize: bs,
 		Medium: "GPU", HasMedium: true, GroupIdx: 1, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true}
 	raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1.5, Events: []codec.Event{mamba, full}, HasDPRank: true}, codec.ArrayForm, codec.MapForm)
 	if err != nil {

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kv"
 	"github.com/kvroute/kvroute/kvevents/registry"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // maxRegisterRetry caps the backoff between registration attempts.
@@ -75,10 +75,10 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 		}
 	}
 	wait = b.cfg.RegisterRetry
-	var kv jetstream.KeyValue
+	var bucket jetstream.KeyValue
 	for {
 		var err error
-		kv, err = registry.OpenBucket(ctx, js)
+		bucket, err = registry.OpenBucket(ctx, js)
 		if err == nil {
 			break
 		}
@@ -88,10 +88,10 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 		}
 	}
 	lr := &liveRecord{w: w, bs: bs}
-	if w.Engine == wire.EngineVLLM {
+	if w.Engine == kv.EngineVLLM {
 		lr.adapters, _ = b.probeAdapters(ctx, log, client, w)
 	}
-	p, err := registry.NewPublisher(kv, lr.record(), &registry.PublisherConfig{Interval: b.cfg.Heartbeat, Logger: log})
+	p, err := registry.NewPublisher(bucket, lr.record(), &registry.PublisherConfig{Interval: b.cfg.Heartbeat, Logger: log})
 	if err != nil {
 		log.Error("building worker record", zap.Error(err))
 		return
@@ -107,7 +107,7 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 			// (its ack was what the cancel cut short), and this publisher never reaches Stop's
 			// list, so delete the key here or the record outlives the bridge until its TTL.
 			dctx, cancel := context.WithTimeout(context.Background(), registerDeleteTimeout)
-			if err := kv.Delete(dctx, w.WorkerID); err != nil {
+			if err := bucket.Delete(dctx, w.WorkerID); err != nil {
 				log.Warn("deleting worker record after a cancelled registration", zap.Error(err))
 			}
 			cancel()
@@ -123,7 +123,7 @@ func (b *Bridge) register(ctx context.Context, js jetstream.JetStream, w WorkerC
 	b.registered[w.WorkerID] = true
 	b.mu.Unlock()
 	log.Info("worker registered", zap.Int("block_size", bs), zap.Int("dp_size", w.DPSize), zap.Int("adapters", len(lr.adapters)))
-	if w.Engine == wire.EngineVLLM && b.cfg.AdaptersRefresh > 0 {
+	if w.Engine == kv.EngineVLLM && b.cfg.AdaptersRefresh > 0 {
 		b.wg.Add(1) // this goroutine is counted: Stop's Wait cannot have returned
 		go func() {
 			defer b.wg.Done()

@@ -10,11 +10,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/bridge"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // warmUp lets the goroutines that live as long as the connections start before a goroutine count is

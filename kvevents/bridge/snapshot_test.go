@@ -9,9 +9,9 @@ import (
 
 	"github.com/kvroute/kvroute/internal/testkit/kvhistory"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // TestSnapshotForLateRouter: a router that starts after the bridge's ring wrapped (and the engine has

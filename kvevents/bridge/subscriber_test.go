@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // TestWithRouterSubscriber runs the router's own consumer (kvevents/subscriber, the code the kvroute
@@ -103,9 +104,9 @@ func TestWithRouterSubscriber(t *testing.T) {
 
 // sameIndexAs compares an index built through NATS (by the consumer or the subscriber) with the
 // directly built one, on the blocks the direct side stored and the further ones given.
-func sameIndexAs(t *testing.T, direct *applier, idx *index.Index, more ...map[wire.EngineHash]normalize.Stored) {
+func sameIndexAs(t *testing.T, direct *applier, idx *index.Index, more ...map[kv.EngineHash]normalize.Stored) {
 	t.Helper()
-	known := append([]map[wire.EngineHash]normalize.Stored{direct.blocks}, more...)
+	known := append([]map[kv.EngineHash]normalize.Stored{direct.blocks}, more...)
 	d, r := digest(direct.idx, known...), digest(idx, known...)
 	if d != r {
 		t.Fatalf("the index built through NATS differs from the index of the events applied directly:\ndirect:\n%s\nthrough NATS:\n%s", d, r)

@@ -3,10 +3,11 @@ package codec_test
 import (
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/extrakeys"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // benchBatch is one codec.BlockStored of 64 blocks of 16 tokens holding a video (pairs in extra_keys).
@@ -18,9 +19,9 @@ func benchBatch() *codec.Batch {
 			toks[i] = 151656
 		}
 	}
-	hashes := make([]wire.EngineHash, 64)
+	hashes := make([]kv.EngineHash, 64)
 	for i := range hashes {
-		hashes[i] = wire.EngineHash(uint64(i) * 0x9e3779b97f4a7c15)
+		hashes[i] = kv.EngineHash(uint64(i) * 0x9e3779b97f4a7c15)
 	}
 	spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd, Kind: blocks.Video}}
 	return &codec.Batch{TS: 1.5, Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16,

@@ -8,10 +8,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kvroute/kvroute/internal/goldens"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 type eventsRecord struct {
@@ -97,11 +98,11 @@ func equalStrings(a, b []string) bool {
 }
 
 func TestDecodeShapes(t *testing.T) {
-	stored := Event{Type: BlockStored, BlockHashes: []wire.EngineHash{1<<63 + 5, 7}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 2,
+	stored := Event{Type: BlockStored, BlockHashes: []kv.EngineHash{1<<63 + 5, 7}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 2,
 		Medium: "GPU", HasMedium: true, LoRAName: "ad", HasLoRAName: true, HasExtraKeys: true,
 		ExtraKeys: [][]ExtraKey{{{Kind: KeyString, Str: "ad"}, {Kind: KeyPair, Str: "x", Offset: -3}, {Kind: KeyOther, Raw: []byte{0xc3}}}, nil},
 		GroupIdx:  0, HasGroupIdx: true}
-	in := &Batch{TS: 1.5, Events: []Event{stored, {Type: BlockRemoved, BlockHashes: []wire.EngineHash{9}}, {Type: AllBlocksCleared}}, DPRank: 2, HasDPRank: true}
+	in := &Batch{TS: 1.5, Events: []Event{stored, {Type: BlockRemoved, BlockHashes: []kv.EngineHash{9}}, {Type: AllBlocksCleared}}, DPRank: 2, HasDPRank: true}
 	for _, bf := range []Form{ArrayForm, MapForm} {
 		for _, ef := range []Form{ArrayForm, MapForm} {
 			b, err := EncodeVLLM(in, bf, ef)
@@ -140,7 +141,7 @@ func TestDecodeHashForms(t *testing.T) {
 	if err != nil || len(bt.Events) != 1 {
 		t.Fatalf("%+v %v", bt, err)
 	}
-	want := []wire.EngineHash{0x18191a1b1c1d1e1f, 0x0102, 1<<64 - 1, 1<<64 - 2}
+	want := []kv.EngineHash{0x18191a1b1c1d1e1f, 0x0102, 1<<64 - 1, 1<<64 - 2}
 	for i, h := range bt.Events[0].BlockHashes {
 		if h != want[i] {
 			t.Errorf("hash %d = %x, want %x", i, h, want[i])

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/kvroute/kvroute/kv"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // This file holds the Decoder: its reusable state, the entry points by encoding, and the per-batch
@@ -25,7 +25,7 @@ type Decoder struct {
 
 	// Per-batch scratch: events' hashes and tokens point here while a batch is decoded, then are copied
 	// into exactly sized per-batch slabs (finish), so the returned Batch owns its memory.
-	hs   []wire.EngineHash
+	hs   []kv.EngineHash
 	toks []uint32
 
 	one *[1]Event // the current batch's room for a single event (see batchBox)
@@ -108,7 +108,7 @@ func (dc *Decoder) intern(b []byte) string {
 // ensureScratch makes the scratch on first use (sized for a typical batch; it grows as needed).
 func (dc *Decoder) ensureScratch() {
 	if dc.hs == nil {
-		dc.hs, dc.toks = make([]wire.EngineHash, 0, 64), make([]uint32, 0, 1024)
+		dc.hs, dc.toks = make([]kv.EngineHash, 0, 64), make([]uint32, 0, 1024)
 	}
 }
 
@@ -132,7 +132,7 @@ func (dc *Decoder) finish(bt *Batch) {
 		nh += len(ev.BlockHashes)
 		nt += len(ev.TokenIDs)
 	}
-	hs := make([]wire.EngineHash, 0, nh)
+	hs := make([]kv.EngineHash, 0, nh)
 	toks := make([]uint32, 0, nt)
 	for i := range bt.Events {
 		ev := &bt.Events[i]

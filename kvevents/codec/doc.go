@@ -9,7 +9,7 @@
 //     lib/kv-router/src/protocols.rs). [EncodeVLLM] writes vLLM batches in both encodings for the
 //     simulator and tests.
 //   - kvevents/normalize: stored blocks → index entries (engine hash, parent engine hash, LocalBlockHash)
-//     with the extra_keys rules of DESIGN.md §2 and the block rule of routing/blocks.
+//     with the extra_keys rules of DESIGN.md §2 and the block rule of kv/blocks.
 //
 // Files by job: decoder.go (the Decoder, entry points, per-batch scratch), batch.go (the engine batch
 // envelope), vllm.go (the vLLM/SGLang event layout: tagged arrays or maps, the fields of each vLLM

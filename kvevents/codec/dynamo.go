@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
 )
 
 // Dynamo RouterEvent batches (ai-dynamo lib/kv-router/src/protocols.rs, serde):
@@ -137,14 +137,14 @@ func dynamoStored(ev Event, st map[string]any) (Event, error) {
 		if err != nil {
 			return ev, err
 		}
-		ev.Parent, ev.HasParent = wire.EngineHash(h), true
+		ev.Parent, ev.HasParent = kv.EngineHash(h), true
 	}
 	blocks, ok := st["blocks"].([]any)
 	if !ok {
 		return ev, fmt.Errorf("reading blocks: not a list: %w", ErrMalformed)
 	}
-	ev.BlockHashes = make([]wire.EngineHash, len(blocks))
-	ev.LocalHashes = make([]wire.BlockHash, len(blocks))
+	ev.BlockHashes = make([]kv.EngineHash, len(blocks))
+	ev.LocalHashes = make([]kv.BlockHash, len(blocks))
 	for i, b := range blocks {
 		m, ok := b.(map[string]any)
 		if !ok {
@@ -158,24 +158,24 @@ func dynamoStored(ev Event, st map[string]any) (Event, error) {
 		if err != nil {
 			return ev, err
 		}
-		ev.BlockHashes[i], ev.LocalHashes[i] = wire.EngineHash(eh), wire.BlockHash(lh)
+		ev.BlockHashes[i], ev.LocalHashes[i] = kv.EngineHash(eh), kv.BlockHash(lh)
 	}
 	return ev, nil
 }
 
 // engineHashList reads a list of engine hashes (each as u64Of).
-func engineHashList(v any, what string) ([]wire.EngineHash, error) {
+func engineHashList(v any, what string) ([]kv.EngineHash, error) {
 	l, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("reading %s: not a list: %w", what, ErrMalformed)
 	}
-	out := make([]wire.EngineHash, len(l))
+	out := make([]kv.EngineHash, len(l))
 	for i, x := range l {
 		h, err := u64Of(x, what)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = wire.EngineHash(h)
+		out[i] = kv.EngineHash(h)
 	}
 	return out, nil
 }

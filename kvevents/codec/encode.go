@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/kvroute/kvroute/kv"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Form is a msgspec struct encoding: positional array (array_like=True, vLLM before PR #42892) or map.
@@ -99,7 +99,7 @@ func (w *writer) optInt(n int64, ok bool) {
 	}
 }
 
-func (w *writer) hashes(hs []wire.EngineHash) {
+func (w *writer) hashes(hs []kv.EngineHash) {
 	w.arrayLen(len(hs))
 	for _, h := range hs {
 		w.int(int64(h))

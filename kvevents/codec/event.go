@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
 )
 
 // ErrMalformed is wrapped by every error about bytes that are not one well-formed batch.
@@ -79,15 +79,15 @@ type ExtraKey struct {
 	Raw    []byte // KeyOther: the item's msgpack bytes (JSON text for Dynamo input is not used)
 }
 
-// Event is one decoded KV event. Engine block hashes are wire.EngineHash (u64): signed msgpack ints
+// Event is one decoded KV event. Engine block hashes are kv.EngineHash (u64): signed msgpack ints
 // are reinterpreted bitwise, byte-string hashes keep their last 8 bytes big-endian (vLLM
 // ExternalBlockHash → int).
 type Event struct {
 	Type Type
 	// BlockHashes are the engine's hashes of the stored or removed blocks, in chain order.
-	BlockHashes []wire.EngineHash
+	BlockHashes []kv.EngineHash
 	// Parent is the engine hash of the block before BlockHashes[0]; HasParent is false for null.
-	Parent    wire.EngineHash
+	Parent    kv.EngineHash
 	HasParent bool
 	// TokenIDs are the stored blocks' tokens (len(BlockHashes)*BlockSize for complete blocks).
 	TokenIDs  []uint32
@@ -117,8 +117,8 @@ type Event struct {
 	HasSpecKind bool
 
 	// LocalHashes are the publisher's own LocalBlockHash per block (Dynamo tokens_hash, the hash
-	// routing/blocks computes); nil otherwise.
-	LocalHashes []wire.BlockHash
+	// kv/blocks computes); nil otherwise.
+	LocalHashes []kv.BlockHash
 	// WorkerID and EventID are Dynamo RouterEvent fields (0 for engine batches).
 	WorkerID, EventID uint64
 	// DPRank is the event's data-parallel rank for Dynamo events; engine batches carry it on the Batch.

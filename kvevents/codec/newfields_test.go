@@ -3,9 +3,9 @@ package codec
 import (
 	"testing"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/kvroute/kvroute/kv"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TestNewVLLMFields decodes events carrying the fields newer vLLM adds after group_idx
@@ -59,9 +59,9 @@ func TestNewVLLMFields(t *testing.T) {
 // hybrid worker) and decodes them back, with the fields before them unset.
 func TestEncodeKindRoundTrip(t *testing.T) {
 	for _, f := range []Form{ArrayForm, MapForm} {
-		in := Event{Type: BlockStored, BlockHashes: []wire.EngineHash{5}, TokenIDs: []uint32{1, 2}, BlockSize: 2,
+		in := Event{Type: BlockStored, BlockHashes: []kv.EngineHash{5}, TokenIDs: []uint32{1, 2}, BlockSize: 2,
 			GroupIdx: 1, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
-		kindOnly := Event{Type: BlockStored, BlockHashes: []wire.EngineHash{6}, TokenIDs: []uint32{1, 2}, BlockSize: 2,
+		kindOnly := Event{Type: BlockStored, BlockHashes: []kv.EngineHash{6}, TokenIDs: []uint32{1, 2}, BlockSize: 2,
 			SpecKind: "full_attention", HasSpecKind: true}
 		raw, err := EncodeVLLM(&Batch{TS: 1, Events: []Event{in, kindOnly}}, f, f)
 		if err != nil {

@@ -7,9 +7,9 @@ import (
 	"math"
 	"slices"
 
-	"github.com/vmihailenco/msgpack/v5/msgpcode"
+	"github.com/kvroute/kvroute/kv"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // This file reads the values of vLLM's event fields in the forms engines write them: block hashes
@@ -17,7 +17,7 @@ import (
 // pair, or anything else kept raw).
 
 // hash reads an engine block hash: a signed or unsigned int (bitwise u64), or bytes (last 8, big-endian).
-func (dc *Decoder) hash() (wire.EngineHash, error) {
+func (dc *Decoder) hash() (kv.EngineHash, error) {
 	c, err := dc.peek()
 	if err != nil {
 		return 0, err
@@ -29,7 +29,7 @@ func (dc *Decoder) hash() (wire.EngineHash, error) {
 			return 0, fmt.Errorf("reading block hash: %w", errTruncated)
 		}
 		dc.off = next
-		return wire.EngineHash(h), nil
+		return kv.EngineHash(h), nil
 	case msgpcode.IsBin(c) || msgpcode.IsString(c):
 		b, next, ok := rawBytes(dc.buf, dc.off)
 		if !ok {
@@ -41,13 +41,13 @@ func (dc *Decoder) hash() (wire.EngineHash, error) {
 		}
 		var be [8]byte
 		copy(be[8-len(b):], b)
-		return wire.EngineHash(binary.BigEndian.Uint64(be[:])), nil
+		return kv.EngineHash(binary.BigEndian.Uint64(be[:])), nil
 	}
 	return 0, malformed("block hash", c)
 }
 
 // hashes reads block_hashes into the scratch; the result aliases it until finish.
-func (dc *Decoder) hashes() ([]wire.EngineHash, error) {
+func (dc *Decoder) hashes() ([]kv.EngineHash, error) {
 	n, err := dc.arrayLen("block_hashes")
 	if err != nil {
 		return nil, err

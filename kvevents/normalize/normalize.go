@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // ErrEvent is wrapped by errors about an event that decodes but cannot be normalized (block size or
@@ -45,23 +46,23 @@ const DefaultMaxSaltedBlocks = 1 << 18
 
 // Stored is the index entry of one stored block.
 type Stored struct {
-	EngineHash wire.EngineHash
+	EngineHash kv.EngineHash
 	// ParentEngineHash is the engine hash of the previous block of the chain; HasParent is false for
 	// the first block of a chain.
-	ParentEngineHash wire.EngineHash
+	ParentEngineHash kv.EngineHash
 	HasParent        bool
 	// LocalHash is the block's LocalBlockHash, computed here (or taken from Dynamo tokens_hash).
-	LocalHash wire.BlockHash
+	LocalHash kv.BlockHash
 	Kind      blocks.Kind
 	// Identities are the media identities read from the block's extra_keys, in order.
-	Identities []wire.Identity
+	Identities []kv.Identity
 }
 
 // Op is one normalized event.
 type Op struct {
 	Type    codec.Type
-	Stored  []Stored          // BlockStored
-	Removed []wire.EngineHash // BlockRemoved
+	Stored  []Stored        // BlockStored
+	Removed []kv.EngineHash // BlockRemoved
 	// Medium is the event's cache tier ("" when absent); WorkerID and DPRank are set for Dynamo events.
 	Medium   string
 	WorkerID uint64
@@ -97,17 +98,17 @@ type Filtered struct {
 type Normalizer struct {
 	cfg    Config
 	h      *blocks.Hasher
-	groups GroupFilter                // learned kinds of the stream's KV cache groups
-	salts  map[wire.EngineHash]uint64 // engine hash → salt term of its chain (salted chains only)
-	ring   []wire.EngineHash          // insertion order of salts keys, for the bound
-	next   int                        // next ring slot to overwrite
-	ids    []wire.Identity            // scratch: the identities of an event's blocks, back to back
-	idEnd  []int                      // scratch: end of each block's identities in ids
+	groups GroupFilter              // learned kinds of the stream's KV cache groups
+	salts  map[kv.EngineHash]uint64 // engine hash → salt term of its chain (salted chains only)
+	ring   []kv.EngineHash          // insertion order of salts keys, for the bound
+	next   int                      // next ring slot to overwrite
+	ids    []kv.Identity            // scratch: the identities of an event's blocks, back to back
+	idEnd  []int                    // scratch: end of each block's identities in ids
 
 	// The last identity string parsed (extra_keys repeat one identifier across a media item's blocks;
 	// kvevents/codec shares the string's bytes, so the comparison is usually a pointer check).
 	lastIDStr string
-	lastID    wire.Identity
+	lastID    kv.Identity
 	lastIDOK  bool
 }
 
@@ -127,7 +128,7 @@ func New(cfg Config) (*Normalizer, error) {
 	if cfg.MaxSaltedBlocks <= 0 {
 		cfg.MaxSaltedBlocks = DefaultMaxSaltedBlocks
 	}
-	return &Normalizer{cfg: cfg, h: h, salts: map[wire.EngineHash]uint64{}}, nil
+	return &Normalizer{cfg: cfg, h: h, salts: map[kv.EngineHash]uint64{}}, nil
 }
 
 // Apply normalizes one decoded batch. Events that cannot be normalized are skipped and counted;
@@ -179,7 +180,7 @@ func (n *Normalizer) Apply(b *codec.Batch) Result {
 			op.Stored = st
 			slab = slab[nb:]
 		case codec.BlockRemoved:
-			op.Removed = append([]wire.EngineHash(nil), ev.BlockHashes...)
+			op.Removed = append([]kv.EngineHash(nil), ev.BlockHashes...)
 			for _, h := range ev.BlockHashes {
 				delete(n.salts, h)
 			}
@@ -253,7 +254,7 @@ func (n *Normalizer) stored(ev *codec.Event, out []Stored) ([]Stored, error) {
 		}
 	}
 	if len(n.ids) > 0 { // one allocation for the event's identities
-		ids := append([]wire.Identity(nil), n.ids...)
+		ids := append([]kv.Identity(nil), n.ids...)
 		from := 0
 		for i, end := range n.idEnd {
 			if end > from {
@@ -266,7 +267,7 @@ func (n *Normalizer) stored(ev *codec.Event, out []Stored) ([]Stored, error) {
 }
 
 // identityOf is the package identityOf with a one-entry cache.
-func (n *Normalizer) identityOf(k codec.ExtraKey) (wire.Identity, bool) {
+func (n *Normalizer) identityOf(k codec.ExtraKey) (kv.Identity, bool) {
 	if k.Kind != codec.KeyString && k.Kind != codec.KeyPair {
 		return 0, false
 	}
@@ -296,7 +297,7 @@ func (n *Normalizer) chainSalt(ev *codec.Event, lora string) (uint64, bool) {
 	return 0, false
 }
 
-func (n *Normalizer) remember(h wire.EngineHash, salt uint64) {
+func (n *Normalizer) remember(h kv.EngineHash, salt uint64) {
 	if _, ok := n.salts[h]; !ok {
 		if len(n.ring) < n.cfg.MaxSaltedBlocks {
 			n.ring = append(n.ring, h)

@@ -9,11 +9,12 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/internal/goldens"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 var qwen = blocks.Config{BlockSize: 16, ImagePad: 151655, VideoPad: 151656}
@@ -181,10 +182,10 @@ func TestSaltAcrossEvents(t *testing.T) {
 		toks[i] = uint32(100 + i)
 	}
 	salted := blocks.SeedFor("", "tenant-a")
-	first := &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1}, TokenIDs: toks[:16], BlockSize: 16,
+	first := &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1}, TokenIDs: toks[:16], BlockSize: 16,
 		HasExtraKeys: true, ExtraKeys: [][]codec.ExtraKey{{{Kind: codec.KeyString, Str: "tenant-a"}}}}}}
-	cont := func(parent, h wire.EngineHash) *codec.Batch {
-		return &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{h}, Parent: parent, HasParent: true,
+	cont := func(parent, h kv.EngineHash) *codec.Batch {
+		return &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{h}, Parent: parent, HasParent: true,
 			TokenIDs: toks[16:], BlockSize: 16, HasExtraKeys: true, ExtraKeys: [][]codec.ExtraKey{nil}}}}
 	}
 	n, _ := New(Config{Blocks: qwen, Encoding: codec.VLLM, MaxSaltedBlocks: 2})
@@ -194,7 +195,7 @@ func TestSaltAcrossEvents(t *testing.T) {
 	if got := n.Apply(cont(1, 2)).Ops[0].Stored[0].LocalHash; got != blocks.HashTokens(toks[16:], salted) {
 		t.Errorf("continued block not salted")
 	}
-	n.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{2}}}})
+	n.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{2}}}})
 	if got := n.Apply(cont(2, 3)).Ops[0].Stored[0].LocalHash; got != blocks.HashTokens(toks[16:], blocks.BaseSeed) {
 		t.Errorf("removed parent still salts")
 	}
@@ -211,7 +212,7 @@ func TestSaltAcrossEvents(t *testing.T) {
 		t.Errorf("clear kept %d salts", len(n.salts))
 	}
 	// A LoRA name in extra_keys is not a salt; it seeds through lora_name.
-	lora := &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{9}, TokenIDs: toks[:16], BlockSize: 16,
+	lora := &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{9}, TokenIDs: toks[:16], BlockSize: 16,
 		LoRAName: "ad", HasLoRAName: true, HasExtraKeys: true, ExtraKeys: [][]codec.ExtraKey{{{Kind: codec.KeyString, Str: "ad"}}}}}}
 	if got := n.Apply(lora).Ops[0].Stored[0].LocalHash; got != blocks.HashTokens(toks[:16], blocks.SeedFor("ad", "")) {
 		t.Errorf("lora block: wrong seed")
@@ -233,7 +234,7 @@ func TestSGLangAndDynamo(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := New(Config{Blocks: qwen, Encoding: codec.SGLang})
-	res := n.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1}, TokenIDs: p.RoutingTokens, BlockSize: 16}}})
+	res := n.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1}, TokenIDs: p.RoutingTokens, BlockSize: 16}}})
 	if s := res.Ops[0].Stored[0]; s.LocalHash != p.Blocks[0].Hash || s.Kind != blocks.Normalized {
 		t.Errorf("sglang block %+v, want %x normalized", s, p.Blocks[0].Hash)
 	}
@@ -252,11 +253,11 @@ func TestSGLangAndDynamo(t *testing.T) {
 func TestSkipsEventsThatDoNotFit(t *testing.T) {
 	n, _ := New(Config{Blocks: qwen, Encoding: codec.VLLM})
 	res := n.Apply(&codec.Batch{Events: []codec.Event{
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1}, TokenIDs: nil, BlockSize: 16, Medium: "CPU", HasMedium: true},
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1}, TokenIDs: make([]uint32, 8), BlockSize: 8},
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1}, TokenIDs: make([]uint32, 16), BlockSize: 16, HasExtraKeys: true},
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1, 2}, TokenIDs: make([]uint32, 16), BlockSize: 16},
-		{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{1}},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1}, TokenIDs: nil, BlockSize: 16, Medium: "CPU", HasMedium: true},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1}, TokenIDs: make([]uint32, 8), BlockSize: 8},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1}, TokenIDs: make([]uint32, 16), BlockSize: 16, HasExtraKeys: true},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1, 2}, TokenIDs: make([]uint32, 16), BlockSize: 16},
+		{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{1}},
 	}})
 	want := []Filtered{{Event: 1, Reason: BlockSizeMismatch}, {Event: 3, Reason: NonDenseBlockSpan}}
 	if res.Skipped != 1 || res.Ignored != 1 || len(res.Ops) != 1 || !errors.Is(res.FirstErr, ErrEvent) || !slices.Equal(res.Filtered, want) {
@@ -265,7 +266,7 @@ func TestSkipsEventsThatDoNotFit(t *testing.T) {
 	// AnyBlockSize indexes the 8-token block at its own size.
 	n, _ = New(Config{Blocks: blocks.Config{ImagePad: qwen.ImagePad, VideoPad: qwen.VideoPad}, Encoding: codec.VLLM, AnyBlockSize: true})
 	toks := []uint32{1, 2, 3, 4, 5, 6, 7, 8}
-	res = n.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1}, TokenIDs: toks, BlockSize: 8}}})
+	res = n.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1}, TokenIDs: toks, BlockSize: 8}}})
 	if len(res.Ops) != 1 || res.Ops[0].Stored[0].LocalHash != blocks.HashTokens(toks, blocks.BaseSeed) {
 		t.Errorf("any block size: %+v", res)
 	}
@@ -331,9 +332,9 @@ func BenchmarkDecodeNormalize(b *testing.B) {
 				toks[i] = 151656
 			}
 		}
-		hashes := make([]wire.EngineHash, 64)
+		hashes := make([]kv.EngineHash, 64)
 		for i := range hashes {
-			hashes[i] = wire.EngineHash(uint64(i+1) * 0x9e3779b97f4a7c15)
+			hashes[i] = kv.EngineHash(uint64(i+1) * 0x9e3779b97f4a7c15)
 		}
 		spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd, Kind: blocks.Video}}
 		bt := &codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16,

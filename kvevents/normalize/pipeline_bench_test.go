@@ -5,16 +5,17 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/extrakeys"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // BenchmarkApplyPipeline measures the whole events-applied path of one worker stream in one loop, as
 // kvevents/subscriber runs it: decode a vLLM batch, normalize it (extra_keys, LocalBlockHash), and apply
-// its events to a routing/index Index (Store, Remove, Clear). blocks/s counts stored blocks.
+// its events to a kv/index Index (Store, Remove, Clear). blocks/s counts stored blocks.
 //
 //   - golden-array, golden-map: the block-size-16 batches of vllm_events.jsonl in turn (text chains,
 //     video pairs, bare strings, cache salts, image+video boundaries, removals, clears).
@@ -45,9 +46,9 @@ func hybridPayloads(b *testing.B, n, nb, bs int) [][]byte {
 		for i := range toks {
 			toks[i] = uint32((c*7919 + i*7) % 150000)
 		}
-		hashes := make([]wire.EngineHash, nb)
+		hashes := make([]kv.EngineHash, nb)
 		for i := range hashes {
-			hashes[i] = wire.EngineHash(uint64(c*nb+i+1) * 0x9e3779b97f4a7c15)
+			hashes[i] = kv.EngineHash(uint64(c*nb+i+1) * 0x9e3779b97f4a7c15)
 		}
 		full := codec.Event{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: bs, Medium: "GPU", HasMedium: true,
 			GroupIdx: 0, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true}
@@ -55,7 +56,7 @@ func hybridPayloads(b *testing.B, n, nb, bs int) [][]byte {
 			GroupIdx: 1, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
 		evs := []codec.Event{full, mamba}
 		if c > 0 {
-			evs = append(evs, codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{wire.EngineHash(uint64(c*nb) * 0x9e3779b97f4a7c15)},
+			evs = append(evs, codec.Event{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{kv.EngineHash(uint64(c*nb) * 0x9e3779b97f4a7c15)},
 				Medium: "GPU", HasMedium: true, GroupIdx: 1, HasGroupIdx: true})
 		}
 		raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1.5, Events: evs, HasDPRank: true}, codec.ArrayForm, codec.MapForm)
@@ -80,13 +81,13 @@ func chainPayloads(b *testing.B, n, nb int, video bool) [][]byte {
 				toks[i] = 151656
 			}
 		}
-		hashes := make([]wire.EngineHash, nb)
+		hashes := make([]kv.EngineHash, nb)
 		for i := range hashes {
-			hashes[i] = wire.EngineHash(uint64(c*nb+i+1) * 0x9e3779b97f4a7c15)
+			hashes[i] = kv.EngineHash(uint64(c*nb+i+1) * 0x9e3779b97f4a7c15)
 		}
 		ev := codec.Event{Type: codec.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16, Medium: "GPU", HasMedium: true}
 		if video {
-			spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd + wire.Identity(c), Kind: blocks.Video}}
+			spans := []blocks.Span{{Start: 100, End: 900, Identity: 0x1234abcd + kv.Identity(c), Kind: blocks.Video}}
 			ev.ExtraKeys, ev.HasExtraKeys = extrakeys.For(16, len(toks), spans, "", "", codec.PairKeys), true
 		}
 		raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1.5, Events: []codec.Event{ev}}, codec.ArrayForm, codec.ArrayForm)

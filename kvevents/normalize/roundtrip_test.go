@@ -4,11 +4,12 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/extrakeys"
 	"github.com/kvroute/kvroute/internal/goldens"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
 )
 
 // TestRequestSideEqualsEventSide publishes every normalize.jsonl prompt as a worker would (vLLM
@@ -22,7 +23,7 @@ func TestRequestSideEqualsEventSide(t *testing.T) {
 		spans := make([]blocks.Span, len(in.Spans))
 		for i, s := range in.Spans {
 			id, _ := strconv.ParseUint(s.Identity, 10, 64)
-			spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: wire.Identity(id)}
+			spans[i] = blocks.Span{Start: s.Start, End: s.End, Identity: kv.Identity(id)}
 		}
 		lora, salt := str(in.LoRAName), str(in.CacheSalt)
 		bs := in.BlockSize
@@ -32,9 +33,9 @@ func TestRequestSideEqualsEventSide(t *testing.T) {
 		}
 		for _, style := range []codec.ExtraKeysStyle{codec.PairKeys, codec.BareKeys} {
 			keys := extrakeys.For(bs, len(in.Tokens), spans, lora, salt, style)
-			hashes := make([]wire.EngineHash, nb)
+			hashes := make([]kv.EngineHash, nb)
 			for i := range hashes {
-				hashes[i] = wire.EngineHash(1000*prompts + i + 1)
+				hashes[i] = kv.EngineHash(1000*prompts + i + 1)
 			}
 			split := nb / 2
 			ev := func(from, to int) codec.Event {

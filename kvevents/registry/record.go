@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
 )
 
 // MaxRecordBytes bounds the size of one encoded worker record read from the bucket. Records come
@@ -93,8 +93,8 @@ func (w *Worker) Normalize() error {
 	if w.Model == "" {
 		return fmt.Errorf("%w: worker %s: model is empty", ErrInvalidWorker, w.WorkerID)
 	}
-	if w.Engine != wire.EngineVLLM && w.Engine != wire.EngineSGLang {
-		return fmt.Errorf("%w: worker %s: engine %q must be %q or %q", ErrInvalidWorker, w.WorkerID, w.Engine, wire.EngineVLLM, wire.EngineSGLang)
+	if w.Engine != kv.EngineVLLM && w.Engine != kv.EngineSGLang {
+		return fmt.Errorf("%w: worker %s: engine %q must be %q or %q", ErrInvalidWorker, w.WorkerID, w.Engine, kv.EngineVLLM, kv.EngineSGLang)
 	}
 	if w.BlockSize <= 0 {
 		return fmt.Errorf("%w: worker %s: block_size %d must be positive", ErrInvalidWorker, w.WorkerID, w.BlockSize)

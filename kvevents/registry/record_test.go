@@ -4,8 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/kvevents/registry"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 func TestNormalizeEndpoint(t *testing.T) {
@@ -83,7 +84,7 @@ func TestEncodeDecode(t *testing.T) {
 		t.Errorf("Encode = %s\nwant     %s", b, want)
 	}
 	got, err := registry.Decode("w1", b)
-	if err != nil || got.WorkerID != "w1" || !got.HasFeature(wire.FeatureMMHashes) || string(got.Contract) != `{"schema":"kvroute.video_contract/v1"}` {
+	if err != nil || got.WorkerID != "w1" || !got.HasFeature(kv.FeatureMMHashes) || string(got.Contract) != `{"schema":"kvroute.video_contract/v1"}` {
 		t.Errorf("Decode = %+v, %v", got, err)
 	}
 	if _, err := registry.Decode("w2", b); !errors.Is(err, registry.ErrInvalidWorker) {

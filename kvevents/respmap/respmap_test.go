@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/kvevents/respmap"
 	"github.com/kvroute/kvroute/kvevents/wire"
 )

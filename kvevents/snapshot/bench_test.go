@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/testkit/kvhistory"
 	"github.com/kvroute/kvroute/internal/testkit/memtest"
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // chainsOf returns BlockStored events of n blocks in chains of 16 (block size 16, distinct random
@@ -29,14 +30,14 @@ func chainsOf(n int) []codec.Event {
 		ev := codec.Event{Type: codec.BlockStored, BlockSize: kvhistory.BlockSize, HasExtraKeys: true}
 		for b := range k {
 			h++
-			ev.BlockHashes = append(ev.BlockHashes, wire.EngineHash(h*0x9e3779b97f4a7c15|1))
+			ev.BlockHashes = append(ev.BlockHashes, kv.EngineHash(h*0x9e3779b97f4a7c15|1))
 			for range kvhistory.BlockSize {
 				tok = tok*1103515245 + 12345
 				ev.TokenIDs = append(ev.TokenIDs, tok%150000)
 			}
 			var keys []codec.ExtraKey
 			if b%4 == 3 {
-				keys = []codec.ExtraKey{{Kind: codec.KeyPair, Str: wire.Identity(h).UUID(), Offset: 0}}
+				keys = []codec.ExtraKey{{Kind: codec.KeyPair, Str: kv.Identity(h).UUID(), Offset: 0}}
 			}
 			ev.ExtraKeys = append(ev.ExtraKeys, keys)
 		}

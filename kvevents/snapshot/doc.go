@@ -8,7 +8,7 @@
 // What a Set keeps per block (see Block): the engine block hash, its parent's engine hash, the
 // block's token ids, its extra_keys, and the event fields a router reads (lora_name, lora_id,
 // medium, group_idx, block_size), shared between the blocks of the same kind. It applies events the
-// way routing/index does: a block stored under a parent it does not hold is dropped with the rest of
+// way kv/index does: a block stored under a parent it does not hold is dropped with the rest of
 // its event, and a removed block that still has blocks under it stays as a placeholder. A snapshot
 // is those blocks written back as vLLM BlockStored events (kvevents/codec EncodeVLLM), parents
 // before children, followed by BlockRemoved events for the placeholders, so a router applies it with

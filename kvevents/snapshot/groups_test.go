@@ -4,10 +4,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // TestSnapshotKeepsGroupKinds: a hybrid worker's snapshot carries each KV cache group's
@@ -17,14 +18,14 @@ import (
 func TestSnapshotKeepsGroupKinds(t *testing.T) {
 	const bs = 4
 	live := &codec.Batch{Events: []codec.Event{
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{11, 12}, BlockSize: bs, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{11, 12}, BlockSize: bs, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
 			GroupIdx: 0, HasGroupIdx: true, SpecKind: "sliding_window", HasSpecKind: true},
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{21, 22}, BlockSize: bs, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{21, 22}, BlockSize: bs, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
 			GroupIdx: 1, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true},
 	}}
-	admitted := func(batches []*codec.Batch) []wire.EngineHash {
+	admitted := func(batches []*codec.Batch) []kv.EngineHash {
 		var f normalize.GroupFilter
-		var out []wire.EngineHash
+		var out []kv.EngineHash
 		for _, b := range batches {
 			for i := range b.Events {
 				if ev := &b.Events[i]; ev.Type == codec.BlockStored && f.Admit(ev) == 0 {
@@ -36,7 +37,7 @@ func TestSnapshotKeepsGroupKinds(t *testing.T) {
 		return out
 	}
 	want := admitted([]*codec.Batch{live})
-	if !slices.Equal(want, []wire.EngineHash{21, 22}) {
+	if !slices.Equal(want, []kv.EngineHash{21, 22}) {
 		t.Fatalf("live events admitted %v, want the full-attention group's [21 22]", want)
 	}
 

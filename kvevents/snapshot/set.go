@@ -1,8 +1,8 @@
 package snapshot
 
 import (
+	"github.com/kvroute/kvroute/kv"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // DefaultMaxBlocks is the default Set bound: 1 Mi blocks per rank (an engine with 16-token blocks
@@ -32,8 +32,8 @@ type meta struct {
 // stored, so a snapshot being written can read them while the Set goes on.
 type Block struct {
 	// Hash and Parent are the engine's block hashes, as its events name them.
-	Hash      wire.EngineHash
-	Parent    wire.EngineHash
+	Hash      kv.EngineHash
+	Parent    kv.EngineHash
 	HasParent bool
 	// Tokens are the block's block_size token ids.
 	Tokens []uint32
@@ -52,7 +52,7 @@ type Block struct {
 // key names a block: vLLM publishes one BlockStored per KV cache group, with the same block hashes
 // for groups of one block size, so a hash alone does not name one block.
 type key struct {
-	hash  wire.EngineHash
+	hash  kv.EngineHash
 	group int64
 }
 
@@ -61,7 +61,7 @@ func (b *Block) parentKey() key  { return key{b.Parent, b.m.groupIdx} }
 func (b *Block) GroupIdx() int64 { return b.m.groupIdx }
 
 // Set is the block set of one worker rank, built from the rank's batches in sequence order the
-// way the router's index (routing/index) applies them: a block stored under a parent the set does
+// way the router's index (kv/index) applies them: a block stored under a parent the set does
 // not hold is dropped with the rest of its event (the index refuses it: unknown parent), and a
 // removed block that still has blocks stored under it is kept as a placeholder (the index keeps it
 // too, so the blocks under it count again when the engine stores it again). A snapshot therefore

@@ -5,11 +5,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/testkit/kvhistory"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // TestSnapshotRebuildsIndexExactly: a worker publishes a long random history; an index that applied
@@ -72,12 +73,12 @@ func TestSnapshotRebuildsIndexExactly(t *testing.T) {
 }
 
 // chainOf returns the local hashes of the chain ending at engine hash x, root first.
-func chainOf(blocks []index.StoredBlock, x wire.EngineHash) []wire.BlockHash {
-	by := map[wire.EngineHash]index.StoredBlock{}
+func chainOf(blocks []index.StoredBlock, x kv.EngineHash) []kv.BlockHash {
+	by := map[kv.EngineHash]index.StoredBlock{}
 	for _, b := range blocks {
 		by[b.EngineHash] = b
 	}
-	var q []wire.BlockHash
+	var q []kv.BlockHash
 	for {
 		b := by[x]
 		q = append(q, b.LocalHash)
@@ -104,16 +105,16 @@ func TestSetBounded(t *testing.T) {
 	s := snapshot.NewSet(10)
 	for i := range 25 {
 		toks := make([]uint32, kvhistory.BlockSize)
-		s.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{wire.EngineHash(100 + i)}, TokenIDs: toks, BlockSize: kvhistory.BlockSize}}})
+		s.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{kv.EngineHash(100 + i)}, TokenIDs: toks, BlockSize: kvhistory.BlockSize}}})
 	}
 	if s.Len() != 10 || s.Evicted != 15 {
 		t.Fatalf("len %d evicted %d, want 10 and 15", s.Len(), s.Evicted)
 	}
-	var got []wire.EngineHash
+	var got []kv.EngineHash
 	for _, b := range s.Order().Blocks {
 		got = append(got, b.Hash)
 	}
-	if want := []wire.EngineHash{115, 116, 117, 118, 119, 120, 121, 122, 123, 124}; !slices.Equal(got, want) {
+	if want := []kv.EngineHash{115, 116, 117, 118, 119, 120, 121, 122, 123, 124}; !slices.Equal(got, want) {
 		t.Fatalf("held %v, want the newest %v", got, want)
 	}
 }
@@ -126,7 +127,7 @@ func TestSetMirrorsIndex(t *testing.T) {
 	const bs = kvhistory.BlockSize
 	s := snapshot.NewSet(0)
 	toks := func(n int) []uint32 { return make([]uint32, n*bs) }
-	view := func() (blocks, removed []wire.EngineHash) {
+	view := func() (blocks, removed []kv.EngineHash) {
 		v := s.Order()
 		for _, b := range v.Blocks {
 			blocks = append(blocks, b.Hash)
@@ -137,23 +138,23 @@ func TestSetMirrorsIndex(t *testing.T) {
 		return blocks, removed
 	}
 	s.Apply(&codec.Batch{Events: []codec.Event{
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1, 2, 3}, TokenIDs: toks(3), BlockSize: bs},
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{10}, TokenIDs: toks(1)[:5], BlockSize: bs},                              // not dense
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{11, 12}, Parent: 10, HasParent: true, TokenIDs: toks(2), BlockSize: bs}, // unknown parent
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1}, Medium: "CPU", HasMedium: true, BlockSize: bs},                      // ignored
-		{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{2}},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1, 2, 3}, TokenIDs: toks(3), BlockSize: bs},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{10}, TokenIDs: toks(1)[:5], BlockSize: bs},                              // not dense
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{11, 12}, Parent: 10, HasParent: true, TokenIDs: toks(2), BlockSize: bs}, // unknown parent
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1}, Medium: "CPU", HasMedium: true, BlockSize: bs},                      // ignored
+		{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{2}},
 	}})
-	if b, r := view(); !slices.Equal(b, []wire.EngineHash{1, 2, 3}) || !slices.Equal(r, []wire.EngineHash{2}) || s.Len() != 2 || s.Placeholders() != 1 {
+	if b, r := view(); !slices.Equal(b, []kv.EngineHash{1, 2, 3}) || !slices.Equal(r, []kv.EngineHash{2}) || s.Len() != 2 || s.Placeholders() != 1 {
 		t.Fatalf("sent %v removed %v, %d held %d placeholders; want [1 2 3] [2], 2 and 1", b, r, s.Len(), s.Placeholders())
 	}
 	// Stored again, the placeholder is a block again.
-	s.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{2}, Parent: 1, HasParent: true, TokenIDs: toks(1), BlockSize: bs}}})
-	if b, r := view(); !slices.Equal(b, []wire.EngineHash{1, 2, 3}) || len(r) != 0 || s.Len() != 3 {
+	s.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{2}, Parent: 1, HasParent: true, TokenIDs: toks(1), BlockSize: bs}}})
+	if b, r := view(); !slices.Equal(b, []kv.EngineHash{1, 2, 3}) || len(r) != 0 || s.Len() != 3 {
 		t.Fatalf("sent %v removed %v, %d held; want [1 2 3], none, 3", b, r, s.Len())
 	}
 	// Removed again and then its child: the placeholder goes with the child.
-	s.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{2}}, {Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{3}}}})
-	if b, r := view(); !slices.Equal(b, []wire.EngineHash{1}) || len(r) != 0 || s.Placeholders() != 0 {
+	s.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{2}}, {Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{3}}}})
+	if b, r := view(); !slices.Equal(b, []kv.EngineHash{1}) || len(r) != 0 || s.Placeholders() != 0 {
 		t.Fatalf("sent %v removed %v, %d placeholders; want [1], none, 0", b, r, s.Placeholders())
 	}
 	s.Apply(&codec.Batch{Events: []codec.Event{{Type: codec.AllBlocksCleared}}})
@@ -169,16 +170,16 @@ func TestOrderSurvivesParentCycles(t *testing.T) {
 	s := snapshot.NewSet(0)
 	toks := make([]uint32, bs)
 	s.Apply(&codec.Batch{Events: []codec.Event{
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1, 2}, TokenIDs: make([]uint32, 2*bs), BlockSize: bs},
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{1}, Parent: 2, HasParent: true, TokenIDs: toks, BlockSize: bs},
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{7}, TokenIDs: toks, BlockSize: bs},
-		{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{8}, Parent: 8, HasParent: true, TokenIDs: toks, BlockSize: bs},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1, 2}, TokenIDs: make([]uint32, 2*bs), BlockSize: bs},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{1}, Parent: 2, HasParent: true, TokenIDs: toks, BlockSize: bs},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{7}, TokenIDs: toks, BlockSize: bs},
+		{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{8}, Parent: 8, HasParent: true, TokenIDs: toks, BlockSize: bs},
 	}})
-	var got []wire.EngineHash
+	var got []kv.EngineHash
 	for _, b := range s.Order().Blocks {
 		got = append(got, b.Hash)
 	}
-	if !slices.Equal(got, []wire.EngineHash{7}) {
+	if !slices.Equal(got, []kv.EngineHash{7}) {
 		t.Fatalf("sent %v, want [7] (1 and 2 form a cycle, 8 names itself)", got)
 	}
 }

@@ -3,13 +3,14 @@ package subscriber
 import (
 	"errors"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // apply decodes, normalizes and applies batch p, the stream's next. ok is false when p does not
@@ -165,12 +166,12 @@ func (sh *shard) verify(st *stream, ev *codec.Event, n int) {
 		for _, k := range ev.ExtraKeys[i] {
 			switch k.Kind {
 			case codec.KeyString:
-				if idn, ok := wire.ParseUUID(k.Str); ok {
-					keys = append(keys, wire.MediaKey{Identity: idn})
+				if idn, ok := kv.ParseUUID(k.Str); ok {
+					keys = append(keys, kv.MediaKey{Identity: idn})
 				}
 			case codec.KeyPair:
-				if idn, ok := wire.ParseUUID(k.Str); ok {
-					keys = append(keys, wire.MediaKey{Identity: idn, Offset: k.Offset, HasOffset: true})
+				if idn, ok := kv.ParseUUID(k.Str); ok {
+					keys = append(keys, kv.MediaKey{Identity: idn, Offset: k.Offset, HasOffset: true})
 				}
 			}
 		}

@@ -3,11 +3,12 @@ package subscriber
 import (
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/defaults"
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Defaults of Config.
@@ -35,11 +36,11 @@ const (
 // StoredFunc receives, for the layout verification of DESIGN.md §2.3 (router.Router.VerifyStored),
 // every stored block that names at least one media identity in its extra_keys: the worker id, the
 // block's worker tokens (block_size ids) and its media items in extra_keys order. Identities are
-// parsed with wire.ParseUUID; Offset/HasOffset come from the `[identifier, offset]` form
+// parsed with kv.ParseUUID; Offset/HasOffset come from the `[identifier, offset]` form
 // (HasOffset false for a bare identifier). Only blocks the index accepted are reported. The slices
 // are valid only during the call (copy to keep them). It runs on a shard goroutine: it must be quick
 // and safe for concurrent use.
-type StoredFunc func(workerID string, tokens []uint32, keys []wire.MediaKey)
+type StoredFunc func(workerID string, tokens []uint32, keys []kv.MediaKey)
 
 // CountFunc receives every counter increment: worker is the worker id (UnregisteredWorker for
 // events of workers not in the set), result one of the Result* names, n > 0. It runs on the
@@ -86,7 +87,7 @@ type Config struct {
 	// subscription channel makes the NATS client drop messages (counted in Stats.Dropped); the gaps
 	// they leave are filled by replays. Default: 8192.
 	QueueLength int
-	// ImagePad and VideoPad are the model's placeholder token ids (routing/blocks.Config); replace
+	// ImagePad and VideoPad are the model's placeholder token ids (kv/blocks.Config); replace
 	// them later with SetPads. Defaults: the Qwen3-VL ids 151655 and 151656.
 	ImagePad, VideoPad uint32
 	// MaxSaltedBlocks bounds each stream's normalizer salt memory (normalize.Config). Default:

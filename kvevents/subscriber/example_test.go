@@ -6,9 +6,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/router"
 )
 

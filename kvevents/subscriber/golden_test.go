@@ -9,10 +9,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/goldens"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 type goldenStored struct {
@@ -60,16 +61,16 @@ func u64(t *testing.T, s string) uint64 {
 }
 
 // paths returns every expected stored block's root path of golden local hashes.
-func (r goldenRecord) paths(t *testing.T) [][]wire.BlockHash {
+func (r goldenRecord) paths(t *testing.T) [][]kv.BlockHash {
 	t.Helper()
-	byEngine := map[string][]wire.BlockHash{}
-	var out [][]wire.BlockHash
+	byEngine := map[string][]kv.BlockHash{}
+	var out [][]kv.BlockHash
 	for _, s := range r.Expected.Stored {
-		var p []wire.BlockHash
+		var p []kv.BlockHash
 		if s.ParentHash != nil {
 			p = slices.Clone(byEngine[*s.ParentHash])
 		}
-		p = append(p, wire.BlockHash(u64(t, s.LocalHash)))
+		p = append(p, kv.BlockHash(u64(t, s.LocalHash)))
 		byEngine[s.EngineHash] = p
 		out = append(out, p)
 	}
@@ -139,7 +140,7 @@ func TestGoldenEncodingsSameIndex(t *testing.T) {
 type storedCall struct {
 	worker string
 	tokens []uint32
-	keys   []wire.MediaKey
+	keys   []kv.MediaKey
 }
 
 // TestVerifyHook checks the layout verification callback on the golden video events: every stored
@@ -150,7 +151,7 @@ func TestVerifyHook(t *testing.T) {
 	e := newEnv(t, nil)
 	var mu sync.Mutex
 	var calls []storedCall
-	e.sub.SetOnStored(func(id string, tokens []uint32, keys []wire.MediaKey) {
+	e.sub.SetOnStored(func(id string, tokens []uint32, keys []kv.MediaKey) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, storedCall{id, slices.Clone(tokens), slices.Clone(keys)})
@@ -191,7 +192,7 @@ func TestVerifyHook(t *testing.T) {
 			for _, it := range items {
 				var s string
 				var pair []json.RawMessage
-				k := wire.MediaKey{}
+				k := kv.MediaKey{}
 				if json.Unmarshal(it, &s) != nil {
 					if err := json.Unmarshal(it, &pair); err != nil {
 						t.Fatal(err)
@@ -200,7 +201,7 @@ func TestVerifyHook(t *testing.T) {
 					_ = json.Unmarshal(pair[1], &k.Offset)
 					k.HasOffset = true
 				}
-				k.Identity = wire.Identity(u64hex(t, s[:16]))
+				k.Identity = kv.Identity(u64hex(t, s[:16]))
 				c.keys = append(c.keys, k)
 			}
 			out = append(out, c)
@@ -233,7 +234,7 @@ func TestVerifyHook(t *testing.T) {
 		p[0].keys[0].Offset != 13 || p[3].keys[0].Offset != -35 {
 		t.Errorf("pairs: %+v", p)
 	}
-	if b := byWorker(calls, "bare"); len(b) != 6 || b[5].keys[0] != (wire.MediaKey{Identity: 0x51c22565f5f9c525}) {
+	if b := byWorker(calls, "bare"); len(b) != 6 || b[5].keys[0] != (kv.MediaKey{Identity: 0x51c22565f5f9c525}) {
 		t.Errorf("bare: %+v", b)
 	}
 }

@@ -8,17 +8,18 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/internal/testkit/indextest"
 	"github.com/kvroute/kvroute/internal/testkit/natstest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // env is one embedded NATS server on loopback, a subscriber over its own connection and index, and
@@ -75,7 +76,7 @@ func newEnv(t testing.TB, cfg *subscriber.Config) *env {
 
 // worker is a registry record of a vLLM worker with block size 16.
 func worker(id string, dp int) registry.Worker {
-	return registry.Worker{WorkerID: id, Endpoint: "127.0.0.1:1", Model: "m", Engine: wire.EngineVLLM, BlockSize: 16, DPSize: dp}
+	return registry.Worker{WorkerID: id, Endpoint: "127.0.0.1:1", Model: "m", Engine: kv.EngineVLLM, BlockSize: 16, DPSize: dp}
 }
 
 // publish sends one batch on kvroute.events.<id>.
@@ -257,8 +258,8 @@ func (b *fakeBridge) onReplay(m *nats.Msg) {
 
 // chainGen builds vLLM BlockStored batches of distinct, deterministic blocks.
 type chainGen struct {
-	next uint64          // next engine hash
-	last wire.EngineHash // engine hash of the newest block (parent of a continued chain)
+	next uint64        // next engine hash
+	last kv.EngineHash // engine hash of the newest block (parent of a continued chain)
 }
 
 // stored returns a BlockStored batch of n blocks that starts a new chain (cont false) or continues
@@ -271,7 +272,7 @@ func (g *chainGen) stored(t testing.TB, n int, cont bool, form codec.Form) []byt
 	}
 	for i := 0; i < n; i++ {
 		g.next++
-		h := wire.EngineHash(0x9e3779b97f4a7c15 * g.next) // spread over the u64 range, some ≥ 2^63
+		h := kv.EngineHash(0x9e3779b97f4a7c15 * g.next) // spread over the u64 range, some ≥ 2^63
 		ev.BlockHashes = append(ev.BlockHashes, h)
 		for j := 0; j < 16; j++ {
 			ev.TokenIDs = append(ev.TokenIDs, uint32((g.next*31+uint64(j)*7)%150000))
@@ -292,7 +293,7 @@ func encode(t testing.TB, form codec.Form, evs ...codec.Event) []byte {
 
 // reference applies batches in order to a fresh index (the gap-free state) and returns it with the
 // root paths (LocalBlockHash prefixes) of every block stored, as lookup queries.
-func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]wire.BlockHash) {
+func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]kv.BlockHash) {
 	t.Helper()
 	ix, err := index.New(nil)
 	if err != nil {
@@ -303,12 +304,12 @@ func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]wir
 		t.Fatal(err)
 	}
 	type node struct {
-		parent    wire.EngineHash
+		parent    kv.EngineHash
 		hasParent bool
-		local     wire.BlockHash
+		local     kv.BlockHash
 	}
-	nodes := map[wire.EngineHash]node{}
-	var queries [][]wire.BlockHash
+	nodes := map[kv.EngineHash]node{}
+	var queries [][]kv.BlockHash
 	key := index.WorkerKey{ID: id}
 	ctx := context.Background()
 	for _, data := range batches {
@@ -326,7 +327,7 @@ func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]wir
 				}
 				_ = ix.Store(ctx, key, blocks)
 				for _, s := range op.Stored {
-					var path []wire.BlockHash
+					var path []kv.BlockHash
 					h := s.EngineHash
 					for steps := 0; steps <= len(nodes); steps++ {
 						n, ok := nodes[h]
@@ -353,7 +354,7 @@ func reference(t testing.TB, id string, batches [][]byte) (*index.Index, [][]wir
 }
 
 // overlap is worker id's overlap for a query (0 when it holds nothing of it).
-func overlap(ix *index.Index, id string, q []wire.BlockHash) int {
+func overlap(ix *index.Index, id string, q []kv.BlockHash) int {
 	for _, o := range ix.Match(context.Background(), q) {
 		if o.Worker.ID == id && o.Worker.DPRank == 0 {
 			return o.Blocks
@@ -372,7 +373,7 @@ func sameAsReference(t testing.TB, ix *index.Index, id string, batches [][]byte)
 
 // sameIndex checks that worker got in ix what refID got in ref: the same blocks
 // (indextest.SameWorker), the same block count and the same overlap for every query.
-func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID string, queries [][]wire.BlockHash) {
+func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID string, queries [][]kv.BlockHash) {
 	t.Helper()
 	indextest.SameWorker(t, ix, index.WorkerKey{ID: id}, ref, index.WorkerKey{ID: refID})
 	got, want := ix.WorkerBlocks(index.WorkerKey{ID: id}), ref.WorkerBlocks(index.WorkerKey{ID: refID})
@@ -387,4 +388,4 @@ func sameIndex(t testing.TB, ix *index.Index, id string, ref *index.Index, refID
 }
 
 // engineHashes lists the engine block hashes of a hand-written event.
-func engineHashes(hs ...wire.EngineHash) []wire.EngineHash { return hs }
+func engineHashes(hs ...kv.EngineHash) []kv.EngineHash { return hs }

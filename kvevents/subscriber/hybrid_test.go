@@ -4,10 +4,10 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // TestBlockSizeCorrectedByReRegistration: a hybrid worker registered with a block size its events do

@@ -5,15 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // TestMain checks that no goroutine outlives the tests (subscribers, replay requests, servers).
@@ -146,7 +147,7 @@ func TestStopIsIdempotent(t *testing.T) {
 func TestOtherEncodings(t *testing.T) {
 	e := newEnv(t, nil)
 	sg := worker("sg", 1)
-	sg.Engine = wire.EngineSGLang
+	sg.Engine = kv.EngineSGLang
 	e.sub.SetWorkers([]registry.Worker{worker("dy", 1), sg})
 	e.waitState("dy", subscriber.StateUnsynced)
 	e.waitState("sg", subscriber.StateUnsynced)
@@ -156,12 +157,12 @@ func TestOtherEncodings(t *testing.T) {
 	e.publish("dy", 1, 0, "dynamo-json", []byte(`{"worker_id":7,"event":{"event_id":2,"data":{"stored":`+
 		`{"parent_hash":12,"blocks":[{"block_hash":13,"tokens_hash":103}]}}}}`))
 	e.waitSeq("dy", 1)
-	if n := overlap(e.ix, "dy", []wire.BlockHash{101, 102, 103}); n != 3 {
+	if n := overlap(e.ix, "dy", []kv.BlockHash{101, 102, 103}); n != 3 {
 		t.Errorf("dynamo chain overlap %d, want 3", n)
 	}
 	e.publish("dy", 2, 0, "dynamo-json", []byte(`{"worker_id":7,"event":{"event_id":3,"data":{"removed":{"block_hashes":[13]}}}}`))
 	e.waitSeq("dy", 2)
-	if n := overlap(e.ix, "dy", []wire.BlockHash{101, 102, 103}); n != 2 {
+	if n := overlap(e.ix, "dy", []kv.BlockHash{101, 102, 103}); n != 2 {
 		t.Errorf("dynamo chain overlap after removal %d, want 2", n)
 	}
 

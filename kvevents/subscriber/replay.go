@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"time"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // errReplay is wrapped by every failed replay request.

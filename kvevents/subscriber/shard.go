@@ -5,15 +5,16 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // maxDPSize bounds the ranks tracked per worker (worker records come from the network).
@@ -57,7 +58,7 @@ type shard struct {
 	// scratch
 	one    codec.Batch
 	blocks []index.StoredBlock
-	keys   []wire.MediaKey
+	keys   []kv.MediaKey
 }
 
 // wstate is one registered worker.

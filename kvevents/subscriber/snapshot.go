@@ -7,11 +7,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
 	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // startSnapshot asks the worker's publisher for its block set (kvroute.ctl.<worker_id>.snapshot,

@@ -13,11 +13,11 @@ import (
 
 	"github.com/kvroute/kvroute/internal/testkit/kvhistory"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // snapPublisher is a worker's publisher as kvroute-bridge is one: it numbers batches from 0, keeps

@@ -9,15 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kvroute/kvroute/internal/testkit/wait"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/registry"
 	"github.com/kvroute/kvroute/kvevents/subscriber"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // TestBadInputDroppedAndCounted sends random bytes, an unknown event type, a malformed event,
@@ -41,20 +42,20 @@ func TestBadInputDroppedAndCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shortTokens := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{999}, TokenIDs: []uint32{1, 2, 3}, BlockSize: 16}
-	badKeys := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{998}, TokenIDs: make([]uint32, 16), BlockSize: 16, HasExtraKeys: true}
-	otherSize := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{997}, TokenIDs: make([]uint32, 32), BlockSize: 32}
+	shortTokens := codec.Event{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{999}, TokenIDs: []uint32{1, 2, 3}, BlockSize: 16}
+	badKeys := codec.Event{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{998}, TokenIDs: make([]uint32, 16), BlockSize: 16, HasExtraKeys: true}
+	otherSize := codec.Event{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{997}, TokenIDs: make([]uint32, 32), BlockSize: 32}
 	// A hybrid model's Mamba group: its store (dense here) teaches group 1 "mamba"; its kind-less
 	// removal of a block the attention group holds (same engine hash) must then remove nothing.
-	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: []wire.EngineHash{996}, TokenIDs: make([]uint32, 16), BlockSize: 16,
+	mamba := codec.Event{Type: codec.BlockStored, BlockHashes: []kv.EngineHash{996}, TokenIDs: make([]uint32, 16), BlockSize: 16,
 		GroupIdx: 1, HasGroupIdx: true, SpecKind: "mamba", HasSpecKind: true}
-	unknownRemoval := codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{12345, 67890}}
+	unknownRemoval := codec.Event{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{12345, 67890}}
 
 	e.publish("w", 0, 0, "vllm", add(g.stored(t, 2, false, codec.ArrayForm)))
 	// Garbage does not move the stream: the batch that really is seq 1 follows and applies.
 	e.publish("w", 1, 0, "vllm", add(garbage))
 	e.publish("w", 1, 0, "vllm", add(unknownType))
-	mambaRemoval := codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{g.last}, GroupIdx: 1, HasGroupIdx: true}
+	mambaRemoval := codec.Event{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{g.last}, GroupIdx: 1, HasGroupIdx: true}
 	e.publish("w", 2, 0, "vllm", add(encode(t, codec.MapForm, shortTokens, badKeys, otherSize, mamba, mambaRemoval)))
 	e.publish("w", 3, 0, "vllm", add(encode(t, codec.ArrayForm, unknownRemoval)))
 	// bad headers: no seq, an unknown encoding, a rank beyond dp_size
@@ -359,13 +360,13 @@ func TestFloodWithConcurrentReads(t *testing.T) {
 	for k, id := range ids {
 		g := chainGen{next: uint64(k) << 40}
 		rng := rand.New(rand.NewPCG(uint64(k), 7))
-		var removable []wire.EngineHash
+		var removable []kv.EngineHash
 		for i := 0; i < n; i++ {
 			var data []byte
 			switch {
 			case i%10 == 9 && len(removable) > 0:
 				h := removable[rng.IntN(len(removable))]
-				data = encode(t, codec.ArrayForm, codec.Event{Type: codec.BlockRemoved, BlockHashes: []wire.EngineHash{h}})
+				data = encode(t, codec.ArrayForm, codec.Event{Type: codec.BlockRemoved, BlockHashes: []kv.EngineHash{h}})
 			default:
 				data = g.stored(t, 1+rng.IntN(3), i%4 != 0, codec.Form(1+i%2))
 				removable = append(removable, g.last)
@@ -380,7 +381,7 @@ func TestFloodWithConcurrentReads(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			q := []wire.BlockHash{1, 2, 3}
+			q := []kv.BlockHash{1, 2, 3}
 			for {
 				select {
 				case <-stop:

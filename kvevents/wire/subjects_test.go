@@ -17,9 +17,6 @@ func TestSubjectNames(t *testing.T) {
 		{HeaderSeq, "Kvroute-Seq"},
 		{HeaderEncoding, "Kvroute-Encoding"},
 		{HeaderDPRank, "Kvroute-Dp-Rank"},
-		{EngineVLLM, "vllm"},
-		{EngineSGLang, "sglang"},
-		{FeatureMMHashes, "mm_hashes"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // endless streams bytes without a Content-Length until the client goes away.

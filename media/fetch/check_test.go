@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // TestCheck: the network-free check refuses what Fetch refuses before dialing, and lets through

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // fetchData decodes an RFC 2397 data: URL, "data:[<mediatype>][;base64],<data>". The media type is

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // userAgent is sent on every http(s) request.

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 const clip = "../../testdata/video/vp9_320x240_2frames.webm"

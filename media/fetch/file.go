@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // fetchFile reads a file: URL under Config.FileRoot. The URL path is absolute ("file:///srv/media/a.webm",

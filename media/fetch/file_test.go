@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // fileTree builds, under a temp dir:

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // addrClass is the class of an address under the fetch policy.

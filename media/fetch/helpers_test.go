@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // countingListener accepts TCP connections on addr, counts them and closes them at once. It stops

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/media/fetch"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // TestSSRFGuard is field report 18: nothing the client names may reach loopback, private or link-local

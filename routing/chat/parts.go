@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
 )
 
 // partKind is a content part's meaning after vLLM's part resolution.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
 )
 
 // ErrSchema is wrapped by Request.SchemaErr: the body is valid JSON but not a chat request the

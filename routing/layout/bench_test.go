@@ -3,7 +3,7 @@ package layout_test
 import (
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 

@@ -1,7 +1,7 @@
 package layout
 
 import (
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // Member is one worker of a model as the cohort rule sees it: its published contract (nil when it

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 func TestCohortAgree(t *testing.T) {

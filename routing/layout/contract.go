@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/reason"
 )
 
 // Schema is the schema string of a version 1 video contract (DESIGN.md §2.3).
@@ -160,8 +161,8 @@ func (c *Contract) Validate() error {
 	default:
 		return bad("adapter %q is not supported (have %q, %q)", c.Adapter, AdapterQwen3VL, AdapterNemotronOmni)
 	}
-	if c.Engine != wire.EngineVLLM && c.Engine != wire.EngineSGLang {
-		return bad("engine %q is not %q or %q", c.Engine, wire.EngineVLLM, wire.EngineSGLang)
+	if c.Engine != kv.EngineVLLM && c.Engine != kv.EngineSGLang {
+		return bad("engine %q is not %q or %q", c.Engine, kv.EngineVLLM, kv.EngineSGLang)
 	}
 	if err := c.validateSampler(); err != nil {
 		return bad("%v", err)

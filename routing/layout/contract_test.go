@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // exampleContract is the contract of DESIGN.md §2.3.

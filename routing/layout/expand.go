@@ -5,9 +5,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // Tokenizer encodes text as Hugging Face encode(text, add_special_tokens=False) does: added
@@ -32,7 +33,7 @@ const MaxExpandedTokens = 1 << 24
 type Media struct {
 	Kind blocks.MediaKind
 	// Identity is the item's content identity (DESIGN.md §3), copied into its span.
-	Identity wire.Identity
+	Identity kv.Identity
 	// Video is the layout of a video item (Kind blocks.Video); Image that of an image item.
 	Video *VideoLayout
 	Image *ImageLayout

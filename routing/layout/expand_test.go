@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 

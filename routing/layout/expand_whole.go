@@ -3,8 +3,8 @@ package layout
 import (
 	"strings"
 
-	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // findTextPlaceholders locates the media placeholders in the rendered prompt text (byte ranges).

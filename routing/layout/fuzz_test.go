@@ -3,8 +3,9 @@ package layout_test
 import (
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -74,9 +75,9 @@ func FuzzExpand(f *testing.F) {
 				break
 			}
 			if k%2 == 0 {
-				media = append(media, layout.Media{Kind: blocks.Video, Identity: wire.Identity(k), Video: v})
+				media = append(media, layout.Media{Kind: blocks.Video, Identity: kv.Identity(k), Video: v})
 			} else {
-				media = append(media, layout.Media{Kind: blocks.Image, Identity: wire.Identity(k), Image: im})
+				media = append(media, layout.Media{Kind: blocks.Image, Identity: kv.Identity(k), Image: im})
 			}
 		}
 		ex, err := a.Expand(prompt, media)

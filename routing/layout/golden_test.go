@@ -5,8 +5,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/goldens"
-	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
@@ -97,7 +98,7 @@ type layoutCase struct {
 func contractFor(c *layoutCase) *layout.Contract {
 	in := c.Inputs
 	ct := &layout.Contract{
-		Schema: layout.Schema, Adapter: layout.AdapterQwen3VL, Engine: wire.EngineVLLM,
+		Schema: layout.Schema, Adapter: layout.AdapterQwen3VL, Engine: kv.EngineVLLM,
 		FrameCountSource: layout.FrameCountDecoded,
 		Resize: layout.Resize{Mode: in.ResizeMode, MinPixels: in.MinPixels, MaxPixels: in.MaxPixels,
 			PatchSize: in.PatchSize, MergeSize: in.MergeSize, TemporalPatchSize: in.TemporalPatchSize},
@@ -115,7 +116,7 @@ func contractFor(c *layoutCase) *layout.Contract {
 	case layout.SamplerDynamoMaxFrames:
 		ct.Sampler.MaxFrames = in.MaxFrames
 	case layout.SamplerSGLang:
-		ct.Engine = wire.EngineSGLang
+		ct.Engine = kv.EngineSGLang
 		ct.SGLangPreprocess = in.SGLangPreprocess
 	}
 	return ct

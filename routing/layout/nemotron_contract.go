@@ -3,7 +3,7 @@ package layout
 import (
 	"fmt"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
 )
 
 // NemotronContract is the `nemotron` object of an adapter nemotron_omni contract: the checkpoint
@@ -77,8 +77,8 @@ func (cv *conv) nemotron(r *rawNemotron) *NemotronContract {
 // the three distinct; 0 <= video_pruning_rate < 1 (EVS, null is 0); the nemotron geometry and image
 // budget valid (NemotronGeometry.Validate, NemotronImageBudget.Validate).
 func (c *Contract) validateNemotron() error {
-	if c.Engine != wire.EngineVLLM {
-		return fmt.Errorf("engine %q is not %q for adapter %s", c.Engine, wire.EngineVLLM, c.Adapter)
+	if c.Engine != kv.EngineVLLM {
+		return fmt.Errorf("engine %q is not %q for adapter %s", c.Engine, kv.EngineVLLM, c.Adapter)
 	}
 	if c.Resize != (Resize{}) || c.ImageResize != nil || c.PlaceholderTarget != "" || c.TimestampTokenization != "" || c.SGLangPreprocess != nil {
 		return fmt.Errorf("resize, image_resize, placeholder_target, timestamp_tokenization and sglang_preprocess must be null for adapter %s", c.Adapter)

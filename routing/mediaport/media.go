@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/routing/layout"
 )
 
 // Media fetches and decodes the media items of a request (DESIGN.md §1 step 3). Implementations
 // must be safe for concurrent use and bound their own time and memory (DESIGN.md §6). Errors
-// carry reason codes (routing/reason): client errors (media_url_blocked, media_undecodable, …)
+// carry reason codes (reason): client errors (media_url_blocked, media_undecodable, …)
 // reject the request, anything else makes it fall back to text-prefix routing.
 type Media interface {
 	// Video fetches url, decodes it and samples its frames the way a worker with contract c
@@ -30,7 +31,7 @@ var errNoFrames = errors.New("the sampler selected no frames")
 // VideoInfo is what the router needs of one decoded clip.
 type VideoInfo struct {
 	// Identity is the DESIGN.md §3 identity (never 0).
-	Identity wire.Identity
+	Identity kv.Identity
 	// Codec is "vp8" or "vp9".
 	Codec string
 	// DecodedFrames is the presentable frame count; ContainerFrames the count a loader that trusts
@@ -47,7 +48,7 @@ type VideoInfo struct {
 // ImageInfo is what the router needs of one decoded image.
 type ImageInfo struct {
 	// Identity is XXH3-64 over the decoded pixels (Dynamo's canonical_content_hash layout).
-	Identity wire.Identity
+	Identity kv.Identity
 	// Width and Height are the image size in pixels.
 	Width, Height int
 }

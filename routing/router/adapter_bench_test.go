@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
 )
 
 // BenchmarkTargetFor compares resolving a request's workers for a base model (workersFor, what
@@ -13,7 +13,7 @@ import (
 func BenchmarkTargetFor(b *testing.B) {
 	ws := make([]Worker, 64)
 	for i := range ws {
-		ws[i] = Worker{ID: fmt.Sprintf("w%02d", i), Model: "qwen", Engine: wire.EngineVLLM, BlockSize: 16}
+		ws[i] = Worker{ID: fmt.Sprintf("w%02d", i), Model: "qwen", Engine: kv.EngineVLLM, BlockSize: 16}
 		for j := range 512 {
 			ws[i].Adapters = append(ws[i].Adapters, Adapter{Name: fmt.Sprintf("tenant-%04d-lora", j), BaseModel: "qwen"})
 		}

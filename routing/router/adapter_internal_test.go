@@ -6,14 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/extrakeys"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/chat"
-	"github.com/kvroute/kvroute/routing/index"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // goldenTenantSeed is the seed of LoRA "tenant-42" in testdata/golden/block_hash.jsonl (bh_seed_006,
@@ -22,12 +23,12 @@ const goldenTenantSeed = 17185577506994870600
 
 func adapterWorkers() []Worker {
 	return []Worker{
-		{ID: "w-a", Endpoint: "127.0.0.1:9001", Model: "qwen", Engine: wire.EngineVLLM, BlockSize: 16,
+		{ID: "w-a", Endpoint: "127.0.0.1:9001", Model: "qwen", Engine: kv.EngineVLLM, BlockSize: 16,
 			Adapters: []Adapter{{Name: "sql", BaseModel: "qwen"}, {Name: "tenant-42", BaseModel: "qwen"}}},
-		{ID: "w-b", Endpoint: "127.0.0.1:9002", Model: "qwen", Engine: wire.EngineVLLM, BlockSize: 16},
-		{ID: "w-c", Endpoint: "127.0.0.1:9003", Model: "qwen", Engine: wire.EngineVLLM, BlockSize: 16,
+		{ID: "w-b", Endpoint: "127.0.0.1:9002", Model: "qwen", Engine: kv.EngineVLLM, BlockSize: 16},
+		{ID: "w-c", Endpoint: "127.0.0.1:9003", Model: "qwen", Engine: kv.EngineVLLM, BlockSize: 16,
 			Adapters: []Adapter{{Name: "tenant-42", BaseModel: "qwen"}}},
-		{ID: "w-d", Endpoint: "127.0.0.1:9004", Model: "llama", Engine: wire.EngineVLLM, BlockSize: 16},
+		{ID: "w-d", Endpoint: "127.0.0.1:9004", Model: "llama", Engine: kv.EngineVLLM, BlockSize: 16},
 	}
 }
 
@@ -43,7 +44,7 @@ func adapterChat(model string) []byte {
 // under LoRA lora ("" for the base model): extra_keys with the LoRA name first in every block and
 // lora_name set, as vLLM's generate_block_hash_extra_keys and kv_events.BlockStored do, normalized
 // the way the router's subscriber normalizes it. It returns the stored local hashes.
-func storeEvent(t *testing.T, r *Router, id string, body []byte, lora string, engineBase wire.EngineHash) []wire.BlockHash {
+func storeEvent(t *testing.T, r *Router, id string, body []byte, lora string, engineBase kv.EngineHash) []kv.BlockHash {
 	t.Helper()
 	req, err := chat.ParseRequest(body)
 	if err != nil {
@@ -58,7 +59,7 @@ func storeEvent(t *testing.T, r *Router, id string, body []byte, lora string, en
 		ExtraKeys: extrakeys.For(16, len(toks), nil, lora, "", codec.PairKeys), HasExtraKeys: true,
 		LoRAName: lora, HasLoRAName: lora != ""}
 	for i := range nb {
-		ev.BlockHashes = append(ev.BlockHashes, engineBase+wire.EngineHash(i))
+		ev.BlockHashes = append(ev.BlockHashes, engineBase+kv.EngineHash(i))
 	}
 	n, err := normalize.New(normalize.DefaultConfig())
 	if err != nil {
@@ -69,7 +70,7 @@ func storeEvent(t *testing.T, r *Router, id string, body []byte, lora string, en
 		t.Fatalf("normalizing: %+v", out)
 	}
 	var sb []index.StoredBlock
-	var hs []wire.BlockHash
+	var hs []kv.BlockHash
 	for _, s := range out.Ops[0].Stored {
 		sb = append(sb, index.StoredBlock{EngineHash: s.EngineHash, Parent: s.ParentEngineHash, HasParent: s.HasParent, LocalHash: s.LocalHash})
 		hs = append(hs, s.LocalHash)

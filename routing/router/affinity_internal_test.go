@@ -7,9 +7,9 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/mediaport"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // TestAffinityKey: the key is the first fetched undecoded item's bytes hash (prompt order), else

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/goldens"
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/apis"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // TestAPIGoldenHashes routes every golden Anthropic and Responses request (testdata/golden/apis)
@@ -68,8 +69,8 @@ func TestAPIGoldenHashes(t *testing.T) {
 					// the conversion cache (apis.Converter) as Caddy runs it: cold, then warm
 					r.convOnce.Do(func() { r.conv = conv })
 				}
-				var got [][]wire.BlockHash
-				r.onHashes = func(h []wire.BlockHash) { got = append(got, slices.Clone(h)) }
+				var got [][]kv.BlockHash
+				r.onHashes = func(h []kv.BlockHash) { got = append(got, slices.Clone(h)) }
 				res, err := r.Route(context.Background(), &Input{Path: c.path, Body: v.Input, Workers: ws})
 				if err != nil {
 					t.Fatalf("%s: %v", v.ID, err)

@@ -5,8 +5,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // cohortState caches the cohort rule's outcome for one model until its workers change.

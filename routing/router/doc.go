@@ -4,7 +4,7 @@
 // It ties the other routing packages together: chat (parse, template), model (tokens), layout
 // (contracts, Qwen3-VL expansion), blocks (LocalBlockHash), index (overlap) and scheduler (cost).
 // Media is reached through the Media interface, so this package needs neither FFmpeg nor the
-// network; media/resolver implements it over the fetcher and the decoder.
+// network; routing/mediaresolver implements it over the fetcher and the decoder.
 //
 // One file per job: router.go (the Router, its Config and Hooks), result.go (Input and the outcome
 // types Result, Candidate and MediaSummary, which caddymodule's Decision and explain use as they

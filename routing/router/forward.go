@@ -1,8 +1,8 @@
 package router
 
 import (
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 )
 
@@ -12,7 +12,7 @@ import (
 
 // ForwardedUUID is the uuid kvroute forwards for an identity: 16 lowercase hex digits and 48 zeros
 // (DESIGN.md §1 step 6); vLLM uses it verbatim as the item's multimodal hash.
-func ForwardedUUID(identity wire.Identity) string { return identity.UUID() }
+func ForwardedUUID(identity kv.Identity) string { return identity.UUID() }
 
 // forward splices each media part's forwarded uuid into the body to forward (res.Body, Forwarded)
 // and records the expansion of tokens and spans for verification.

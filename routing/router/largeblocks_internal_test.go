@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/extrakeys"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // TestLargeBlockSizes routes a video request with a long text part to workers of the attention block
@@ -25,7 +26,7 @@ func TestLargeBlockSizes(t *testing.T) {
 	body := strings.Replace(chat000, "Describe this video.", long, 1)
 	for _, bs := range []int{528, 1056, 2096} {
 		t.Run(fmt.Sprint(bs), func(t *testing.T) {
-			fm := &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": 11, "https://example.com/other.webm": 22}}
+			fm := &fakeMedia{identity: map[string]kv.Identity{"https://example.com/clip.mp4": 11, "https://example.com/other.webm": 22}}
 			r := newTestRouter(t, fm)
 			ws := testWorkers()
 			for i := range ws {
@@ -51,7 +52,7 @@ func TestLargeBlockSizes(t *testing.T) {
 				ev := codec.Event{Type: codec.BlockStored, TokenIDs: toks, BlockSize: bs, Medium: "GPU", HasMedium: true,
 					GroupIdx: 0, HasGroupIdx: true, SpecKind: "full_attention", HasSpecKind: true}
 				for i := 0; i < nb; i++ {
-					ev.BlockHashes = append(ev.BlockHashes, wire.EngineHash(uint64(len(id))<<32|uint64(i+1)))
+					ev.BlockHashes = append(ev.BlockHashes, kv.EngineHash(uint64(len(id))<<32|uint64(i+1)))
 				}
 				ev.ExtraKeys, ev.HasExtraKeys = extrakeys.For(bs, len(toks), spans, "", "", codec.PairKeys), true
 				raw, err := codec.EncodeVLLM(&codec.Batch{TS: 1, Events: []codec.Event{ev}}, codec.ArrayForm, codec.MapForm)

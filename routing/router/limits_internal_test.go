@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/reason"
 )
 
 // bigBody is a chat request for model qwen with n text parts in one message (parts) or n

@@ -7,14 +7,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/reason"
 )
 
 // Frame count sources of the contract (DESIGN.md §2.3).
@@ -53,7 +54,7 @@ func (r *Router) mediaView(ctx context.Context, req *chat.Request, prompt string
 		return nil, reason.CodeOf(cs.err), cs.err.Error(), nil
 	}
 	for _, w := range workers {
-		if w.Engine == wire.EngineSGLang && !w.hasFeature(wire.FeatureMMHashes) {
+		if w.Engine == kv.EngineSGLang && !w.hasFeature(kv.FeatureMMHashes) {
 			return nil, reason.EngineNoMMHashes, "worker " + w.ID + " is SGLang without mm_hashes forwarding", nil
 		}
 	}

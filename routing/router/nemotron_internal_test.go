@@ -8,12 +8,13 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/index"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/chat"
-	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
@@ -55,15 +56,15 @@ func newNemotronRouter(t *testing.T, media Media) (*Router, *model.Model) {
 }
 
 func nemotronWorkers() []Worker {
-	return []Worker{{ID: "n-a", Endpoint: "127.0.0.1:9001", Model: "nemo", Engine: wire.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(layout.NemotronContractJSON)},
-		{ID: "n-b", Endpoint: "127.0.0.1:9002", Model: "nemo", Engine: wire.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(layout.NemotronContractJSON)}}
+	return []Worker{{ID: "n-a", Endpoint: "127.0.0.1:9001", Model: "nemo", Engine: kv.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(layout.NemotronContractJSON)},
+		{ID: "n-b", Endpoint: "127.0.0.1:9002", Model: "nemo", Engine: kv.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(layout.NemotronContractJSON)}}
 }
 
 // TestNemotronRouting routes one video exactly (the 10 s 640×360 clip facts: 32 frames, 16
 // tubelets of 42×24 patches) and checks that other media mixes fall back with
 // media_mix_unsupported before anything is fetched, on the text before the first <video>.
 func TestNemotronRouting(t *testing.T) {
-	media := &countingMedia{fakeMedia: fakeMedia{identity: map[string]wire.Identity{"https://x/a.webm": 0xa1, "https://x/b.webm": 0xb2, "https://x/i.png": 0xc3}}}
+	media := &countingMedia{fakeMedia: fakeMedia{identity: map[string]kv.Identity{"https://x/a.webm": 0xa1, "https://x/b.webm": 0xb2, "https://x/i.png": 0xc3}}}
 	r, m := newNemotronRouter(t, media)
 	const text = `{"type":"text","text":"You are a careful video analyst. Describe what you see in order and name the objects."}`
 	body := func(parts string) []byte {

@@ -7,12 +7,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
@@ -99,9 +100,9 @@ func textPrefix(ids []uint32, t layout.TokenIDs, placeholder []uint32) []uint32 
 // hashPrompt hashes the routing view of tokens. SGLang workers key their cache by the prompt with
 // each media span's pads replaced by its pad value (their KV events carry those ids), so a cohort
 // of SGLang workers is hashed that way; vLLM workers by the DESIGN.md §5 rule.
-func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint32, spans []blocks.Span) ([]wire.BlockHash, error) {
+func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint32, spans []blocks.Span) ([]kv.BlockHash, error) {
 	cfg := blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}
-	if len(spans) > 0 && workers[0].Engine == wire.EngineSGLang {
+	if len(spans) > 0 && workers[0].Engine == kv.EngineSGLang {
 		h, err := blocks.NewHasher(cfg)
 		if err != nil {
 			return nil, err

@@ -1,9 +1,9 @@
 package router
 
 import (
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/index"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/mediaport"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/apis"
-	"github.com/kvroute/kvroute/routing/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/reason"
 )
 
 // The Route benchmarks measure one routing decision end to end (parse, template, tokenize, media
@@ -21,7 +22,7 @@ func benchWorkers(n int) []Worker {
 	ws := make([]Worker, n)
 	for i := range ws {
 		ws[i] = Worker{ID: fmt.Sprintf("w%03d", i), Endpoint: fmt.Sprintf("127.0.0.1:%d", 9000+i), Model: "qwen",
-			Engine: wire.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(hubContract)}
+			Engine: kv.EngineVLLM, BlockSize: 16, Contract: json.RawMessage(hubContract)}
 	}
 	return ws
 }
@@ -61,7 +62,7 @@ func BenchmarkRouteText64Workers(b *testing.B) {
 // BenchmarkRouteVideo routes golden chat case chat_000 (one 10 s clip, 2,288 prompt tokens after
 // expansion) over 2 workers, with fixed clip facts (fakeMedia): expansion, span hashing, uuid splice.
 func BenchmarkRouteVideo(b *testing.B) {
-	r := newTestRouter(b, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": 0x0123456789abcdef}})
+	r := newTestRouter(b, &fakeMedia{identity: map[string]kv.Identity{"https://example.com/clip.mp4": 0x0123456789abcdef}})
 	benchRoute(b, r, &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: benchWorkers(2)}, true, "")
 }
 

@@ -2,16 +2,18 @@ package router
 
 import (
 	"errors"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/apis"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/routing/apis"
+
 	"go.uber.org/zap"
 
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/routing/chat"
-	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/scheduler"
@@ -84,7 +86,7 @@ type Router struct {
 	conv     *apis.Converter
 
 	// onHashes, when set (tests only), sees every request's block hashes before they are scored.
-	onHashes func([]wire.BlockHash)
+	onHashes func([]kv.BlockHash)
 }
 
 // SetWorkers gives the router the full worker list (static and live, workers marked down

@@ -8,13 +8,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"github.com/kvroute/kvroute/internal/goldens"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/kv/index"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
-	"github.com/kvroute/kvroute/routing/reason"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
@@ -26,7 +27,7 @@ const hubContract = layout.HubContractJSON
 // fakeMedia returns fixed clip facts per URL: the 10 s 640×360 VP9 fixture's (300 frames at
 // 30 fps) under every URL, with the hf_fps indices of golden layout_0000.
 type fakeMedia struct {
-	identity  map[string]wire.Identity
+	identity  map[string]kv.Identity
 	container int
 	err       map[string]error
 }
@@ -85,8 +86,8 @@ func newTestRouter(t testing.TB, media Media) *Router {
 }
 
 func testWorkers(contracts ...string) []Worker {
-	ws := []Worker{{ID: "sim-a", Endpoint: "127.0.0.1:9001", Model: "qwen", Engine: wire.EngineVLLM, BlockSize: 16},
-		{ID: "sim-b", Endpoint: "127.0.0.1:9002", Model: "qwen", Engine: wire.EngineVLLM, BlockSize: 16}}
+	ws := []Worker{{ID: "sim-a", Endpoint: "127.0.0.1:9001", Model: "qwen", Engine: kv.EngineVLLM, BlockSize: 16},
+		{ID: "sim-b", Endpoint: "127.0.0.1:9002", Model: "qwen", Engine: kv.EngineVLLM, BlockSize: 16}}
 	for i := range ws {
 		c := hubContract
 		if i < len(contracts) {
@@ -111,7 +112,7 @@ const chat000 = `{"model":"qwen","messages":[{"role":"user","content":[{"type":"
 // tok_expanded_ex1_new_wrapper_kept (tokens.jsonl), id for id.
 func TestVideoExpansionEqualsGolden(t *testing.T) {
 	const ident = 0x0123456789abcdef
-	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]kv.Identity{"https://example.com/clip.mp4": ident}})
 	res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: testWorkers()})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestVideoExpansionEqualsGolden(t *testing.T) {
 // TestWarmRepeatGoesToHolder stores the request's own blocks for one worker and checks that the
 // repeat goes there with full overlap; a different clip gets no video credit.
 func TestWarmRepeatGoesToHolder(t *testing.T) {
-	fm := &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": 11, "https://example.com/other.webm": 22}}
+	fm := &fakeMedia{identity: map[string]kv.Identity{"https://example.com/clip.mp4": 11, "https://example.com/other.webm": 22}}
 	r := newTestRouter(t, fm)
 	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: testWorkers()}
 	cold, err := r.Route(context.Background(), in)
@@ -172,7 +173,7 @@ func TestWarmRepeatGoesToHolder(t *testing.T) {
 	}
 	var sb []index.StoredBlock
 	for i, h := range p.Hashes() {
-		sb = append(sb, index.StoredBlock{EngineHash: wire.EngineHash(1000 + i), Parent: wire.EngineHash(999 + i), HasParent: i > 0, LocalHash: h})
+		sb = append(sb, index.StoredBlock{EngineHash: kv.EngineHash(1000 + i), Parent: kv.EngineHash(999 + i), HasParent: i > 0, LocalHash: h})
 	}
 	if err := r.index.Store(context.Background(), index.WorkerKey{ID: "sim-b"}, sb); err != nil {
 		t.Fatal(err)
@@ -198,7 +199,7 @@ func TestWarmRepeatGoesToHolder(t *testing.T) {
 
 func TestFallbacks(t *testing.T) {
 	url := "https://example.com/clip.mp4"
-	fm := &fakeMedia{identity: map[string]wire.Identity{url: 7}, err: map[string]error{
+	fm := &fakeMedia{identity: map[string]kv.Identity{url: 7}, err: map[string]error{
 		"https://example.com/blocked.webm": reason.New(reason.MediaURLBlocked, "blocked"),
 		"https://example.com/h264.mp4":     reason.New(reason.UnsupportedCodec, "h264"),
 	}}
@@ -257,7 +258,7 @@ func TestFallbacks(t *testing.T) {
 
 func TestFrameCountMismatch(t *testing.T) {
 	container := strings.Replace(hubContract, `"frame_count_source": "decoded"`, `"frame_count_source": "container"`, 1)
-	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": 3}, container: 310})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]kv.Identity{"https://example.com/clip.mp4": 3}, container: 310})
 	res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: testWorkers(container, container)})
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +276,7 @@ func TestFrameCountMismatch(t *testing.T) {
 // the router's own tokens verify; one changed token turns exact video routing off.
 func TestLayoutVerification(t *testing.T) {
 	const ident = 42
-	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]kv.Identity{"https://example.com/clip.mp4": ident}})
 	var results []string
 	r.hooks.Verified = func(s string) { results = append(results, s) }
 	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: testWorkers()}
@@ -285,7 +286,7 @@ func TestLayoutVerification(t *testing.T) {
 	e := r.verify.pending[verifyKey{"qwen", ident}]
 	// Block 1 (tokens 16..31) overlaps the video span, which starts at e.start.
 	blk := append([]uint32(nil), e.tokens[16:32]...)
-	r.VerifyStored("sim-a", blk, []wire.MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
+	r.VerifyStored("sim-a", blk, []kv.MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
 	if len(results) != 1 || results[0] != "match" {
 		t.Fatalf("results %v", results)
 	}
@@ -294,7 +295,7 @@ func TestLayoutVerification(t *testing.T) {
 		t.Fatalf("still exact after a match: %q", res.Fallback)
 	}
 	blk[5]++ // a pad token the worker laid out differently
-	r.VerifyStored("sim-a", blk, []wire.MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
+	r.VerifyStored("sim-a", blk, []kv.MediaKey{{Identity: ident, Offset: int64(e.start - 16), HasOffset: true}})
 	if len(results) != 2 || results[1] != "mismatch" {
 		t.Fatalf("results %v", results)
 	}
@@ -312,10 +313,10 @@ func TestLayoutVerification(t *testing.T) {
 // turns exact routing off, and only for the model of the worker that stored it.
 func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
 	const ident = 77
-	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]kv.Identity{"https://example.com/clip.mp4": ident}})
 	var results []string
 	r.hooks.Verified = func(s string) { results = append(results, s) }
-	ws := append(testWorkers(), Worker{ID: "other-1", Endpoint: "127.0.0.1:9003", Model: "other", Engine: wire.EngineVLLM, BlockSize: 16,
+	ws := append(testWorkers(), Worker{ID: "other-1", Endpoint: "127.0.0.1:9003", Model: "other", Engine: kv.EngineVLLM, BlockSize: 16,
 		Contract: json.RawMessage(hubContract)})
 	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws}
 	if res, err := r.Route(context.Background(), in); err != nil || res.Fallback != "" {
@@ -323,8 +324,8 @@ func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
 	}
 	e := r.verify.pending[verifyKey{"qwen", ident}]
 	block := func(i int) []uint32 { return append([]uint32(nil), e.tokens[16*i:16*i+16]...) }
-	key := func(i int) []wire.MediaKey {
-		return []wire.MediaKey{{Identity: ident, Offset: int64(e.start - 16*i), HasOffset: true}}
+	key := func(i int) []kv.MediaKey {
+		return []kv.MediaKey{{Identity: ident, Offset: int64(e.start - 16*i), HasOffset: true}}
 	}
 	r.VerifyStored("sim-a", block(1), key(1))
 	r.VerifyStored("sim-a", block(2), key(2))
@@ -353,17 +354,17 @@ func TestLayoutVerificationLaterBlockAndModelScope(t *testing.T) {
 // feature, media requests fall back.
 func TestSGLangWorkersUsePaddedView(t *testing.T) {
 	const ident = 0xfeed
-	r := newTestRouter(t, &fakeMedia{identity: map[string]wire.Identity{"https://example.com/clip.mp4": ident}})
+	r := newTestRouter(t, &fakeMedia{identity: map[string]kv.Identity{"https://example.com/clip.mp4": ident}})
 	ws := testWorkers()
 	for i := range ws {
-		ws[i].Engine = wire.EngineSGLang
+		ws[i].Engine = kv.EngineSGLang
 	}
 	res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws})
 	if err != nil || res.Fallback != reason.EngineNoMMHashes {
 		t.Fatalf("without mm_hashes: %v %q", err, res.Fallback)
 	}
 	for i := range ws {
-		ws[i].Features = []string{wire.FeatureMMHashes}
+		ws[i].Features = []string{kv.FeatureMMHashes}
 	}
 	in := &Input{Path: "/v1/chat/completions", Body: []byte(chat000), Workers: ws}
 	if res, err = r.Route(context.Background(), in); err != nil || res.Fallback != "" {
@@ -379,7 +380,7 @@ func TestSGLangWorkersUsePaddedView(t *testing.T) {
 	}
 	var sb []index.StoredBlock
 	for i := 0; i+16 <= len(padded); i += 16 {
-		sb = append(sb, index.StoredBlock{EngineHash: wire.EngineHash(5000 + i), Parent: wire.EngineHash(5000 + i - 16), HasParent: i > 0,
+		sb = append(sb, index.StoredBlock{EngineHash: kv.EngineHash(5000 + i), Parent: kv.EngineHash(5000 + i - 16), HasParent: i > 0,
 			LocalHash: blocks.HashTokens(padded[i:i+16], blocks.BaseSeed)})
 	}
 	if err := r.index.Store(context.Background(), index.WorkerKey{ID: "sim-a"}, sb); err != nil {

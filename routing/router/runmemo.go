@@ -2,8 +2,8 @@ package router
 
 import (
 	"github.com/kvroute/kvroute/internal/jinja"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
@@ -13,7 +13,7 @@ import (
 // turn the template cache replayed) in the run's note and reuses them when the run recurs at the
 // same alignment, block size and seed (runMemo). The hashes are those of HashBlocks over the
 // joined ids. Errors are HashRuns'.
-func HashTextRuns(cfg blocks.Config, seed uint64, runs tokenizer.Runs) ([]wire.BlockHash, int, error) {
+func HashTextRuns(cfg blocks.Config, seed uint64, runs tokenizer.Runs) ([]kv.BlockHash, int, error) {
 	return blocks.HashRuns(cfg, seed, runs.IDs, &runMemo{keys: runs.Keys, blockSize: cfg.BlockSize, seed: seed})
 }
 
@@ -39,13 +39,13 @@ type blockMemo struct {
 	skip      int
 	blockSize int
 	seed      uint64
-	hashes    []wire.BlockHash
+	hashes    []kv.BlockHash
 }
 
 // blockMemoOverhead approximates the bytes a note's block memo costs besides its hashes.
 const blockMemoOverhead = 48
 
-func (m *runMemo) Load(run, skip int, dst []wire.BlockHash) bool {
+func (m *runMemo) Load(run, skip int, dst []kv.BlockHash) bool {
 	k := m.keys[run]
 	if k.Note == nil {
 		return false
@@ -58,11 +58,11 @@ func (m *runMemo) Load(run, skip int, dst []wire.BlockHash) bool {
 	return true
 }
 
-func (m *runMemo) Store(run, skip int, hashes []wire.BlockHash) {
+func (m *runMemo) Store(run, skip int, hashes []kv.BlockHash) {
 	k := m.keys[run]
 	if k.Note == nil || len(hashes) == 0 {
 		return
 	}
-	bm := &blockMemo{key: k, skip: skip, blockSize: m.blockSize, seed: m.seed, hashes: append([]wire.BlockHash(nil), hashes...)}
+	bm := &blockMemo{key: k, skip: skip, blockSize: m.blockSize, seed: m.seed, hashes: append([]kv.BlockHash(nil), hashes...)}
 	k.Note.Store(blockMemoKey, bm, int64(8*len(hashes))+blockMemoOverhead)
 }

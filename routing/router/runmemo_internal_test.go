@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv"
+	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/tokenizer"
@@ -53,7 +53,7 @@ func TestBlockMemoInNotes(t *testing.T) {
 		return runs
 	}
 	const bs = 16
-	hashes := func(runs tokenizer.Runs, seed uint64) (got, want []wire.BlockHash) {
+	hashes := func(runs tokenizer.Runs, seed uint64) (got, want []kv.BlockHash) {
 		t.Helper()
 		got, n, err := HashTextRuns(blocks.Config{BlockSize: bs}, seed, runs)
 		if err != nil {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kv"
 )
 
 // TestSamePartsResolvedOnce: a request with 29 copies of one image URL, 2 copies of one video URL
@@ -14,7 +14,7 @@ import (
 // operator test saw 32 revalidations of one URL per request). Every copy keeps its place, its
 // identity and its layout (the expansion holds 32 media spans, the copies' uuids forwarded).
 func TestSamePartsResolvedOnce(t *testing.T) {
-	media := &countingMedia{fakeMedia: fakeMedia{identity: map[string]wire.Identity{
+	media := &countingMedia{fakeMedia: fakeMedia{identity: map[string]kv.Identity{
 		"https://x/a.png": 0xa1, "https://x/b.png": 0xb2, "https://x/c.webm": 0xc3,
 	}}}
 	r := newTestRouter(t, media)
@@ -38,11 +38,11 @@ func TestSamePartsResolvedOnce(t *testing.T) {
 	if len(res.Media) != 32 {
 		t.Fatalf("%d media summaries, want 32", len(res.Media))
 	}
-	want := []string{wire.Identity(0xc3).Hex()}
+	want := []string{kv.Identity(0xc3).Hex()}
 	for range 29 {
-		want = append(want, wire.Identity(0xa1).Hex())
+		want = append(want, kv.Identity(0xa1).Hex())
 	}
-	want = append(want, wire.Identity(0xb2).Hex(), wire.Identity(0xc3).Hex())
+	want = append(want, kv.Identity(0xb2).Hex(), kv.Identity(0xc3).Hex())
 	for i, m := range res.Media {
 		if m.Identity != want[i] {
 			t.Fatalf("media %d: identity %s, want %s", i, m.Identity, want[i])

@@ -6,9 +6,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
-	"github.com/kvroute/kvroute/routing/reason"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/index"
+	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
@@ -28,7 +29,7 @@ func (r *Router) loadOnly(ctx context.Context, res *Result, workers []Worker, in
 }
 
 // score looks the hashes up, scores every worker and fills the decision fields of res.
-func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *Input, hashes []wire.BlockHash, requestTokens, bs int) error {
+func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *Input, hashes []kv.BlockHash, requestTokens, bs int) error {
 	t := time.Now()
 	if r.onHashes != nil {
 		r.onHashes(hashes)

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/blocks"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/routing/chat"
-	"github.com/kvroute/kvroute/routing/index"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/model"
 	"github.com/kvroute/kvroute/routing/scheduler"
@@ -74,7 +75,7 @@ func TestTextChatRunsRouteExactly(t *testing.T) {
 		for range 24 {
 			turns = append(turns, text(30+rng.IntN(60)))
 		}
-		engine := wire.EngineHash(1)
+		engine := kv.EngineHash(1)
 		for conv, system := range []string{text(40), text(43)} {
 			msgs := []map[string]any{{"role": "system", "content": system}}
 			for step := range 12 {
@@ -100,9 +101,9 @@ func TestTextChatRunsRouteExactly(t *testing.T) {
 				}
 				var sb []index.StoredBlock
 				for i, h := range want {
-					sb = append(sb, index.StoredBlock{EngineHash: engine + wire.EngineHash(i), Parent: engine + wire.EngineHash(i) - 1, HasParent: i > 0, LocalHash: h})
+					sb = append(sb, index.StoredBlock{EngineHash: engine + kv.EngineHash(i), Parent: engine + kv.EngineHash(i) - 1, HasParent: i > 0, LocalHash: h})
 				}
-				engine += wire.EngineHash(len(want)) + 1
+				engine += kv.EngineHash(len(want)) + 1
 				if err := ix.Store(context.Background(), index.WorkerKey{ID: "sim-b"}, sb); err != nil {
 					t.Fatal(err)
 				}
@@ -127,7 +128,7 @@ func TestTextChatRunsRouteExactly(t *testing.T) {
 }
 
 // joinedHashes is the block hashes of raw's prompt on the path that joins everything.
-func joinedHashes(t *testing.T, m *model.Model, raw []byte, bs int, seed uint64) []wire.BlockHash {
+func joinedHashes(t *testing.T, m *model.Model, raw []byte, bs int, seed uint64) []kv.BlockHash {
 	t.Helper()
 	req, err := chat.ParseRequest(raw)
 	if err != nil {

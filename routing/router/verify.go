@@ -3,10 +3,11 @@ package router
 import (
 	"sync"
 
+	"github.com/kvroute/kvroute/kv"
+
 	"go.uber.org/zap"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/blocks"
+	"github.com/kvroute/kvroute/kv/blocks"
 )
 
 // maxExpectations bounds the forwarded identities awaiting verification.
@@ -25,7 +26,7 @@ type expectation struct {
 // each model's own contract.
 type verifyKey struct {
 	model    string
-	identity wire.Identity
+	identity kv.Identity
 }
 
 // verifier compares the first stored blocks that carry a forwarded identity with the router's own
@@ -108,7 +109,7 @@ func (v *verifier) setWorkers(ws []Worker) {
 // last 1024 items); the first match and the first difference of an item are each reported once.
 // A difference turns exact video routing off for the model until its contracts change
 // (layout_mismatch).
-func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []wire.MediaKey) {
+func (r *Router) VerifyStored(workerID string, tokens []uint32, keys []kv.MediaKey) {
 	v := r.verify
 	for _, k := range keys {
 		if !k.HasOffset {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 

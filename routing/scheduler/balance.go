@@ -4,7 +4,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/index"
 )
 
 // Defaults of the ttft model's load bound.

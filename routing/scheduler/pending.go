@@ -4,8 +4,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/index"
 )
 
 // Pending prefixes (ttft2, issue 26): the blocks of requests this router sent to a worker that
@@ -24,7 +25,7 @@ import (
 // PrefixKeys returns the chained keys of a request's block hashes: key i identifies the prefix
 // hashes[0..i], so one key says the whole prefix matches. Keys are mixed with SplitMix64's
 // finalizer (Steele, Lea, Flood 2014); a collision needs two 64-bit values to agree.
-func PrefixKeys(hashes []wire.BlockHash) []uint64 {
+func PrefixKeys(hashes []kv.BlockHash) []uint64 {
 	out := make([]uint64, len(hashes))
 	k := uint64(0x9e3779b97f4a7c15)
 	for i, h := range hashes {

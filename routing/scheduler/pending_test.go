@@ -3,15 +3,16 @@ package scheduler_test
 import (
 	"testing"
 
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
-func hashes(from, n int) []wire.BlockHash {
-	out := make([]wire.BlockHash, n)
+func hashes(from, n int) []kv.BlockHash {
+	out := make([]kv.BlockHash, n)
 	for i := range out {
-		out[i] = wire.BlockHash(from + i)
+		out[i] = kv.BlockHash(from + i)
 	}
 	return out
 }
@@ -20,11 +21,11 @@ func hashes(from, n int) []wire.BlockHash {
 // a prompt diverging at block 2 shares keys 0 and 1 only.
 func TestPrefixKeysChain(t *testing.T) {
 	a := scheduler.PrefixKeys(hashes(10, 4))
-	b := scheduler.PrefixKeys([]wire.BlockHash{10, 11, 99, 13})
+	b := scheduler.PrefixKeys([]kv.BlockHash{10, 11, 99, 13})
 	if a[0] != b[0] || a[1] != b[1] || a[2] == b[2] || a[3] == b[3] {
 		t.Fatalf("keys %x and %x: want the first two equal, the rest different", a, b)
 	}
-	c := scheduler.PrefixKeys([]wire.BlockHash{11})
+	c := scheduler.PrefixKeys([]kv.BlockHash{11})
 	if c[0] == a[1] {
 		t.Fatal("block 11 alone has the key of the prefix 10, 11")
 	}

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 

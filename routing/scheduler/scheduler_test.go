@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 

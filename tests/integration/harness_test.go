@@ -23,12 +23,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/kvevents/codec"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
-	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/mediaresolver"
 	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
@@ -44,7 +44,7 @@ const (
 // newSimResolver returns the media resolver the simulators of one harness share (its decode cache
 // is keyed by the clip bytes and the contract digest, so simulators with different contracts do
 // not mix); it is closed at the test's end.
-func newSimResolver(t *testing.T) *resolver.Resolver { return testkit.LoopbackResolver(t) }
+func newSimResolver(t *testing.T) *mediaresolver.Resolver { return testkit.LoopbackResolver(t) }
 
 // simSpec describes one in-process simulator of a harness.
 type simSpec struct {
@@ -114,12 +114,12 @@ func (w *simWorker) lastBody() []byte {
 // simulators that register and publish their KV events through that NATS server, plus a loopback
 // file server for the clips.
 type harness struct {
-	modelDir    string             // the model folder of Caddy and of the simulators
-	base, admin string             // https://127.0.0.1:port of the site, http://127.0.0.1:port of the admin endpoint
-	media       string             // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
-	res         *resolver.Resolver // the simulators' media resolver
-	client      *http.Client       // trusts tls's CA (siteTLS.client)
-	tls         siteTLS            // the site's certificate
+	modelDir    string                  // the model folder of Caddy and of the simulators
+	base, admin string                  // https://127.0.0.1:port of the site, http://127.0.0.1:port of the admin endpoint
+	media       string                  // http://127.0.0.1:port of the clip server (/a/ and /b/ serve testdata/video)
+	res         *mediaresolver.Resolver // the simulators' media resolver
+	client      *http.Client            // trusts tls's CA (siteTLS.client)
+	tls         siteTLS                 // the site's certificate
 	sims        map[string]*simWorker
 	byEndpoint  map[string]*simWorker
 	order       []*simWorker

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/sim"
-	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // imageDir holds the image fixtures made by ffmpeg (testdata/SOURCE.md, "image/").
@@ -88,7 +88,7 @@ func TestImageFormatsThroughCaddy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := resolver.DecodeImage(data)
+		info, err := mediaresolver.DecodeImage(data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/internal/sim"
-	"github.com/kvroute/kvroute/media/resolver"
+	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // countingImages serves jpg (third under /third*) with an ETag, answering a matching
@@ -97,7 +97,7 @@ func TestImageSingleFlightThroughCaddy(t *testing.T) {
 	}
 	wantUUIDs := func(t *testing.T, img []byte, n int) {
 		t.Helper()
-		info, err := resolver.DecodeImage(img)
+		info, err := mediaresolver.DecodeImage(img)
 		if err != nil {
 			t.Fatal(err)
 		}

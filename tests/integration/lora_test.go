@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/internal/testkit/caddytest"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 )
 
 // loraSim is one simulator of the LoRA test: a vLLM stand-in serving model qwen and the given

@@ -12,11 +12,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/internal/testkit/caddytest"
 	"github.com/kvroute/kvroute/internal/testkit/wait"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 )
 
 // planNATSCluster chooses the addresses of an n-server cluster and starts nothing: c.restartAll

@@ -9,7 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kvroute/kvroute/kvevents/natsutil"
+	"github.com/kvroute/kvroute/internal/natsutil"
 )
 
 // TestEmbeddedNATSRequiresToken: the embedded NATS server refuses clients without its token; the

@@ -161,7 +161,7 @@ func TestVideoRouting(t *testing.T) {
 		}
 		// the worker's part: a vLLM worker decodes H.264 itself and answers
 		if got.status != 200 {
-			t.Fatalf("SIMULATOR BUG (internal/sim/media.go Frontend.decode, via media/resolver which decodes only VP8/VP9): "+
+			t.Fatalf("SIMULATOR BUG (internal/sim/media.go Frontend.decode, via routing/mediaresolver which decodes only VP8/VP9): "+
 				"the router fell back and forwarded correctly, but the simulator answered %d instead of serving the request as vLLM would: %.200s", got.status, got.body)
 		}
 	})

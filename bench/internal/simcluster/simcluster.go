@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvroute/kvroute/caddymodule"
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/internal/sim"
 	"github.com/kvroute/kvroute/internal/testkit/caddytest"
-	"github.com/kvroute/kvroute/kvevents/natsutil"
 )
 
 // Config is one run's cluster: fresh simulators and a fresh Caddy.

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kvroute/kvroute/routing/index"
+	"github.com/kvroute/kvroute/kv/index"
 )
 
 // SameWorker checks that worker gk in got holds the blocks worker wk holds in want, block for

@@ -10,10 +10,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvroute/kvroute/kv"
+
+	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/codec"
 	"github.com/kvroute/kvroute/kvevents/normalize"
-	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/routing/index"
 )
 
 // BlockSize is the block size of the generated events (normalize.DefaultConfig's).
@@ -28,20 +29,20 @@ type History struct {
 	seed uint64
 	next uint64
 	// content of every block ever stored, by engine hash (an engine hash names its content)
-	content map[wire.EngineHash]codec.Event
-	held    []wire.EngineHash
-	isHeld  map[wire.EngineHash]bool
-	removed []wire.EngineHash
+	content map[kv.EngineHash]codec.Event
+	held    []kv.EngineHash
+	isHeld  map[kv.EngineHash]bool
+	removed []kv.EngineHash
 }
 
 func New(seed uint64) *History {
-	return &History{rng: rand.New(rand.NewPCG(seed, 7)), seed: seed, next: 1, content: map[wire.EngineHash]codec.Event{}, isHeld: map[wire.EngineHash]bool{}}
+	return &History{rng: rand.New(rand.NewPCG(seed, 7)), seed: seed, next: 1, content: map[kv.EngineHash]codec.Event{}, isHeld: map[kv.EngineHash]bool{}}
 }
 
 // hash returns a new engine hash, distinct between histories of different seeds.
-func (h *History) hash() wire.EngineHash {
+func (h *History) hash() kv.EngineHash {
 	h.next++
-	return wire.EngineHash((h.next^h.seed<<40)*0x9e3779b97f4a7c15 | 1)
+	return kv.EngineHash((h.next^h.seed<<40)*0x9e3779b97f4a7c15 | 1)
 }
 
 // Batch returns the next batch's events.
@@ -89,7 +90,7 @@ func (h *History) Batch() []codec.Event {
 	return evs
 }
 
-func (h *History) hold(x wire.EngineHash) {
+func (h *History) hold(x kv.EngineHash) {
 	h.held = append(h.held, x)
 	h.isHeld[x] = true
 }
@@ -124,7 +125,7 @@ func (h *History) stored() codec.Event {
 			toks[i] = uint32(h.rng.IntN(50000))
 		}
 		if h.rng.IntN(4) == 0 { // a media item's placeholder run with its identity
-			id := wire.Identity(h.rng.Uint64())
+			id := kv.Identity(h.rng.Uint64())
 			for i := 4; i < 12; i++ {
 				toks[i] = 151655
 			}
@@ -142,7 +143,7 @@ func (h *History) stored() codec.Event {
 	parent, hasParent := ev.Parent, ev.HasParent
 	for b, x := range ev.BlockHashes {
 		one := ev
-		one.BlockHashes = []wire.EngineHash{x}
+		one.BlockHashes = []kv.EngineHash{x}
 		one.Parent, one.HasParent = parent, hasParent
 		one.TokenIDs = ev.TokenIDs[b*BlockSize : (b+1)*BlockSize]
 		one.ExtraKeys = ev.ExtraKeys[b : b+1]
