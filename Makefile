@@ -78,7 +78,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./routing/chat/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kvevents/codec/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./media/
-	go test -run '^$$' -fuzz '^FuzzDecodeImage$$' -fuzztime $(FUZZTIME) ./routing/mediaresolver/
+	go test -run '^$$' -fuzz '^FuzzDecodeImage$$' -fuzztime $(FUZZTIME) ./media/picture/
 
 ## bins: build the kvroute, kvroute-sim and kvroute-bridge binaries into ./bin.
 bins: deps
@@ -113,3 +113,10 @@ bench-trace: deps
 .PHONY: bench-proxy
 bench-proxy: deps
 	go run ./bench/proxy $(ARGS)
+
+## jinja-diff: internal/jinja against the pristine ardanlabs/jinja release internal/jinja/UPSTREAM names,
+## fetched through the Go module proxy and checked against UPSTREAM's h1 hash: diff -u of every copied
+## file, then a summary (changed files, files ours adds, module files not copied). Needs only go.
+.PHONY: jinja-diff
+jinja-diff:
+	@./internal/jinja/upstream-diff.sh

@@ -39,46 +39,6 @@ func routerAdapters(as []registry.Adapter) []router.Adapter {
 	return out
 }
 
-// requestPool returns the upstreams of pool a decision's request may go to: for a request that
-// names a LoRA adapter (the router's mark, or, when the decision has none — a decider error routed
-// on load —, a model no worker declares but some worker lists as an adapter), the workers that list
-// it; when none does (adapter_not_served), the workers of its base model when kvroute knows one,
-// else pool whole; for any other request, modelPool (the workers of its model). A request for an
-// adapter is never sent to a worker that does not serve it while one that does is known (up or
-// down), as a request for a model never goes to another model's worker.
-func (a *App) requestPool(d *Decision, pool reverseproxy.UpstreamPool) reverseproxy.UpstreamPool {
-	name := d.Adapter
-	if name == "" {
-		if d.Model == "" || a.declaresModel(d.Model) {
-			return a.modelPool(d.Model, pool)
-		}
-		name = d.Model
-	}
-	eps := map[string]bool{}
-	for _, w := range a.WorkerList() {
-		if _, ok := w.Adapter(name); ok {
-			eps[w.Endpoint] = true
-		}
-	}
-	if len(eps) > 0 {
-		return endpointPool(pool, eps)
-	}
-	if d.Adapter != "" {
-		return a.modelPool(d.AdapterBase, pool)
-	}
-	return pool // a model no worker declares or lists: the workers answer for it
-}
-
-// declaresModel reports whether some worker (static or registered) has model as its model.
-func (a *App) declaresModel(model string) bool {
-	for _, w := range a.WorkerList() {
-		if w.Model == model {
-			return true
-		}
-	}
-	return false
-}
-
 // endpointPool returns the upstreams of pool whose normalized dial address is in eps.
 func endpointPool(pool reverseproxy.UpstreamPool, eps map[string]bool) reverseproxy.UpstreamPool {
 	out := make(reverseproxy.UpstreamPool, 0, len(pool))

@@ -55,7 +55,7 @@ type WorkerStatus struct {
 	LastSeq *uint64 `json:"last_seq"`
 	Healthy bool    `json:"healthy"`
 	// ActivePrefillTokens, ActiveDecodeBlocks and RequestsInFlight are the worker's active load
-	// (WorkerState); LastEventAgeSeconds the seconds since its last KV event message, null before
+	// (WorkerReading); LastEventAgeSeconds the seconds since its last KV event message, null before
 	// the first.
 	ActivePrefillTokens int64    `json:"active_prefill_tokens"`
 	ActiveDecodeBlocks  int64    `json:"active_decode_blocks"`
@@ -73,7 +73,7 @@ type Stats struct {
 	Router RouterStats           `json:"router"`
 }
 
-// RouterStats is the router's operating state (RouterState).
+// RouterStats is the router's readings (RouterReading).
 type RouterStats struct {
 	NATSConnected   bool   `json:"nats_connected"`
 	NATSReconnects  uint64 `json:"nats_reconnects"`
@@ -143,11 +143,11 @@ func handleWorkers(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, out)
 }
 
-// workerStatuses lists the app's workers with their index state and operating state (state.go);
+// workerStatuses lists the app's workers with their index state and readings (readings.go);
 // healthy is false while this replica has the worker marked down (HealthChecks).
 func workerStatuses(a *App) []WorkerStatus {
 	ws := a.WorkerList()
-	states := a.workerStates()
+	states := a.workerReadings()
 	ec := a.eventCore()
 	out := make([]WorkerStatus, 0, len(ws))
 	for i, wk := range ws {
@@ -229,7 +229,7 @@ func appStats(a *App) Stats {
 	if n := a.NATS(); n != nil {
 		st.Events.InvalidRecords = n.Watcher().Invalid()
 	}
-	rs := a.routerState()
+	rs := a.routerReading()
 	st.Router = RouterStats{NATSConnected: rs.NATSConnected, NATSReconnects: rs.NATSReconnects, RegistryWorkers: rs.RegistryWorkers,
 		RegistryDegraded: rs.RegistryDegraded, StaticWorkers: rs.StaticWorkers, DecodeSlotsBusy: rs.DecodeSlotsBusy, DecodeSlots: rs.DecodeSlots}
 	if rs.HasMediaInflight {

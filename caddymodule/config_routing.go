@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -166,8 +165,7 @@ func (c *IndexConfig) indexConfig() *index.Config {
 }
 
 func (m *MediaConfig) fetchConfig() *fetch.Config {
-	cfg := fetch.DefaultConfig()
-	cfg.Budget = m.budget()
+	cfg := fetch.DefaultConfig() // Budget: the config's shared one, set by newRoutingCore
 	if m == nil {
 		return cfg
 	}
@@ -183,37 +181,25 @@ func (m *MediaConfig) fetchConfig() *fetch.Config {
 	return cfg
 }
 
-// budget returns the process-wide media budget for this config: one per (size, slot_wait), shared
-// by every config load of the process, so a reload does not add a second budget beside the one
-// that in-flight requests still hold.
-func (m *MediaConfig) budget() *fetch.Budget {
-	size, wait := fetch.DefaultBudgetBytes, media.DefaultDecoderConfig().SlotWait
+// budgetKey returns the size and slot wait of the media budget: the process-wide bytes in flight
+// of media fetches and decodes, one per (size, slot_wait) in sharedPool (App.acquireShared), so a
+// reload does not add a second budget beside the one that in-flight requests still hold.
+func (m *MediaConfig) budgetKey() (size int64, wait time.Duration) {
+	size, wait = fetch.DefaultBudgetBytes, media.DefaultDecoderConfig().SlotWait
 	if m != nil && m.MaxInflightBytes > 0 {
 		size = m.MaxInflightBytes
 	}
 	if m != nil && m.SlotWait > 0 {
 		wait = time.Duration(m.SlotWait)
 	}
-	budgetsMu.Lock()
-	defer budgetsMu.Unlock()
-	k := budgetKey{size, wait}
-	b := budgets[k]
-	if b == nil {
-		b = fetch.NewBudget(size, wait)
-		budgets[k] = b
-	}
-	return b
+	return size, wait
 }
 
-type budgetKey struct {
-	size int64
-	wait time.Duration
+// budgetSize is the media budget's size in bytes.
+func (m *MediaConfig) budgetSize() int64 {
+	size, _ := m.budgetKey()
+	return size
 }
-
-var (
-	budgetsMu sync.Mutex // guards budgets
-	budgets   = map[budgetKey]*fetch.Budget{}
-)
 
 // CodecList returns the video codec allow-list (DefaultCodecs when none is configured); the
 // media decoder consults it (mediaport.Codecs.Allows). Call it after provisioning, which
@@ -278,7 +264,7 @@ func (rc *RoutingConfig) provisionRouting(repl *caddy.Replacer) error {
 		// A fetch of max_bytes holds its chunks (at most max_bytes+1) and then the assembled
 		// copy for a moment: a smaller budget would answer media_busy to every media that large.
 		maxBytes := m.fetchConfig().MaxBytes
-		if b := m.budget().Size(); b <= 2*maxBytes {
+		if b := m.budgetSize(); b <= 2*maxBytes {
 			return fmt.Errorf("media max_inflight_bytes (%d) must be more than twice max_bytes (%d)", b, maxBytes)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kv/index"
@@ -15,9 +14,9 @@ import (
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
-// eventCore is the KV index and the event subscriber that feeds it. It lives in the NATS state, so
+// eventCore is the KV index and the event subscriber that feeds it. It lives in the shared NATS, so
 // config reloads keep the index (DESIGN.md §9). The first config that starts creates it; every
-// config that starts applies its settings to it (natsState.activate, eventCore.configure), so a
+// config that starts applies its settings to it (sharedNATS.activate, eventCore.configure), so a
 // reload that changes model_dir or the index bounds takes effect on the surviving core.
 type eventCore struct {
 	index *index.Index
@@ -25,12 +24,12 @@ type eventCore struct {
 	// tracker is the active-load accounting; shared by every config's scheduler so requests in
 	// flight across a reload stay counted.
 	tracker *scheduler.Tracker
-	// lastEvent records when each worker's last KV event message arrived (state.go).
+	// lastEvent records when each worker's last KV event message arrived (readings.go).
 	lastEvent *eventClock
 }
 
-// core returns the state's event core, creating and starting it on first use.
-func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger) (*eventCore, error) {
+// core returns the shared NATS's event core, creating and starting it on first use.
+func (st *sharedNATS) core(cfg *index.Config, m *model.Model, logger *zap.Logger) (*eventCore, error) {
 	st.coreMu.Lock()
 	defer st.coreMu.Unlock()
 	if st.events != nil {
@@ -52,7 +51,7 @@ func (st *natsState) core(cfg *index.Config, m *model.Model, logger *zap.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("creating KV event subscriber: %w", err)
 	}
-	// the subscriber outlives any one config: it runs until the state's Destruct
+	// the subscriber outlives any one config: it runs until the shared NATS's Destruct
 	if err := sub.Start(context.Background()); err != nil {
 		return nil, fmt.Errorf("starting KV event subscriber: %w", err)
 	}
@@ -81,9 +80,9 @@ func (ec *eventCore) configure(s *coreSettings) error {
 	return nil
 }
 
-// activate applies a's settings to the state's event core and records a as the newest running
+// activate applies a's settings to the shared NATS's event core and records a as the newest running
 // config. Called at the end of a's start, so a config that fails to start changes nothing.
-func (st *natsState) activate(a *App, s *coreSettings) error {
+func (st *sharedNATS) activate(a *App, s *coreSettings) error {
 	st.coreMu.Lock()
 	defer st.coreMu.Unlock()
 	if st.events == nil {
@@ -99,7 +98,7 @@ func (st *natsState) activate(a *App, s *coreSettings) error {
 // deactivate forgets a stopping config. When it was the newest (Caddy rolls a failed reload back
 // by stopping the new config while the old one keeps running), the settings of the config that is
 // now the newest are applied again.
-func (st *natsState) deactivate(a *App) {
+func (st *sharedNATS) deactivate(a *App) {
 	st.coreMu.Lock()
 	defer st.coreMu.Unlock()
 	i := slices.IndexFunc(st.running, func(r runningConfig) bool { return r.app == a })
@@ -117,7 +116,7 @@ func (st *natsState) deactivate(a *App) {
 }
 
 // newest returns the newest running config, nil when none runs.
-func (st *natsState) newest() *App {
+func (st *sharedNATS) newest() *App {
 	st.coreMu.Lock()
 	defer st.coreMu.Unlock()
 	if len(st.running) == 0 {
@@ -136,88 +135,11 @@ func modelPads(m *model.Model) (imagePad, videoPad uint32) {
 }
 
 // stopCore stops the subscriber; called by Destruct before the connection closes.
-func (st *natsState) stopCore() {
+func (st *sharedNATS) stopCore() {
 	st.coreMu.Lock()
 	defer st.coreMu.Unlock()
 	if st.events != nil {
 		st.events.sub.Stop()
 		st.events = nil
 	}
-}
-
-// startRouting loads the model, gets the shared event core and installs the routing decider.
-// Without model_dir the index still follows the workers' events, and requests route on load alone.
-func (a *App) startRouting(st *natsState) error {
-	m, err := a.loadModel()
-	if err != nil {
-		return err
-	}
-	var mm *model.Model
-	if m != nil {
-		mm = m.model
-	}
-	ec, err := st.core(a.Index.indexConfig(), mm, caddy.Log().Named("kvroute.events"))
-	if err != nil {
-		return err
-	}
-	settings := &coreSettings{index: a.Index.indexConfig(), model: mm}
-	var rcore *routingCore
-	if m != nil {
-		if rcore, err = a.newRoutingCore(m, ec); err != nil {
-			return err
-		}
-		settings.verify = rcore.router.VerifyStored
-	}
-	// without model_dir, settings.verify is nil: a previous config's router stops verifying
-	if err := st.activate(a, settings); err != nil {
-		rcore.close()
-		return err
-	}
-	if rcore != nil {
-		a.SetDecider(&routerDecider{app: a, core: rcore})
-	} else {
-		a.logger.Warn("no model_dir configured: requests are routed on load alone")
-	}
-	a.mu.Lock()
-	a.events, a.routing = ec, rcore
-	a.mu.Unlock()
-	return nil
-}
-
-// eventCore returns the running index and subscriber, nil before Start.
-// KVIndex returns the index the app's KV event subscriber applies to (nil before Start), so tests
-// and tools can compare replicas block for block (index.Index.Dump).
-func (a *App) KVIndex() *index.Index {
-	if ec := a.eventCore(); ec != nil {
-		return ec.index
-	}
-	return nil
-}
-
-func (a *App) eventCore() *eventCore {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.events
-}
-
-// routingCore returns this config's router, nil without model_dir or before Start.
-func (a *App) routingCore() *routingCore {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.routing
-}
-
-// updateIndexGauges sets caddy_kvroute_index_blocks{worker} from the subscriber's view and drops
-// the series of workers the subscriber no longer tracks, so worker churn does not grow the label
-// set.
-func (a *App) updateIndexGauges() {
-	ec := a.eventCore()
-	if ec == nil {
-		return
-	}
-	live := map[string]float64{}
-	for _, w := range ec.sub.Stats().Workers {
-		live[w.WorkerID] = float64(w.Blocks)
-	}
-	kvMetrics.indexSeries.set(live)
 }

@@ -26,7 +26,7 @@ func TestCoreSettingsFollowNewestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st := &natsState{nc: nc, logger: zap.NewNop()}
+	st := &sharedNATS{nc: nc, logger: zap.NewNop()}
 	ec, err := st.core(nil, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

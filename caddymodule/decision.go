@@ -4,11 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/kvevents/registry"
@@ -17,8 +13,9 @@ import (
 	"github.com/kvroute/kvroute/routing/scheduler"
 )
 
-// Decision is the routing decision of one request: the router's outcome (router.Result) and the
-// request's state across proxy attempts. The handler stores it in the request context
+// Decision is the routing decision of one request (the per-request kind of kvroute's three kinds
+// of state; see doc.go): the router's outcome (router.Result) and the bookkeeping of the request's
+// proxy attempts (attempts). The handler stores it in the request context
 // (DecisionFrom) before calling the next handler; the kvroute selection policy reads it on every
 // proxy attempt.
 type Decision struct {
@@ -35,28 +32,16 @@ type Decision struct {
 	router.Result
 
 	// handle releases the request's load accounting (nil when nothing is accounted); an attempt
-	// on another worker moves the load there (Result.PrefillOn).
+	// on another worker moves the load there (Result.PrefillOn, moveLoad).
 	handle *scheduler.Handle
-	// served is the id of the worker of the latest attempt ("" before any, or when the upstream
-	// is no known worker), attempted whether there was one; guarded by triedMu. The var
-	// {http.vars.kvroute.worker} reads them (servedVar), so a retry changes the var without
-	// writing Caddy's vars map, which an earlier attempt's dial may still be reading.
-	served    string
-	attempted bool
 	// counted is set once the decision went to caddy_kvroute_decisions_total.
 	counted atomic.Bool
 
-	// triedMu guards tried, the normalized dial addresses of the proxy's attempts so far
-	// (retries are sequential, but the policy must not race with a late attempt).
-	triedMu  sync.Mutex
-	triedEps []string
-	// pending is the endpoint of the latest attempt not yet judged: the policy being asked
-	// again means it failed; the handler judges the last one by the proxy's result.
-	pending   string
-	pendingAt time.Time // when the pending attempt was selected
-
-	// body is the request body the proxy replays on every attempt; nil without a body.
-	body *replayBody
+	// attempts is the bookkeeping of the proxy's attempts (attempts.go), including the body
+	// they replay. The var {http.vars.kvroute.worker} reads its latest worker (servedVar), so a
+	// retry changes the var without writing Caddy's vars map, which an earlier attempt's dial
+	// may still be reading.
+	attempts attempts
 
 	// pinned is the worker that alone may serve this request ("" for none): the worker holding
 	// the stored response it refers to (responses.go). The policy never picks another.
@@ -66,10 +51,8 @@ type Decision struct {
 // Served returns the id of the worker of the latest proxy attempt ("" when its upstream is no
 // known worker); the decision's worker before any attempt.
 func (d *Decision) Served() string {
-	d.triedMu.Lock()
-	defer d.triedMu.Unlock()
-	if d.attempted {
-		return d.served
+	if served, attempted := d.attempts.latest(); attempted {
+		return served
 	}
 	return d.WorkerID()
 }
@@ -77,9 +60,7 @@ func (d *Decision) Served() string {
 // servedOverlap returns the cached prefix, in blocks, of the worker of the latest proxy attempt
 // (Result.OverlapOn; 0 when its upstream is no known worker); the decision's before any attempt.
 func (d *Decision) servedOverlap() int {
-	d.triedMu.Lock()
-	served, attempted := d.served, d.attempted
-	d.triedMu.Unlock()
+	served, attempted := d.attempts.latest()
 	if !attempted {
 		return d.OverlapBlocks
 	}
@@ -176,82 +157,10 @@ func (d *Decision) ranked() []string {
 	return out
 }
 
-// tried reports whether an attempt of this request already went to endpoint ep.
-func (d *Decision) tried(ep string) bool {
-	d.triedMu.Lock()
-	defer d.triedMu.Unlock()
-	for _, t := range d.triedEps {
-		if t == ep {
-			return true
-		}
-	}
-	return false
-}
-
-// markTried records an attempt's upstream dial address.
-func (d *Decision) markTried(dial string) {
-	ep, err := registry.NormalizeEndpoint(dial)
-	if err != nil {
-		ep = dial
-	}
-	d.triedMu.Lock()
-	d.triedEps = append(d.triedEps, ep)
-	d.triedMu.Unlock()
-}
-
-// untried returns pool without the upstreams earlier attempts used; the whole pool when every
-// upstream was tried (the fallback policy then decides, as without kvroute).
-func (d *Decision) untried(pool reverseproxy.UpstreamPool) reverseproxy.UpstreamPool {
-	d.triedMu.Lock()
-	n := len(d.triedEps)
-	d.triedMu.Unlock()
-	if n == 0 {
-		return pool
-	}
-	out := make(reverseproxy.UpstreamPool, 0, len(pool))
-	for _, up := range pool {
-		ep, err := registry.NormalizeEndpoint(up.Dial)
-		if err != nil || !d.tried(ep) {
-			out = append(out, up)
-		}
-	}
-	if len(out) == 0 {
-		return pool
-	}
-	return out
-}
-
-// attempt records that the proxy's next attempt goes to worker id (the worker Select returned):
-// the request's load accounting follows it, so the scheduler sees the load where it really is.
-func (d *Decision) attempt(id string) {
-	d.triedMu.Lock()
-	d.served, d.attempted = id, true
-	d.triedMu.Unlock()
-	if id != "" && d.handle != nil {
+// moveLoad moves the request's load accounting to worker id, the worker of the proxy's attempt,
+// so the scheduler sees the load where it really is.
+func (d *Decision) moveLoad(id string) {
+	if d.handle != nil {
 		d.handle.Move(index.WorkerKey{ID: id}, d.PrefillOn(id))
 	}
-}
-
-// servedBy returns the worker of the latest attempt ("" before any).
-func (d *Decision) servedBy() string {
-	d.triedMu.Lock()
-	defer d.triedMu.Unlock()
-	return d.served
-}
-
-// setPending records the endpoint of the attempt about to be made ("" when none is).
-func (d *Decision) setPending(ep string) {
-	d.triedMu.Lock()
-	d.pending, d.pendingAt = ep, time.Now()
-	d.triedMu.Unlock()
-}
-
-// takePending returns and clears the endpoint of the latest unjudged attempt and when it was
-// selected.
-func (d *Decision) takePending() (string, time.Time) {
-	d.triedMu.Lock()
-	defer d.triedMu.Unlock()
-	ep, at := d.pending, d.pendingAt
-	d.pending = ""
-	return ep, at
 }

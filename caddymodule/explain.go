@@ -66,11 +66,11 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	// body with its reason code); method and availability errors stay in Caddy's admin form.
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxExplainBody+1))
 	if err != nil {
-		writeError(w, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed"))
+		writeError(w, shapeOpenAI, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed"))
 		return nil
 	}
 	if len(body) > maxExplainBody {
-		writeError(w, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", maxExplainBody))
+		writeError(w, shapeOpenAI, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", maxExplainBody))
 		return nil
 	}
 	path := r.URL.Query().Get("path")
@@ -79,7 +79,7 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	}
 	ws, available := a.decisionWorkers() // as the handler routes
 	rin := &router.Input{Path: path, Body: body, Workers: ws.routed, Available: available}
-	if st := a.natsState(); st != nil {
+	if st := a.runningNATS(); st != nil {
 		rin.IndexUnavailable = st.indexUnavailable()
 	}
 	res, err := rc.router.Route(r.Context(), rin)
@@ -87,7 +87,7 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 		var re *reason.Error
 		if errors.As(err, &re) && re.Code.IsClientError() {
 			w.Header().Set("Content-Type", "application/json")
-			writeError(w, re)
+			writeError(w, shapeFor(path, nil), re)
 			return nil
 		}
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}

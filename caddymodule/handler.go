@@ -160,9 +160,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if body != nil {
 		// The replay body owns the pooled buffer (even when the spliced body is forwarded
 		// instead): done closes every proxy reader, then gives the buffer back.
-		d.body = newReplayBody(body, pooled)
-		d.body.install(r)
-		defer d.body.done()
+		d.attempts.body = newReplayBody(body, pooled)
+		d.attempts.body.install(r)
+		defer d.attempts.body.done()
 	}
 	h.record(r, d)
 	// Load accounting (DESIGN.md §1 step 7): prefill tokens until the first response byte, decode
@@ -178,30 +178,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	err = next.ServeHTTP(out, r.WithContext(WithDecision(r.Context(), d)))
 	h.countDecision(d) // no response byte: the last attempt failed, or none was made
 	code := upstreamErrorCode(err)
-	if last, at := d.takePending(); last != "" {
-		// the last attempt's outcome: a transport failure marks its worker down, an answer
-		// marks it alive
-		switch {
-		case err == nil:
-			h.app.markServed(last, at)
-		case code == reason.UpstreamError || code == reason.UpstreamTimeout:
-			h.app.markFailed(last, err.Error())
-		}
-	}
+	// the last attempt's outcome: a transport failure marks its worker down, an answer marks it
+	// alive
+	d.attempts.finish(h.app, err, code == reason.UpstreamError || code == reason.UpstreamTimeout)
 	if err != nil && !rw.wrote && d.pinned != "" && (code == reason.UpstreamError || code == reason.UpstreamUnavailable) {
 		// the one worker holding the stored response failed or is gone: say so, never retry
-		// elsewhere (selectPinned)
+		// elsewhere (choosePinned)
 		code = reason.ResponseWorkerUnavailable
 		h.metrics.errors.WithLabelValues(string(code)).Inc()
 		h.logger.Warn("stored response's worker failed", zap.String("request_id", reqID), zap.String("worker_id", d.pinned), zap.Error(err))
-		writeError(w, reason.New(code, "the worker that holds this stored response is not available; no other worker has it"))
+		writeError(w, shapeFor(r.URL.Path, r.Header), reason.New(code, "the worker that holds this stored response is not available; no other worker has it"))
 		return nil
 	}
 	if err != nil && !rw.wrote {
 		if code != "" {
 			h.metrics.errors.WithLabelValues(string(code)).Inc()
 			h.logger.Warn("upstream failed", zap.String("request_id", reqID), zap.String("code", string(code)), zap.Error(err))
-			writeError(w, reason.New(code, "%s", upstreamMessages[code]))
+			writeError(w, shapeFor(r.URL.Path, r.Header), reason.New(code, "%s", upstreamMessages[code]))
 			return nil
 		}
 	}
@@ -245,7 +238,7 @@ func (h *Handler) countDecision(d *Decision) {
 		return
 	}
 	worker := d.WorkerID()
-	if s := d.servedBy(); s != "" && worker != "" {
+	if s, _ := d.attempts.latest(); s != "" && worker != "" {
 		worker = s
 	}
 	h.metrics.decisions.WithLabelValues(modelLabel(d.Model, h.app.WorkerList()), worker, string(d.Fallback)).Inc()
@@ -290,7 +283,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, reqID string, err
 			// the rest of the body is unread: close instead of draining it from a slow client
 			w.Header().Set("Connection", "close")
 		}
-		writeError(w, re)
+		writeError(w, shapeFor(r.URL.Path, r.Header), re)
 		return nil
 	}
 	return caddyhttp.Error(http.StatusInternalServerError, err)

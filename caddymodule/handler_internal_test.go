@@ -98,7 +98,7 @@ func TestHandlerForwardsExactBody(t *testing.T) {
 	if s.body != body || s.getBody != body || s.length != int64(len(body)) || s.reqID != "abc" {
 		t.Errorf("next saw %+v", s)
 	}
-	if s.decision == nil || s.decision.RequestID != "abc" || s.decision.WorkerID() != "" || s.decision.body == nil {
+	if s.decision == nil || s.decision.RequestID != "abc" || s.decision.WorkerID() != "" || s.decision.attempts.body == nil {
 		t.Errorf("decision = %+v", s.decision)
 	}
 }
@@ -165,7 +165,7 @@ func TestHandlerOverCapChunked(t *testing.T) {
 func TestHandlerPassesOtherRequests(t *testing.T) {
 	h := testHandler(testApp(t, nil), 10)
 	_, s := serve(t, h, http.MethodGet, "/v1/models", "", nil)
-	if !s.called || s.decision == nil || s.decision.body != nil {
+	if !s.called || s.decision == nil || s.decision.attempts.body != nil {
 		t.Errorf("GET: %+v", s)
 	}
 	// a non-chat POST streams through untouched, whatever its size or syntax

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/tick"
@@ -218,39 +217,4 @@ func (p *prober) probe(ctx context.Context, endpoint string) error {
 		return fmt.Errorf("status %d", res.StatusCode)
 	}
 	return nil
-}
-
-// markFailed marks the worker at endpoint ep down after a failed proxy attempt.
-func (a *App) markFailed(ep, cause string) {
-	if w, ok := a.WorkerByEndpoint(ep); ok {
-		a.health.Load().fail(w.WorkerID, w.Endpoint, cause)
-	}
-}
-
-// markServed marks the worker at endpoint ep alive after it answered an attempt made at time at.
-func (a *App) markServed(ep string, at time.Time) {
-	if w, ok := a.WorkerByEndpoint(ep); ok && a.health.Load().isDown(w.WorkerID) {
-		a.health.Load().ok(w.WorkerID, "request served", at)
-	}
-}
-
-// endpointDown reports whether the worker at endpoint ep is marked down.
-func (a *App) endpointDown(ep string) bool {
-	w, ok := a.WorkerByEndpoint(ep)
-	return ok && a.health.Load().isDown(w.WorkerID)
-}
-
-// routablePool returns pool without the upstreams of workers marked down; all of pool when that
-// leaves none.
-func (a *App) routablePool(pool reverseproxy.UpstreamPool) reverseproxy.UpstreamPool {
-	out := make(reverseproxy.UpstreamPool, 0, len(pool))
-	for _, up := range pool {
-		if ep, err := registry.NormalizeEndpoint(up.Dial); err != nil || !a.endpointDown(ep) {
-			out = append(out, up)
-		}
-	}
-	if len(out) == 0 {
-		return pool
-	}
-	return out
 }

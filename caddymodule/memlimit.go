@@ -80,7 +80,7 @@ func (a *App) applyMemoryLimit() {
 		if memLimitSet > 0 {
 			base = min(base, memLimitSet) // a reload: the last config's limit is not this config's base
 		}
-		limit = softMemoryLimit(base, a.RoutingConfig.Media.budget().Size(), a.tokenizeCacheSize(), a.templateCacheSize())
+		limit = softMemoryLimit(base, a.RoutingConfig.Media.budgetSize(), a.tokenizeCacheSize(), a.templateCacheSize())
 	}
 	if limit == 0 {
 		if memLimitSet > 0 {
@@ -92,7 +92,7 @@ func (a *App) applyMemoryLimit() {
 	}
 	debug.SetMemoryLimit(limit)
 	memLimitSet = limit
-	a.logger.Info("soft memory limit set", zap.Int64("bytes", limit), zap.Int64("media_budget", a.RoutingConfig.Media.budget().Size()),
+	a.logger.Info("soft memory limit set", zap.Int64("bytes", limit), zap.Int64("media_budget", a.RoutingConfig.Media.budgetSize()),
 		zap.Int64("tokenize_cache", a.tokenizeCacheSize()), zap.Int64("template_cache", a.templateCacheSize()))
 }
 

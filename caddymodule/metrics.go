@@ -21,8 +21,10 @@ type metrics struct {
 	// to the live workers and models (gaugeseries.go).
 	indexSeries, agreementSeries *gaugeSeries
 	layoutVerified               *prometheus.CounterVec
-	// state reports the running app's per-worker and router operating state (state_metrics.go).
-	state *stateCollector
+	// readings reports the running app's per-worker and router readings (readings_metrics.go).
+	readings *readingsCollector
+	// tokenizeCaches and messageCaches count the pooled caches (shared.go).
+	tokenizeCaches, messageCaches *cacheCounts
 }
 
 // hitRatioBuckets are the upper bounds of caddy_kvroute_predicted_hit_ratio: exact decimals from
@@ -39,7 +41,9 @@ const metricsNamespace, metricsSubsystem = "caddy", "kvroute"
 
 func newMetrics() *metrics {
 	m := &metrics{
-		state: newStateCollector(metricsNamespace, metricsSubsystem),
+		readings:       newReadingsCollector(metricsNamespace, metricsSubsystem),
+		tokenizeCaches: newCacheCounts(),
+		messageCaches:  newCacheCounts(),
 		decisions: counterVec("decisions_total",
 			"Routing decisions by model (a model some worker declares, else other), worker the request went to and fallback reason (empty when exact, not_routed when not routed by KV overlap).",
 			"model", "worker", "fallback"),
@@ -83,7 +87,7 @@ func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.errors, m.hitRatio, m.routingSeconds, m.decodeCache,
-		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, m.state, tokenizeCacheCollector{}, templateCacheCollector{}}
+		m.events, m.indexBlocks, m.contractAgreement, m.layoutVerified, m.readings, tokenizeCacheCollector{m.tokenizeCaches}, templateCacheCollector{m.messageCaches}}
 }
 
 // registerMetrics registers the process-wide collectors with reg (one config's registry; nil is

@@ -1,8 +1,7 @@
 package caddymodule
 
 import (
-	"sync"
-	"sync/atomic"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,44 +18,26 @@ func (rc *RoutingConfig) templateCacheSize() int64 {
 	return *rc.TemplateCacheSize
 }
 
-// setMessageCache gives the freshly loaded model's chat template its message cache (before the
-// model is shared) and points the metrics at it. A config reload keeps the cache of the config
-// it replaces when the size is unchanged: an entry is a message's JSON text converted to
-// template values, which depends on no file (the content format, the one template property it
-// depends on, is part of its key), and the iterations a replaced template recorded are never
-// replayed by another template (they are keyed by its loop nodes).
+// setMessageCache gives the freshly loaded model's chat template the config's message cache
+// (before the model is shared; none for a model folder without a chat template: completions
+// only).
 func (a *App) setMessageCache(m *model.Model) {
-	size := a.templateCacheSize()
-	messageCacheMu.Lock()
-	defer messageCacheMu.Unlock()
-	if m.Template == nil {
-		return // a model folder without a chat template: completions only, nothing to cache
-	}
-	if cur := currentMessageCache.Load(); cur != nil && cur.Stats().MaxBytes == size {
-		m.Template.SetMessageCache(cur)
-		return
-	}
-	c := chat.NewMessageCache(size)
-	m.Template.SetMessageCache(c)
-	if old := currentMessageCache.Swap(c); old != nil {
-		st := old.Stats()
-		retiredMessageHits.Add(st.Hits)
-		retiredMessageMisses.Add(st.Misses)
+	if m.Template != nil && a.shared.message != nil {
+		m.Template.SetMessageCache(a.shared.message)
 	}
 }
 
-// currentMessageCache is the message cache of the most recently loaded config, read at scrape
-// time; the counts of a replaced cache are kept in retiredMessage* so the counters do not reset.
-var (
-	currentMessageCache                      atomic.Pointer[chat.MessageCache]
-	messageCacheMu                           sync.Mutex // serializes swaps
-	retiredMessageHits, retiredMessageMisses atomic.Uint64
-)
+// messageCacheKey is the sharedPool key of a message cache of size bytes. Two configs share one
+// when the size is the same: an entry is a message's JSON text converted to template values,
+// which depends on no file (the content format, the one template property it depends on, is part
+// of its key), and the iterations a replaced template recorded are never replayed by another
+// template (they are keyed by its loop nodes).
+func messageCacheKey(size int64) string { return fmt.Sprintf("message_cache size=%d", size) }
 
-// templateCacheCollector exports the message cache's counters and the template engine's
+// templateCacheCollector exports the message caches' counters (all of them, live and retired) and the template engine's
 // replays: caddy_kvroute_template_cache_{hits_total,misses_total,bytes} and
 // caddy_kvroute_template_replays_total.
-type templateCacheCollector struct{}
+type templateCacheCollector struct{ counts *cacheCounts }
 
 var (
 	templateCacheHits = prometheus.NewDesc("caddy_kvroute_template_cache_hits_total",
@@ -76,11 +57,11 @@ func (templateCacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- templateReplays
 }
 
-func (templateCacheCollector) Collect(ch chan<- prometheus.Metric) {
-	st := currentMessageCache.Load().Stats() // nil cache: zeros
+func (c templateCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	hits, misses, bytes := c.counts.sum()
 	replays, _ := jinja.MemoCounts()
-	ch <- prometheus.MustNewConstMetric(templateCacheHits, prometheus.CounterValue, float64(retiredMessageHits.Load()+st.Hits))
-	ch <- prometheus.MustNewConstMetric(templateCacheMisses, prometheus.CounterValue, float64(retiredMessageMisses.Load()+st.Misses))
-	ch <- prometheus.MustNewConstMetric(templateCacheBytes, prometheus.GaugeValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(templateCacheHits, prometheus.CounterValue, float64(hits))
+	ch <- prometheus.MustNewConstMetric(templateCacheMisses, prometheus.CounterValue, float64(misses))
+	ch <- prometheus.MustNewConstMetric(templateCacheBytes, prometheus.GaugeValue, float64(bytes))
 	ch <- prometheus.MustNewConstMetric(templateReplays, prometheus.CounterValue, float64(replays))
 }

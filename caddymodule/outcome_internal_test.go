@@ -170,7 +170,7 @@ func TestHandlerAndRouterShareThePathRule(t *testing.T) {
 		if !s.called || s.body != body {
 			t.Fatalf("%s: forwarded %v, body %q", path, s.called, s.body)
 		}
-		read := s.decision.body != nil
+		read := s.decision.attempts.body != nil
 		notRouted := s.decision.Fallback == reason.NotRouted
 		if read != routed || notRouted == routed {
 			t.Errorf("%s: body read %v, fallback %q; want read and routed %v", path, read, s.decision.Fallback, routed)

@@ -4,9 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/kvevents/respmap"
@@ -22,17 +21,31 @@ import (
 // when the worker is unknown or not available the request is answered with
 // response_worker_unavailable, never sent elsewhere.
 
-var (
-	respMapOnce sync.Once
-	respMapVal  *respmap.Map
-)
+// sharedResponses is the process's stored-response map in sharedPool (key responsesKey). It
+// outlives config reloads and NATS reconnects (the bucket is attached once the shared NATS opens
+// it); its size and TTL are those of the config that created it (`responses` options; a change
+// applies once no running config uses the map any more, at the latest at the next process start).
+type sharedResponses struct{ m *respmap.Map }
 
-// responseMap is the process's stored-response map. It outlives config reloads and NATS
-// reconnects (the bucket is attached once the NATS state opens it); its size and TTL are the
-// first loaded config's (`responses` options; a change applies at the next process start).
-func responseMap(maxLocal int, ttl time.Duration, log *zap.Logger) *respmap.Map {
-	respMapOnce.Do(func() { respMapVal = respmap.New(maxLocal, ttl, log) })
-	return respMapVal
+// responsesKey is the sharedPool key of the stored-response map: one per process.
+const responsesKey = "responses"
+
+// Destruct stops the map's bucket writer (the last config using it was cleaned up).
+func (r sharedResponses) Destruct() error {
+	r.m.Close()
+	return nil
+}
+
+// acquireResponses takes this config's reference to the stored-response map.
+func (a *App) acquireResponses() error {
+	v, err := a.acquireShared(responsesKey, func() (caddy.Destructor, error) {
+		return sharedResponses{respmap.New(a.APIs.maxResponses(), a.APIs.ttl(), caddy.Log().Named("kvroute.responses"))}, nil
+	})
+	if err != nil {
+		return err
+	}
+	a.responses = v.(sharedResponses).m
+	return nil
 }
 
 // readResponseFields fills d's previous_response_id and store for a Responses POST the router

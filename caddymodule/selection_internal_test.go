@@ -120,7 +120,7 @@ func TestSelectionCandidatesThenFallback(t *testing.T) {
 // TestSelectionInstallsBody: each attempt's request gets a fresh reader over the exact bytes,
 // replacing a body the proxy wrapped or consumed before (request_buffers, an earlier attempt).
 func TestSelectionInstallsBody(t *testing.T) {
-	d := &Decision{body: newReplayBody([]byte("abcdef"), nil)}
+	d := &Decision{attempts: attempts{body: newReplayBody([]byte("abcdef"), nil)}}
 	s := &Selection{fallback: reverseproxy.FirstSelection{}, app: testApp(t, nil)}
 	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader("stale"))
 	req = req.WithContext(WithDecision(context.WithValue(req.Context(), caddyhttp.VarsCtxKey, map[string]any{}), d))

@@ -3,11 +3,10 @@ package caddymodule
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/zeebo/xxh3"
@@ -24,30 +23,26 @@ func (rc *RoutingConfig) tokenizeCacheSize() int64 {
 	return *rc.TokenizeCacheSize
 }
 
-// setTokenizeCache gives the freshly loaded model's tokenizer its segment cache (before the
-// model is shared) and points the metrics at it. A config reload keeps the cache of the config
-// it replaces when the tokenizer files are byte for byte the same and the size is unchanged: the
-// cache maps a segment's text to the ids this binary's tokenizer gives it for those files, so
-// the entries stay exact, and a reload (a changed timeout, a new worker) does not cost every
-// conversation a cold tokenization. Any other change starts an empty cache.
+// setTokenizeCache gives the freshly loaded model's tokenizer the config's segment cache (before
+// the model is shared).
 func (a *App) setTokenizeCache(m *model.Model) {
-	size := a.tokenizeCacheSize()
-	fp, fpErr := tokenizerFingerprint(a.ModelDir)
-	tokenizeCacheMu.Lock()
-	defer tokenizeCacheMu.Unlock()
-	if cur := currentTokenizeCache.Load(); cur != nil && fpErr == nil && currentFingerprint.ok &&
-		currentFingerprint.sum == fp && currentFingerprint.size == size {
-		m.Tokenizer.SetSegmentCache(cur)
-		return
+	if a.shared.tokenize != nil {
+		m.Tokenizer.SetSegmentCache(a.shared.tokenize)
 	}
-	c := tokenizer.NewSegmentCache(size)
-	m.Tokenizer.SetSegmentCache(c)
-	currentFingerprint.sum, currentFingerprint.size, currentFingerprint.ok = fp, size, fpErr == nil
-	if old := currentTokenizeCache.Swap(c); old != nil {
-		st := old.Stats()
-		retiredHits.Add(st.Hits)
-		retiredMisses.Add(st.Misses)
+}
+
+// tokenizeCacheKey is the sharedPool key of this config's segment cache of size bytes. Two configs
+// share one when the tokenizer files are byte for byte the same (tokenizerFingerprint) and the
+// size is unchanged: the cache maps a segment's text to the ids this binary's tokenizer gives it
+// for those files, so the entries stay exact, and a reload (a changed timeout, a new worker) does
+// not cost every conversation a cold tokenization. Any other change starts an empty cache; so does
+// a folder whose files cannot be read (the key is then this config's own).
+func (a *App) tokenizeCacheKey(size int64) string {
+	fp, err := tokenizerFingerprint(a.ModelDir)
+	if err != nil {
+		return fmt.Sprintf("tokenize_cache size=%d config=%p", size, a)
 	}
+	return fmt.Sprintf("tokenize_cache size=%d tokenizer=%016x%016x", size, fp.Hi, fp.Lo)
 }
 
 // tokenizerFiles are the model folder's files a segment's ids depend on (tokenizer.json: the
@@ -81,25 +76,9 @@ func tokenizerFingerprint(dir string) (xxh3.Uint128, error) {
 	return h.Sum128(), nil
 }
 
-// currentTokenizeCache is the segment cache of the most recently loaded config, read at scrape
-// time, and currentFingerprint what it was made for (guarded by tokenizeCacheMu). A reload that
-// changes the tokenizer files or the size makes a new cache; the counts of the replaced cache are
-// kept in retiredHits and retiredMisses so the counters do not reset (lookups the old config
-// still serves during the switch-over are not counted).
-var (
-	currentTokenizeCache       atomic.Pointer[tokenizer.SegmentCache]
-	tokenizeCacheMu            sync.Mutex // serializes swaps
-	retiredHits, retiredMisses atomic.Uint64
-	currentFingerprint         struct {
-		sum  xxh3.Uint128
-		size int64
-		ok   bool
-	}
-)
-
-// tokenizeCacheCollector exports the segment cache's counters:
+// tokenizeCacheCollector exports the segment caches' counters (all of them, live and retired):
 // caddy_kvroute_tokenize_cache_{hits_total,misses_total,bytes}.
-type tokenizeCacheCollector struct{}
+type tokenizeCacheCollector struct{ counts *cacheCounts }
 
 var (
 	tokenizeCacheHits = prometheus.NewDesc("caddy_kvroute_tokenize_cache_hits_total",
@@ -116,9 +95,9 @@ func (tokenizeCacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tokenizeCacheBytes
 }
 
-func (tokenizeCacheCollector) Collect(ch chan<- prometheus.Metric) {
-	st := currentTokenizeCache.Load().Stats() // nil cache: zeros
-	ch <- prometheus.MustNewConstMetric(tokenizeCacheHits, prometheus.CounterValue, float64(retiredHits.Load()+st.Hits))
-	ch <- prometheus.MustNewConstMetric(tokenizeCacheMisses, prometheus.CounterValue, float64(retiredMisses.Load()+st.Misses))
-	ch <- prometheus.MustNewConstMetric(tokenizeCacheBytes, prometheus.GaugeValue, float64(st.Bytes))
+func (c tokenizeCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	hits, misses, bytes := c.counts.sum()
+	ch <- prometheus.MustNewConstMetric(tokenizeCacheHits, prometheus.CounterValue, float64(hits))
+	ch <- prometheus.MustNewConstMetric(tokenizeCacheMisses, prometheus.CounterValue, float64(misses))
+	ch <- prometheus.MustNewConstMetric(tokenizeCacheBytes, prometheus.GaugeValue, float64(bytes))
 }

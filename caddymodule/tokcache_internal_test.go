@@ -12,12 +12,12 @@ import (
 	"github.com/kvroute/kvroute/routing/model"
 )
 
-// TestTokenizeCacheMetricsKeptAcrossReload loads the test model twice, as two config loads do,
-// and checks that the tokenize cache counters continue from the first cache's counts, that the
+// TestTokenizeCacheMetricsKeptAcrossReload loads the test model twice, as two config loads do
+// (the new config provisioned, then the old one cleaned up), and checks that the tokenize cache counters continue from the first cache's counts, that the
 // bytes gauge is the current cache's, and that tokenize_cache_size 0 turns the cache off.
 func TestTokenizeCacheMetricsKeptAcrossReload(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(tokenizeCacheCollector{}); err != nil {
+	if err := reg.Register(tokenizeCacheCollector{kvMetrics.tokenizeCaches}); err != nil {
 		t.Fatal(err)
 	}
 	gather := func() (hits, misses, bytes float64) {
@@ -41,13 +41,14 @@ func TestTokenizeCacheMetricsKeptAcrossReload(t *testing.T) {
 	}
 	h0, m0, _ := gather()
 	text := strings.Repeat("A system prompt long enough to be cached as one segment. ", 4)
+	reload := reloader(t)
 	load := func(size *int64) *model.Model {
 		m, err := model.Load("../testdata/golden/qwen3vl-test-model")
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := &App{RoutingConfig: RoutingConfig{TokenizeCacheSize: size}}
-		a.setTokenizeCache(m)
+		// a changed size: a new cache, whatever the tokenizer files
+		reload(&App{RoutingConfig: RoutingConfig{ModelDir: "../testdata/golden/qwen3vl-test-model", TokenizeCacheSize: size}}).setTokenizeCache(m)
 		return m
 	}
 	m1 := load(nil)
@@ -56,7 +57,8 @@ func TestTokenizeCacheMetricsKeptAcrossReload(t *testing.T) {
 	if h, m, b := gather(); h-h0 != 1 || m-m0 != 1 || b <= 0 {
 		t.Fatalf("first cache: %v hits, %v misses, %v bytes; want 1, 1, > 0", h-h0, m-m0, b)
 	}
-	m2 := load(nil) // a reload: a new cache
+	other := int64(64 << 20)
+	m2 := load(&other) // a reload: a new cache
 	m2.Tokenizer.Encode(text)
 	if h, m, _ := gather(); h-h0 != 1 || m-m0 != 2 {
 		t.Fatalf("after the reload: %v hits, %v misses; want 1 and 2 (counts kept)", h-h0, m-m0)
@@ -95,14 +97,14 @@ func TestTokenizeCacheKeptAcrossReload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	reload := reloader(t)
 	load := func(size *int64) *model.Model {
 		t.Helper()
 		m, err := model.Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := &App{RoutingConfig: RoutingConfig{ModelDir: dir, TokenizeCacheSize: size}}
-		a.setTokenizeCache(m)
+		reload(&App{RoutingConfig: RoutingConfig{ModelDir: dir, TokenizeCacheSize: size}}).setTokenizeCache(m)
 		return m
 	}
 	text := strings.Repeat("A document long enough to be cached as one segment of the prompt. ", 8)
@@ -146,5 +148,30 @@ func TestTokenizeCacheKeptAcrossReload(t *testing.T) {
 	}
 	if got := m5.Tokenizer.Encode(text); !slices.Equal(got, want) {
 		t.Fatal("ids differ after the new cache")
+	}
+}
+
+// reloader returns a function that provisions a config's shared caches as Caddy does on a reload:
+// the new config takes its references, then the config it replaces is cleaned up. The last one is
+// cleaned up when the test ends.
+func reloader(t *testing.T) func(*App) *App {
+	var prev *App
+	t.Cleanup(func() {
+		if prev != nil {
+			_ = prev.Cleanup()
+		}
+	})
+	return func(a *App) *App {
+		t.Helper()
+		if err := a.acquireCaches(); err != nil {
+			t.Fatal(err)
+		}
+		if prev != nil {
+			if err := prev.Cleanup(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		prev = a
+		return a
 	}
 }

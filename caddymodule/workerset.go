@@ -16,12 +16,3 @@ type workerSet struct {
 func newWorkerSet(ws []registry.Worker) *workerSet {
 	return &workerSet{all: ws, routed: routerWorkers(ws)}
 }
-
-// decisionWorkers returns what the router decides over: every worker (static and live), so that a model
-// whose workers are all marked down is still that model's and its requests are not scored on
-// another model's workers (a fresh operator test saw them sent to one), and whether a worker may
-// be chosen (not marked down: such a worker is scored, ranked last and not chosen).
-func (a *App) decisionWorkers() (*workerSet, func(*router.Worker) bool) {
-	h := a.health.Load()
-	return a.workers.Load(), func(w *router.Worker) bool { return !h.isDown(w.ID) }
-}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/testkit/imagetest"
 	"github.com/kvroute/kvroute/media/fetch"
 	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/mediaresolver"
@@ -63,8 +64,8 @@ func TestImageDecodeReservesBudget(t *testing.T) {
 		name, mime string
 		data       []byte
 	}{
-		{"BMP", "image/bmp", bmpWithSize(t, 8192, 8192)},
-		{"BMP top-down", "image/bmp", bmpWithSize(t, 8192, -8192)},
+		{"BMP", "image/bmp", imagetest.BMPWithSize(t, 8192, 8192)},
+		{"BMP top-down", "image/bmp", imagetest.BMPWithSize(t, 8192, -8192)},
 		{"PNG", "image/png", pngWithSize(t, 8192, 8192)},
 	} {
 		alloc := allocated(func() { _, err = r.Image(context.Background(), dataURL(c.mime, c.data)) })

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kvroute/kvroute/kv"
-
 	"github.com/zeebo/xxh3"
 
 	"github.com/kvroute/kvroute/media"
-	"github.com/kvroute/kvroute/reason"
+	"github.com/kvroute/kvroute/media/picture"
 	"github.com/kvroute/kvroute/routing/mediaport"
 )
 
@@ -20,7 +18,7 @@ import (
 type ImageIdentity uint8
 
 const (
-	// ImagePixels (the default): XXH3-64 over the decoded pixels (DecodeImage), so the same
+	// ImagePixels (the default): XXH3-64 over the decoded pixels (picture.Decode), so the same
 	// picture sent as PNG, JPEG or WebP has one identity. Every cold image is decoded.
 	ImagePixels ImageIdentity = iota
 	// ImageBytes: the identity is the low 64 bits of XXH3-128 of the encoded bytes, the
@@ -55,8 +53,8 @@ func (m ImageIdentity) String() string {
 const imageCacheKey = "image:pixels:v1"
 
 // imageInfo computes data's identity under the resolver's ImageIdentity: one XXH3-128 of the
-// bytes, then the header (ImageBytes), or the decode cache and, on a miss, DecodeImage
-// (ImagePixels). reserve is decodeImage's.
+// bytes, then the header (ImageBytes, picture.Header), or the decode cache and, on a miss,
+// picture.DecodeReserved (ImagePixels), whose reserve it is.
 //
 // Equal bytes decode once: a decode runs under the decoder's single-flight (media.Decoder.Share)
 // keyed like the cache, so 32 copies of one image in a request, or in concurrent requests, wait
@@ -65,16 +63,16 @@ const imageCacheKey = "image:pixels:v1"
 func (r *Resolver) imageInfo(ctx context.Context, data []byte, reserve func(int64) (func(), error)) (*mediaport.ImageInfo, error) {
 	sum := xxh3.Hash128(data)
 	if r.ImageIdentity == ImageBytes {
-		return imageHeader(data, sum)
+		return imageInfo(picture.Header(data, sum))
 	}
 	if r.decoder == nil {
 		r.imageDecodes.Add(1)
-		return decodeImage(data, reserve)
+		return imageInfo(picture.DecodeReserved(data, reserve))
 	}
 	key := media.CacheKey{Content: sum, Sampler: imageCacheKey}
 	res, err := r.decoder.Share(ctx, key, func() (*media.Result, error) {
 		r.imageDecodes.Add(1)
-		info, err := decodeImage(data, reserve)
+		info, err := picture.DecodeReserved(data, reserve)
 		if err != nil {
 			return nil, err // errors are not cached: a bad image costs its decode every time
 		}
@@ -99,23 +97,10 @@ func (r *Resolver) cacheResult(result string) {
 	}
 }
 
-// imageHeader is the ImageBytes identity of data (sum = XXH3-128(data)) with the header's
-// dimensions, under the same format, size and plausibility checks as DecodeImage before its
-// decode.
-func imageHeader(data []byte, sum xxh3.Uint128) (info *mediaport.ImageInfo, err error) {
-	f := sniffImage(data)
-	defer func() {
-		if p := recover(); p != nil {
-			info, err = nil, reason.New(reason.IdentityError, "reading the %s image header: panic: %v", f.name, p)
-		}
-	}()
-	cfg, err := checkHeader(f, data, "reading the %s image header")
+// imageInfo is the port's form of a picture's identity and size.
+func imageInfo(p *picture.Info, err error) (*mediaport.ImageInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := kv.Identity(sum.Lo)
-	if id == 0 {
-		return nil, reason.New(reason.IdentityError, "the image's bytes hashed to 0")
-	}
-	return &mediaport.ImageInfo{Identity: id, Width: cfg.Width, Height: cfg.Height}, nil
+	return &mediaport.ImageInfo{Identity: p.Identity, Width: p.Width, Height: p.Height}, nil
 }

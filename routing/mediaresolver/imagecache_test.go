@@ -79,7 +79,7 @@ func allocated(f func()) uint64 {
 func TestImagePixelsCached(t *testing.T) {
 	r, d, results := newImageResolver(t, mediaresolver.ImagePixels)
 	png := testPNG(t, 1200, 900)
-	want, err := mediaresolver.DecodeImage(png)
+	want, err := decodePicture(png)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestImageBytesIdentity(t *testing.T) {
 	if w.Identity == p.Identity || w.Width != 67 || w.Height != 45 || p.Width != 67 || p.Height != 45 {
 		t.Fatalf("WebP %+v and PNG %+v: want two identities, both 67x45", *w, *p)
 	}
-	pixels, err := mediaresolver.DecodeImage(readImage(t, "picture.png"))
+	pixels, err := decodePicture(readImage(t, "picture.png"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,35 +1,32 @@
-// Package resolver implements mediaport.Media over the media fetcher and decoder: it fetches a
-// media URL, decodes it at the edge and returns what the router needs (identity, frame count,
-// geometry). kvroute's handler and kvroute-sim both use it, so the router and the simulated
-// worker sample and hash a clip the same way.
+// Package mediaresolver is the media adapter of the router: it implements routing/mediaport.Media
+// over media/fetch (the guarded fetch), media (video decode and identity) and media/picture (image
+// decode and identity), adding what only the router's side knows: a contract's frame sampler, the
+// image identity mode and the decode cache's keys, revalidation of known URLs, the affinity key of
+// a fallback. kvroute's handler and kvroute-sim both use it, so the router and the simulated worker
+// sample and hash a clip the same way. The media packages import nothing of routing
+// (internal/importrules); this package is where the two meet.
 package mediaresolver
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"image"
 	"sync/atomic"
 	"time"
-
-	"github.com/kvroute/kvroute/kv"
 
 	"github.com/zeebo/xxh3"
 
 	"github.com/kvroute/kvroute/media"
 	"github.com/kvroute/kvroute/media/fetch"
+	"github.com/kvroute/kvroute/media/picture"
 	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/layout"
 	"github.com/kvroute/kvroute/routing/mediaport"
 )
 
 // Image size caps: an image_url part larger than this is rejected (frame_too_large) before its
-// pixels are decoded.
+// pixels are decoded (media/picture's limits).
 const (
-	MaxImageSide   = 16384
-	MaxImagePixels = 64 << 20
+	MaxImageSide   = picture.MaxSide
+	MaxImagePixels = picture.MaxPixels
 )
 
 // Resolver fetches and decodes media. It is safe for concurrent use.
@@ -150,153 +147,6 @@ func (r *Resolver) identifyImage(ctx context.Context, data []byte) (info *mediap
 	// The decoded pixels are reserved in the media budget too: a header is a few bytes, and a
 	// 118-byte BMP claiming 8192×8192 made the decoder allocate 256 MiB before it failed.
 	return r.imageInfo(ctx, data, func(n int64) (func(), error) { return r.fetcher.Reserve(ctx, n) })
-}
-
-// decodedBytesPerPixel bounds what decoding allocates per pixel of the header's size: the
-// decoder's own image (at most 8 bytes, a 16-bit RGBA PNG or TIFF) and the canvas conversion
-// (at most 4 bytes, RGBA).
-const decodedBytesPerPixel = 12
-
-// DecodeImage decodes an image and computes its identity: XXH3-64 (seed 0) over Dynamo's
-// canonical_content_hash layout of the pixels (u64le rank 3, u64le H, W, C, u8 dtype 0, the rows
-// packed): C = 3, the RGB bytes, when every pixel is opaque; C = 4, the straight RGBA bytes,
-// otherwise (pixels.go says why). The size is checked on the header (DecodeConfig) before any
-// pixel buffer is allocated.
-//
-// Decoded: PNG (8-bit by libpng, png_libpng.go), JPEG (libjpeg-turbo as Pillow decodes it,
-// jpeg_turbo.go), GIF, WebP (lossy, lossless by libwebp, webp_libwebp.go; with alpha), BMP, TIFF
-// (imageformat.go).
-// Errors, as reason codes:
-//   - unsupported_codec (a fallback: forwarded unchanged, routed on the text before it): a
-//     recognised image format kvroute does not decode (AVIF, HEIC, JPEG 2000, JPEG XL, ICO,
-//     animated WebP, …; sniffImage) or a valid file using a feature its Go decoder lacks
-//     (12-bit JPEG, RLE BMP, JPEG-compressed TIFF, …).
-//   - media_undecodable (400): no known image signature ("not an image: …"), or a recognised
-//     format whose body does not decode ("decoding the PNG image: …").
-//   - frame_too_large (400): the header's width or height above MaxImageSide, or more than
-//     MaxImagePixels pixels.
-//   - identity_error (a fallback): a decoder panicked on the input (recovered, as the video
-//     decoder's panics are).
-func DecodeImage(data []byte) (info *mediaport.ImageInfo, err error) {
-	return decodeImage(data, nil)
-}
-
-// decodeImage is DecodeImage with the decoded bytes reserved (reserve, when not nil, is called
-// with the bound on them once the header's size is known and within the limits, and released
-// when the decode ends; its error, reason.MediaBusy, is returned as it is: a fallback).
-func decodeImage(data []byte, reserve func(n int64) (release func(), err error)) (info *mediaport.ImageInfo, err error) {
-	f := sniffImage(data)
-	defer func() {
-		if p := recover(); p != nil {
-			info, err = nil, reason.New(reason.IdentityError, "decoding the %s image: panic: %v", f.name, p)
-		}
-	}()
-	cfg, err := checkHeader(f, data, "decoding the %s image")
-	if err != nil {
-		return nil, err
-	}
-	if reserve != nil {
-		release, err := reserve(int64(cfg.Width) * int64(cfg.Height) * decodedBytesPerPixel)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-	}
-	px, err := decodePixels(f, data, cfg.Width, cfg.Height)
-	if err != nil {
-		return nil, err
-	}
-	hs := xxh3.New()
-	var hdr [8]byte
-	for _, v := range []uint64{3, uint64(px.h), uint64(px.w), uint64(px.channels)} {
-		binary.LittleEndian.PutUint64(hdr[:], v)
-		_, _ = hs.Write(hdr[:])
-	}
-	_, _ = hs.Write([]byte{0})
-	for y := 0; y < px.h; y++ {
-		_, _ = hs.Write(px.row(y))
-	}
-	id := kv.Identity(hs.Sum64())
-	if id == 0 {
-		return nil, reason.New(reason.IdentityError, "the image hashed to 0")
-	}
-	return &mediaport.ImageInfo{Identity: id, Width: px.w, Height: px.h}, nil
-}
-
-// undecodableErr is the client error of f's decoder refusing the data (err).
-func undecodableErr(f *imageFormat, err error) error {
-	return stepErr(f, err, "decoding the %s image")
-}
-
-// stepErr is the client's error for err of step (a format string naming the image's format):
-// UnsupportedCodec for a variant kvroute does not decode, MediaUndecodable otherwise.
-func stepErr(f *imageFormat, err error, step string) error {
-	step = fmt.Sprintf(step, f.name)
-	if unsupportedVariant(err) {
-		return reason.Wrap(reason.UnsupportedCodec, err, "%s: a variant kvroute does not decode", step)
-	}
-	// the decoder's own words reach the client (400): what in the file is wrong
-	return reason.New(reason.MediaUndecodable, "%s: %v", step, err)
-}
-
-// checkHeader applies, to data sniffed as f (nil: no known signature), the checks both the pixel
-// decode (decodeImage) and the bytes identity (imageHeader) make before anything else: a format
-// kvroute decodes, a readable header (its error named by step), the size limits, and bytes that
-// can hold the pixels the header announces. It returns the header.
-func checkHeader(f *imageFormat, data []byte, step string) (image.Config, error) {
-	if f == nil {
-		return image.Config{}, reason.New(reason.MediaUndecodable, "not an image: no known image signature (%s)", describeContent(data))
-	}
-	if !f.decodable() {
-		return image.Config{}, reason.New(reason.UnsupportedCodec, "the image is %s, which kvroute does not decode (it decodes PNG, JPEG, GIF, WebP, BMP and TIFF)", f.name)
-	}
-	cfg, err := f.decodeConfig(bytes.NewReader(data))
-	if err != nil {
-		return cfg, stepErr(f, err, step)
-	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxImageSide || cfg.Height > MaxImageSide || cfg.Width*cfg.Height > MaxImagePixels {
-		return cfg, reason.New(reason.FrameTooLarge, "the %s image is %dx%d pixels, larger than allowed", f.name, cfg.Width, cfg.Height)
-	}
-	if err := checkPlausible(f, data, cfg); err != nil {
-		return cfg, reason.New(reason.MediaUndecodable, "the %s image cannot hold the pixels its header announces: %v", f.name, err)
-	}
-	return cfg, nil
-}
-
-// decodePixels decodes data of format f, whose header says w×h, into the array its identity
-// hashes (pixels.go): JPEG by libjpeg-turbo, 8-bit PNG by libpng, WebP by libwebp — the pixels
-// the worker's Pillow gives (jpeg_turbo.go, png_libpng.go, webp_libwebp.go) — and anything they
-// leave or refuse by Go's decoder. Errors are the client's (MediaUndecodable, UnsupportedCodec).
-func decodePixels(f *imageFormat, data []byte, w, h int) (pixelArray, error) {
-	var px pixelArray
-	if f == formatJPEG {
-		// libjpeg-turbo, as Pillow decodes it (jpeg_turbo.go); CMYK and YCCK go on to Go's decoder
-		rgb, err := decodeJPEGRGB(data, w, h)
-		switch {
-		case err == nil:
-			px = packedRGB(rgb, w, h)
-		case !errors.Is(err, errJPEGOtherSpace):
-			return pixelArray{}, reason.New(reason.MediaUndecodable, "decoding the JPEG image: %v", err)
-		}
-	}
-	// 8-bit PNG by libpng (the pixels Go's decoder gives, faster), WebP by libwebp (lossless: Go's
-	// pixels, faster; lossy: Pillow's pixels); anything they leave or refuse goes on to Go's decoder
-	switch f {
-	case formatPNG:
-		px, _ = decodePNG(data, w, h)
-	case formatWebP:
-		px, _ = decodeWebP(data, w, h)
-	}
-	if px.row == nil {
-		img, err := f.decode(bytes.NewReader(data))
-		if err != nil {
-			return pixelArray{}, undecodableErr(f, err)
-		}
-		// The picture is the header's canvas: the size the worker's PIL reports and the token
-		// count comes from (a GIF's first frame may cover only part of its logical screen).
-		px = canvasPixels(img, image.Rect(0, 0, w, h))
-	}
-	return px, nil
 }
 
 // keyed wraps a fallback error of fetched bytes in a mediaport.KeyedError carrying XXH3-128 of

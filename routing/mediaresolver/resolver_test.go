@@ -19,7 +19,6 @@ import (
 	"github.com/kvroute/kvroute/internal/testkit"
 	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/layout"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // hubContract is DESIGN.md §2.3's example contract (hf_fps, 2 fps, hub budgets).
@@ -115,18 +114,18 @@ func TestImageIdentity(t *testing.T) {
 	}
 	want.WriteByte(0)
 	want.Write(pix)
-	got, err := mediaresolver.DecodeImage(buf.Bytes())
+	got, err := decodePicture(buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Width != w || got.Height != h || got.Identity != kv.Identity(xxh3.Hash(want.Bytes())) {
 		t.Fatalf("got %+v, want identity %016x", got, xxh3.Hash(want.Bytes()))
 	}
-	if _, err := mediaresolver.DecodeImage([]byte("not an image")); reason.CodeOf(err) != reason.MediaUndecodable {
+	if _, err := decodePicture([]byte("not an image")); reason.CodeOf(err) != reason.MediaUndecodable {
 		t.Fatalf("broken image: %v", err)
 	}
 	// A GIF header announcing 25120×28530 pixels is refused before any pixel buffer exists.
-	if _, err := mediaresolver.DecodeImage([]byte("GIF89a broken")); reason.CodeOf(err) != reason.FrameTooLarge {
+	if _, err := decodePicture([]byte("GIF89a broken")); reason.CodeOf(err) != reason.FrameTooLarge {
 		t.Fatalf("huge GIF header: %v", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/testkit"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // TestImageRevalidation: an image URL served with validators is fetched whole once; the repeat
@@ -18,11 +17,11 @@ import (
 // identity. Without validators every request fetches the image whole.
 func TestImageRevalidation(t *testing.T) {
 	png, jpg := readImage(t, "picture.png"), readImage(t, "picture.jpg")
-	wantPNG, err := mediaresolver.DecodeImage(png)
+	wantPNG, err := decodePicture(png)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantJPG, err := mediaresolver.DecodeImage(jpg)
+	wantJPG, err := decodePicture(jpg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func TestImageRevalidation(t *testing.T) {
 // revalidated. Before, each sent its own (16).
 func TestConcurrentImageRevalidationsShareOne(t *testing.T) {
 	png := readImage(t, "picture.png")
-	want, err := mediaresolver.DecodeImage(png)
+	want, err := decodePicture(png)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func identifyAll(t *testing.T, r *mediaresolver.Resolver, url string, n int) []*
 func TestImageSingleFlight(t *testing.T) {
 	const n = 32
 	png := testPNG(t, 2000, 2000)
-	want, err := mediaresolver.DecodeImage(png)
+	want, err := decodePicture(png)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvroute/kvroute/media/picture"
+
 	"github.com/kvroute/kvroute/internal/sim"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // imageDir holds the image fixtures made by ffmpeg (testdata/SOURCE.md, "image/").
@@ -88,7 +89,7 @@ func TestImageFormatsThroughCaddy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := mediaresolver.DecodeImage(data)
+		info, err := picture.Decode(data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,12 +16,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvroute/kvroute/media/picture"
+
 	"github.com/kvroute/kvroute/kv"
 
 	"github.com/zeebo/xxh3"
 
 	"github.com/kvroute/kvroute/internal/sim"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // testJPEG is a w×h baseline JPEG (Go's encoder, quality 90) of a smooth gradient with detail.
@@ -59,7 +60,7 @@ func decodeCacheCount(t *testing.T, admin, result string) int {
 // (Caddyfile.example over TLS) to a static worker with the hub contract. With the default
 // image_identity pixels, the first request is a decode-cache miss and the repeat a hit
 // (caddy_kvroute_decode_cache_total), both routed exactly with the forwarded uuid of the pixel
-// identity (mediaresolver.DecodeImage's). After a reload with `media { image_identity bytes }`, the
+// identity (picture.Decode's). After a reload with `media { image_identity bytes }`, the
 // forwarded uuid is the low 64 bits of XXH3-128 of the JPEG's bytes, the size (hence the total
 // blocks) is the same, and no decode-cache lookup is made.
 func TestImageIdentityThroughCaddy(t *testing.T) {
@@ -101,7 +102,7 @@ func TestImageIdentityThroughCaddy(t *testing.T) {
 		}
 		return got[0], res.Header.Get("X-Kvroute-Total-Blocks")
 	}
-	pixels, err := mediaresolver.DecodeImage(jpg)
+	pixels, err := picture.Decode(jpg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kvroute/kvroute/media/picture"
+
 	"github.com/kvroute/kvroute/internal/sim"
-	"github.com/kvroute/kvroute/routing/mediaresolver"
 )
 
 // countingImages serves jpg (third under /third*) with an ETag, answering a matching
@@ -97,7 +98,7 @@ func TestImageSingleFlightThroughCaddy(t *testing.T) {
 	}
 	wantUUIDs := func(t *testing.T, img []byte, n int) {
 		t.Helper()
-		info, err := mediaresolver.DecodeImage(img)
+		info, err := picture.Decode(img)
 		if err != nil {
 			t.Fatal(err)
 		}

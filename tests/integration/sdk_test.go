@@ -78,6 +78,15 @@ func TestSDKClients(t *testing.T) {
 			Text, Final string
 			CacheRead   int `json:"cache_read"`
 		} `json:"messages_stream"`
+		MessagesError struct {
+			Status            int
+			Class, Type, Code string
+			ErrorType         string `json:"error_type"`
+		} `json:"messages_error"`
+		ResponsesError struct {
+			Status            int
+			Class, Code, Type string
+		} `json:"responses_error"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -94,5 +103,13 @@ func TestSDKClients(t *testing.T) {
 	}
 	if got.Messages.Text != want8 || got.MessagesStream.Text != want8 || got.MessagesStream.Final != want8 {
 		t.Fatalf("messages: %+v %+v", got.Messages, got.MessagesStream)
+	}
+	// kvroute's own errors in each client's shape: Anthropic's {"type":"error","error":{"type",
+	// "message"}} (with the reason code kept in error.code) and the OpenAI form.
+	if e := got.MessagesError; e.Status != 400 || e.Class != "BadRequestError" || e.Type != "error" || e.ErrorType != "invalid_request_error" || e.Code != "media_url_blocked" {
+		t.Fatalf("messages.create with a loopback image URL: %+v, want a 400 BadRequestError, type error, error.type invalid_request_error, error.code media_url_blocked", e)
+	}
+	if e := got.ResponsesError; e.Status != 400 || e.Class != "BadRequestError" || e.Code != "media_url_blocked" || e.Type != "" {
+		t.Fatalf("responses.create with a loopback image URL: %+v, want a 400 BadRequestError with code media_url_blocked", e)
 	}
 }

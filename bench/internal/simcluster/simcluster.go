@@ -142,7 +142,7 @@ func Start(ctx context.Context, c Config) (_ *Cluster, err error) {
 }
 
 // startSims starts the simulators; with ns they publish KV events and register through it.
-func (cl *Cluster) startSims(ctx context.Context, c Config, ns *caddymodule.NATSState) error {
+func (cl *Cluster) startSims(ctx context.Context, c Config, ns *caddymodule.SharedNATS) error {
 	for i := range c.Workers {
 		id := fmt.Sprintf("%s-w%d", c.RunID, i)
 		bc, err := sim.NewBlockCache(&sim.BlockCacheConfig{BlockSize: c.BlockSize, Capacity: c.Capacity})

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Makes the lossy WebP fixtures of routing/mediaresolver/webp_pillow_test.go and their golden pixel hashes.
+"""Makes the lossy WebP fixtures of media/picture/webp_pillow_test.go and their golden pixel hashes.
 
 Run in this folder with Debian 12's python3-pil (Pillow 9.4.0 over libwebp 1.2.4): /usr/bin/python3 make.py
 The pictures are drawn from integer formulas (no randomness), encoded by Pillow's WebP encoder
 (libwebp, lossy), then decoded by Pillow as vLLM loads an image (Image.open, load). golden.json holds
 for each file the SHA-256 of the array kvroute's identity hashes: Pillow's convert("RGB") bytes
 (H×W×3) when every pixel is opaque, else Pillow's straight RGBA bytes (H×W×4), kvroute's one alpha
-rule (routing/mediaresolver/pixels.go). white_rgb_sha256 is vLLM's rgba_to_rgb of it (alpha composite on
+rule (media/picture/pixels.go). white_rgb_sha256 is vLLM's rgba_to_rgb of it (alpha composite on
 white), for the record.
 """
 import hashlib
@@ -76,7 +76,7 @@ def main():
         picture(w, h, alpha).save(path, "WEBP", lossless=False, quality=q, method=4)
         golden["files"][path] = identity_array(path)
     # the ffmpeg-made lossy fixtures of testdata/image (testdata/SOURCE.md), their Pillow pixels
-    # also kept raw (picture_lossy.rgb, picture_alpha_lossy.rgba: routing/mediaresolver/imageformat_test.go)
+    # also kept raw (picture_lossy.rgb, picture_alpha_lossy.rgba: media/picture/imageformat_test.go)
     for path in ("picture_lossy.webp", "picture_alpha_lossy.webp"):
         golden["files"]["../" + path] = identity_array("../" + path, path[:-len(".webp")])
     with open("golden.json", "w") as f:

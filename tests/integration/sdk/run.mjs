@@ -33,4 +33,24 @@ let mtext = "";
 ms.on("text", (t) => { mtext += t; });
 const final = await ms.finalMessage();
 out.messages_stream = { text: mtext, final: final.content[0].text, cache_read: final.usage.cache_read_input_tokens };
+// An error kvroute answers itself (an image URL on loopback: media_url_blocked, 400) reaches the
+// Anthropic client in Anthropic's error shape, the reason code kept beside its type.
+try {
+  await anthropic.messages.create({ model: "qwen", max_tokens: 8, messages: [{ role: "user", content: [
+    { type: "image", source: { type: "url", url: "http://127.0.0.1:9/picture.png" } },
+    { type: "text", text: "Describe it." }] }] });
+  out.messages_error = { status: 0 };
+} catch (e) {
+  out.messages_error = { status: e.status, class: e.constructor.name, type: e.error && e.error.type,
+    error_type: e.error && e.error.error && e.error.error.type, code: e.error && e.error.error && e.error.error.code };
+}
+// The OpenAI client gets the OpenAI form for the same error.
+try {
+  await openai.responses.create({ model: "qwen", input: [{ role: "user", content: [
+    { type: "input_image", image_url: "http://127.0.0.1:9/picture.png", detail: "auto" },
+    { type: "input_text", text: "Describe it." }] }] });
+  out.responses_error = { status: 0 };
+} catch (e) {
+  out.responses_error = { status: e.status, class: e.constructor.name, code: e.code, type: e.error && e.error.type };
+}
 console.log(JSON.stringify(out));
