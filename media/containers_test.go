@@ -20,6 +20,9 @@ import (
 // the ffmpeg CLI (make deps installs it) from a fixture; each is checked to be what FFmpeg
 // itself reads.
 func TestOtherContainersFallBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: makes each remux (MPEG-TS, AVI, FLV, Annex B, ...) with the ffmpeg CLI and probes it, ~4 s")
+	}
 	ffmpeg, err := exec.LookPath("ffmpeg")
 	if err != nil {
 		t.Fatal("the ffmpeg CLI is missing: run make deps")

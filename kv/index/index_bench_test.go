@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/testkit/cputime"
 	"github.com/kvroute/kvroute/kv"
-
 	"github.com/kvroute/kvroute/kv/index"
 )
 
@@ -121,14 +121,14 @@ func BenchmarkMatch(b *testing.B) {
 			qs := lookupQueries(chains, 4096)
 			b.ReportAllocs()
 			b.ResetTimer()
-			c0, cpuOK := processCPU()
+			c0 := cputime.Process()
 			n := 0
 			for ; b.Loop(); n++ {
 				if len(bi.match(qs[n%len(qs)])) == 0 {
 					b.Fatal("no overlap")
 				}
 			}
-			if c1, _ := processCPU(); cpuOK {
+			if c1 := cputime.Process(); c0 > 0 {
 				b.ReportMetric(float64((c1-c0).Nanoseconds())/float64(n), "cpu-ns/op")
 			}
 		})
@@ -234,14 +234,14 @@ func BenchmarkApply(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			c0, cpuOK := processCPU()
+			c0 := cputime.Process()
 			n := 0
 			for b.Loop() {
 				step(live + n)
 				n++
 			}
 			b.ReportMetric(float64(2*benchDepth*n)/b.Elapsed().Seconds(), "blocks/s")
-			if c1, _ := processCPU(); cpuOK {
+			if c1 := cputime.Process(); c0 > 0 {
 				b.ReportMetric(float64(2*benchDepth*n)/(c1-c0).Seconds(), "blocks/cpu-s")
 			}
 		})

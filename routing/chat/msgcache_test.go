@@ -412,6 +412,9 @@ func TestToolCacheReplays(t *testing.T) {
 // charged for their values, so the live heap after GC stays within the budget plus a fixed
 // allowance for every shape.
 func TestMessageCacheBoundManyValues(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: caches messages whose tool calls decode to 5 000-10 000 values, four shapes, and measures the live heap after GC, ~2 s")
+	}
 	heap := memtest.LiveHeap
 	shapes := map[string]func(i int) string{
 		"empty objects": func(i int) string { return "[" + strings.Repeat("{},", 5000) + fmt.Sprintf("{\"i\":%d}]", i) },
@@ -475,6 +478,9 @@ func TestMessageCacheBoundManyValues(t *testing.T) {
 // 20 conversations, each with a tool call whose arguments decode to 50 000 values, are rendered
 // twice (the second time records); the live heap after GC stays within the cache budget.
 func TestRecordedIterationsKeepNoConversation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: renders 20 conversations with 50 000-value tool calls twice and measures the live heap after GC, ~3 s")
+	}
 	tmpl, err := chat.LoadTemplate(goldenDir + "qwen3vl-test-model")
 	if err != nil {
 		t.Fatal(err)

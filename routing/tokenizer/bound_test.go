@@ -76,6 +76,7 @@ func checkBoundedCases(t *testing.T, tok *Tokenizer, cases []goldenCase) (over i
 // encodes exactly as Hugging Face or is reported too costly; with the default bound (256 KiB) no
 // golden case is.
 func TestBoundedGoldens(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	cases := append(corpusCases(t, "tokenizer_corpus.jsonl"), corpusCases(t, "tokenizer_unicode_skew.jsonl")...)
 	over := checkBoundedCases(t, minBounded(t, testModelPath), cases)
 	t.Logf("qwen3: %d of %d cases hold a pre-token over 48 bytes", over, len(cases))
@@ -100,6 +101,9 @@ func TestBoundedGoldens(t *testing.T) {
 // TestBoundedLongWord: a pre-token over the bound becomes TooCostlyID on every tokenizer path,
 // in a prompt with text around it, and one at the bound is merged exactly.
 func TestBoundedLongWord(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: encodes a word at the bound and 1 MiB words over it, bounded and unbounded, on every tokenizer path, ~15 s")
+	}
 	const bound = minBound
 	paths := map[string]string{"qwen3": testModelPath}
 	frees := map[string]*Tokenizer{"qwen3": loadTest(t)} // shared, unbounded
@@ -135,6 +139,9 @@ func TestBoundedLongWord(t *testing.T) {
 // normalizer's copy), and leaves nothing on the live heap after GC across 16 distinct words.
 // The ratio, not a time, is asserted (see TestWorstCaseScaling).
 func TestBoundedLongWordCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: times and heap-measures encodes of 400 KiB to 4 MiB words, ~7 s")
+	}
 	tok := boundedTok(t, testModelPath, DefaultMaxWordBytes)
 	small, large := strings.Repeat("x", 400<<10), strings.Repeat("x", 4000<<10) // both over the bound
 	var ms0, ms1 runtime.MemStats

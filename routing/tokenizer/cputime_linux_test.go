@@ -30,13 +30,3 @@ func threadCPU(fn func()) time.Duration {
 	}
 	return after - before
 }
-
-// processCPU returns the CPU time used by the whole process so far
-// (getrusage RUSAGE_SELF: user + system), or 0 if unavailable.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}

@@ -10,6 +10,3 @@ func threadCPU(fn func()) time.Duration {
 	fn()
 	return time.Since(start)
 }
-
-// processCPU is not measured here.
-func processCPU() time.Duration { return 0 }

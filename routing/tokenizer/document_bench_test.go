@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/kvroute/kvroute/internal/testkit/cputime"
 )
 
 // benchWords are the words of bench/proxy's generated documents (common English words, most of
@@ -49,7 +51,7 @@ func BenchmarkEncodeDocument(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			b.SetBytes(int64(len(doc)))
 			b.ReportAllocs()
-			c0 := processCPU()
+			c0 := cputime.Process()
 			for b.Loop() {
 				var got []uint32
 				if mode == "seq" {
@@ -61,7 +63,7 @@ func BenchmarkEncodeDocument(b *testing.B) {
 					b.Fatalf("got %d ids, want %d", len(got), len(want))
 				}
 			}
-			b.ReportMetric(float64((processCPU()-c0).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((cputime.Process()-c0).Microseconds())/float64(b.N), "cpu-µs/op")
 			b.ReportMetric(float64(len(want)), "tokens")
 		})
 	}

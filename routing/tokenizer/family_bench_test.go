@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/testkit/cputime"
 )
 
 // BenchmarkEncodeFamilies encodes the 1 MB mixed golden text with each
@@ -80,12 +82,12 @@ func BenchmarkLoadFamilies(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				c0 := processCPU()
+				c0 := cputime.Process()
 				tok, err := Load(path)
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu += processCPU() - c0
+				cpu += cputime.Process() - c0
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				heap = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)

@@ -83,6 +83,7 @@ func familyCases(tb testing.TB, name string) []goldenCase {
 // TestGoldenFamilies: every line of every family's vectors encodes to the
 // Hugging Face ids, on the path the family must take.
 func TestGoldenFamilies(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) {
 			tok := loadFamily(t, f.name)
@@ -118,6 +119,9 @@ func TestQwen35SplitDiffers(t *testing.T) {
 // sample's GC while ten 10 KB words reuse them, which under -race on a
 // loaded machine alone reached 23x.
 func TestWorstCaseScalingFamilies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: measures 10 KB against 100 KB one-character runs on every tokenizer family, ~40 s")
+	}
 	runs := []string{"a", "A", " ", "\n", "!", "1", "中", "\u0301", "'", " a"}
 	samples := 3
 	if raceEnabled {

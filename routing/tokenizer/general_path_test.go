@@ -28,6 +28,7 @@ func generalTwin(t testing.TB, path, pattern string) *Tokenizer {
 // the Unicode 15.1/16/17 letters of tokenizer_unicode_skew.jsonl; so regexp2
 // agrees with Oniguruma on the constructs these patterns use.
 func TestGeneralPathMatchesGoldens(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	t.Run("qwen3", func(t *testing.T) {
 		tok := generalTwin(t, testModelPath, qwenSplitRegex)
 		cases := append(corpusCases(t, "tokenizer_corpus.jsonl"), corpusCases(t, "tokenizer_unicode_skew.jsonl")...)

@@ -20,6 +20,7 @@ func runeStartNear(s string, i int) int {
 // The chunks run on one goroutine each, and (5 and 8 chunks) on two goroutines taking them in
 // turn, as encodeSegmentAuto does.
 func TestEncodeParallelExact(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	tok := loadTest(t)
 	cases := allGoldenCases(t)
 	for _, near := range []struct {

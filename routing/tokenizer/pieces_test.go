@@ -83,6 +83,7 @@ func cutPieces(rng *rand.Rand, ns notes, text string, marks []string, maxPieces 
 // through one segment cache (so later cuts reuse earlier pieces' regions), and compares with
 // the golden ids.
 func TestEncodePiecesGoldens(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	type set struct {
 		name  string
 		tok   *Tokenizer

@@ -24,6 +24,7 @@ func allGoldenCases(tb testing.TB) []goldenCase {
 // a budget large enough to keep everything and one small enough to evict constantly, and
 // compares with the golden ids and the uncached encoder.
 func TestSegmentCacheExact(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	plain := loadTest(t)
 	cases := allGoldenCases(t)
 	for _, budget := range []int64{DefaultSegmentCacheBytes, 16 << 10} {
@@ -152,6 +153,7 @@ func TestSegmentCacheConcurrent(t *testing.T) {
 // (cold, then warm) on a fresh tokenizer of each family, so normalizers, Metaspace's "first"
 // segment and the general path are covered too.
 func TestSegmentCacheFamilies(t *testing.T) {
+	t.Parallel() // independent: its own tokenizers or the lock-guarded shared ones
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) {
 			tok, err := Load(familyDir + f.name + "/tokenizer.json")

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/testkit/cputime"
 )
 
 // BenchmarkEncode1MB encodes the 1 MB mixed golden text (376 840 tokens).
@@ -19,7 +21,7 @@ func BenchmarkEncode1MB(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			b.ReportAllocs()
 			b.ResetTimer()
-			c0 := processCPU()
+			c0 := cputime.Process()
 			for i := 0; i < b.N; i++ {
 				if mode == "cold" {
 					tok.cache.reset()
@@ -29,7 +31,7 @@ func BenchmarkEncode1MB(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(len(want))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-			if cpu := processCPU() - c0; cpu > 0 {
+			if cpu := cputime.Process() - c0; cpu > 0 {
 				b.ReportMetric(float64(len(text))*float64(b.N)/cpu.Seconds()/1e6, "cpu-MB/s")
 			}
 		})
@@ -83,12 +85,12 @@ func BenchmarkLoad(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
-		c0 := processCPU()
+		c0 := cputime.Process()
 		tok, err := Load(testModelPath)
 		if err != nil {
 			b.Fatal(err)
 		}
-		cpu += processCPU() - c0
+		cpu += cputime.Process() - c0
 		b.StopTimer()
 		runtime.GC()
 		runtime.ReadMemStats(&after)

@@ -31,6 +31,9 @@ func encodeCost(tok *Tokenizer, text string, calls int) time.Duration {
 // kept; a run that exceeds the bound is measured again (up to 3 times) before
 // it fails, which absorbs noise but not a quadratic cost.
 func TestWorstCaseScaling(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: measures the thread CPU of 10 KB and 100 KB encodes, interleaved, up to 3 rounds, ~25 s")
+	}
 	tok := loadTest(t)
 	runs := []string{"a", " ", "\n", "!", "1", "<", "中", "\u00a0", "\U000323B0", " a"}
 	samples := 5

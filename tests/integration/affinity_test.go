@@ -31,6 +31,9 @@ import (
 // the rendezvous order of the key computed here independently names, and explain shows the
 // `affinity` term (1024 estimated tokens) on it.
 func TestAffinityUndecodedVideo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sends 1000 requests with 10 H.264/HEVC/AV1 clips through Caddy to 4 simulators, ~8 s")
+	}
 	h := startHarness(t, []simSpec{{ID: "aff-1", Model: "qwen"}, {ID: "aff-2", Model: "qwen"}, {ID: "aff-3", Model: "qwen"}, {ID: "aff-4", Model: "qwen"}})
 	ids := []string{"aff-1", "aff-2", "aff-3", "aff-4"}
 	dir := "../../testdata/video-codecs/"
@@ -147,7 +150,10 @@ func TestAffinityUndecodedVideo(t *testing.T) {
 // now falls back with unsupported_codec (the allow-list's detail), keyed by its bytes, and its
 // repeats reach the key's rendezvous worker; the VP8 clip is still routed exactly.
 func TestCodecAllowList(t *testing.T) {
-	h := startHarnessMedia(t, []simSpec{{ID: "cod-1", Model: "qwen"}, {ID: "cod-2", Model: "qwen"}, {ID: "cod-3", Model: "qwen"}}, "codecs vp8")
+	if testing.Short() {
+		t.Skip("slow: sends repeated VP8 and VP9 clips through Caddy to 3 simulators, ~2 s")
+	}
+	h := startHarness(t, []simSpec{{ID: "cod-1", Model: "qwen"}, {ID: "cod-2", Model: "qwen"}, {ID: "cod-3", Model: "qwen"}}, harnessOpts{mediaOpts: "codecs vp8"})
 	ids := []string{"cod-1", "cod-2", "cod-3"}
 	raw, err := os.ReadFile(videoDir + "/vp9_333x197_24fps_3s.webm")
 	if err != nil {
@@ -176,6 +182,9 @@ func TestCodecAllowList(t *testing.T) {
 // worker is over the bound (recent count 1 + 1 > ceil(1.1 · 2 / 4) = 1), and explain credits the
 // next worker in the key's rendezvous order instead and names it as the decision.
 func TestAffinityLoadBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: waits for a 1.5 s simulated prefill on the affinity worker, ~3 s")
+	}
 	var specs []simSpec
 	ids := []string{"lb-1", "lb-2", "lb-3", "lb-4"}
 	for _, id := range ids {

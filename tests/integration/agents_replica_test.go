@@ -25,9 +25,12 @@ import (
 // any other worker gets the simulator's 404, so either way the test fails. The other direction
 // too: a response stored through the late replica is followed up through the first.
 func TestResponsesLateReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: starts a second Caddy process (builds the kvroute binary) as a late router replica, ~60 s")
+	}
 	bin := caddybin.Build(t) // before the harness: the build is the slow part
 	const delay = 300 * time.Millisecond
-	h := startHarnessOpts(t, []simSpec{{ID: "rep-a", Model: "qwen", PrefillDelay: delay}, {ID: "rep-b", Model: "qwen", PrefillDelay: delay},
+	h := startHarness(t, []simSpec{{ID: "rep-a", Model: "qwen", PrefillDelay: delay}, {ID: "rep-b", Model: "qwen", PrefillDelay: delay},
 		{ID: "rep-c", Model: "qwen", PrefillDelay: delay}},
 		harnessOpts{})
 	const instructions = "You are a coding agent. Use the tools to read files before answering."

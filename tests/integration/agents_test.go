@@ -58,7 +58,10 @@ func checkTurn(t *testing.T, turn int, a answer, prev *int) {
 }
 
 func TestAgentLoops(t *testing.T) {
-	h := startHarnessOpts(t, []simSpec{{ID: "ag-a", Model: "qwen"}, {ID: "ag-b", Model: "qwen"}, {ID: "ag-c", Model: "qwen"}},
+	if testing.Short() {
+		t.Skip("slow: runs Responses and Messages agent loops of several turns through Caddy with a reload, ~2 s")
+	}
+	h := startHarness(t, []simSpec{{ID: "ag-a", Model: "qwen"}, {ID: "ag-b", Model: "qwen"}, {ID: "ag-c", Model: "qwen"}},
 		harnessOpts{})
 	const instructions = "You are a coding agent. Use the tools to read files before answering."
 

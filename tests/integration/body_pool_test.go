@@ -23,6 +23,9 @@ import (
 // whole must be the client's exact bytes: a buffer recycled too early would show another
 // request's bytes.
 func TestPooledBodiesStayApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sends 240 bodies of up to 900 kB over HTTP/1.1 and HTTP/2 with a slow-reading worker, ~5 s")
+	}
 	var mu sync.Mutex
 	seen := map[string]string{} // X-Body-SHA256 sent → sha256 of what the worker read
 	mux := http.NewServeMux()

@@ -18,8 +18,8 @@ import (
 // the last chunk. kvroute answers 400 body_invalid, routes nothing and forwards nothing (it
 // answered 499 with an empty body and a routing decision, and took the chunked one as whole).
 func TestBodyShorterThanContentLength(t *testing.T) {
-	w := newKillableWorker(t)
-	e := startEdge(t, edgeConfig{Workers: []string{w.addr}})
+	w := newFakeWorker(t, "w0")
+	e := startEdge(t, edgeConfig{Workers: []string{w.addr()}})
 	body := `{"model":"qwen","messages":[{"role":"user","content":"` + strings.Repeat("x", 125-len(`{"model":"qwen","messages":[{"role":"user","content":""}]}`)) + `"}]}`
 	for _, tc := range []struct{ name, head, payload, want string }{
 		{"content-length", fmt.Sprintf("Content-Length: %d", len(body)+500), body, "ended before the length its headers announced"},

@@ -359,7 +359,7 @@ func (r *coreReplica) waitSeq(t *testing.T, id string, seq uint64) {
 // never stop), and returns a harness for its site and admin endpoint.
 func clusterCaddy(t *testing.T, c *natsCluster, srv int, sims []*simWorker) *harness {
 	t.Helper()
-	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}}
+	h := newHarness()
 	for _, w := range sims {
 		h.sims[w.spec.ID], h.byEndpoint[w.ep] = w, w
 		h.order = append(h.order, w)
@@ -484,6 +484,9 @@ func warm(t *testing.T, w *simWorker, body []byte) {
 // cleared) and converge again; the core replica, failed over, keeps receiving the Caddy replica's
 // load on kvroute.sync.load.
 func TestClusterReplicasCatchUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs a 3-node NATS cluster, wraps replay rings, restarts Caddy and kills a node under load, ~10 s")
+	}
 	c := startNATSCluster(t, 3)
 	sims := []*simWorker{
 		clusterSim(t, c, 0, "c-w1", 50*time.Millisecond, false),

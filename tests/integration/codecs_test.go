@@ -15,8 +15,11 @@ import (
 // found cached. One pair crosses codecs: the lossless H.264 re-encode of a VP9 second decodes to
 // the same pictures, so it is credited in full on the VP9 clip's worker.
 func TestCodecsThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: decodes VP8, VP9, AV1, H.264 and HEVC clips and their remuxes at the edge and in 3 simulators, ~4 s")
+	}
 	all := []string{"av1", "h264", "hevc", "vp8", "vp9"}
-	h := startHarnessOpts(t, []simSpec{{ID: "cdc-1", Model: "qwen"}, {ID: "cdc-2", Model: "qwen"}, {ID: "cdc-3", Model: "qwen"}},
+	h := startHarness(t, []simSpec{{ID: "cdc-1", Model: "qwen"}, {ID: "cdc-2", Model: "qwen"}, {ID: "cdc-3", Model: "qwen"}},
 		harnessOpts{mediaOpts: "codecs vp8 vp9 av1 h264 hevc", simCodecs: all})
 	mux := http.NewServeMux()
 	mux.Handle("/c/", http.StripPrefix("/c/", http.FileServer(http.Dir("../../testdata/video-codecs"))))

@@ -19,6 +19,9 @@ import (
 // grow with the number of conversations once the caches are full: N more conversations (about
 // 12 MiB more of message text) leave it within the budgets' noise.
 func TestConversationHeapThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sends 40 growing conversations of ~18 kB turns through Caddy and measures the live heap after GC, ~3 s")
+	}
 	w := newFakeWorker(t, "w0")
 	e := startEdge(t, edgeConfig{Workers: []string{w.addr()}, App: "\t\ttemplate_cache_size 4MiB\n\t\ttokenize_cache_size 4MiB\n"})
 	cl := e.client(false)

@@ -17,6 +17,9 @@ import (
 // error must arrive whole over h1 and h2 while the client is still sending. curl is the client
 // (Go's own tolerates the order; curl, like the tester's, does not).
 func TestErrorBodyBeforeUploadEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs curl over HTTP/1.1 and HTTP/2 with uploads over the body limit, ~3 s")
+	}
 	curl, err := exec.LookPath("curl")
 	if err != nil {
 		t.Fatal("curl not found (make deps installs it)")

@@ -28,9 +28,12 @@ func waitHealthy(t *testing.T, e *edgeEnv, id string, want bool) {
 // the other worker then dies, every request is served by the revived worker instead of being
 // answered 503 without an attempt.
 func TestRevivedWorkerServesInsideFailWindow(t *testing.T) {
-	w0, w1 := newKillableWorker(t), newKillableWorker(t)
+	if testing.Short() {
+		t.Skip("slow: kills and restarts a worker and waits for kvroute's health probe to revive it, ~3 s")
+	}
+	w0, w1 := newFakeWorker(t, "w0"), newFakeWorker(t, "w1")
 	app := "\t\thealth_checks {\n\t\t\tinterval 300ms\n\t\t\ttimeout 200ms\n\t\t}\n"
-	e := startEdge(t, edgeConfig{Workers: []string{w0.addr, w1.addr}, Proxy: "\t\t\tfail_duration 30s\n\t\t\tmax_fails 1\n", App: app})
+	e := startEdge(t, edgeConfig{Workers: []string{w0.addr(), w1.addr()}, Proxy: "\t\t\tfail_duration 30s\n\t\t\tmax_fails 1\n", App: app})
 	cl := e.client(false)
 	defer cl.CloseIdleConnections()
 	send := func(n int) (int, string) {

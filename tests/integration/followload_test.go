@@ -31,10 +31,10 @@ func decisionsOf(t *testing.T, e *edgeEnv, id string) float64 {
 // caddy_kvroute_decisions_total{worker} count belong to the worker that serves it, not to the
 // dead one the decision named.
 func TestLoadAndDecisionsFollowTheServingWorker(t *testing.T) {
-	w0, w1 := newKillableWorker(t), newKillableWorker(t)
+	w0, w1 := newFakeWorker(t, "w0"), newFakeWorker(t, "w1")
 	w1.gate = make(chan struct{})
 	app := "\t\thealth_checks {\n\t\t\tinterval 1m\n\t\t}\n"
-	e := startEdge(t, edgeConfig{Workers: []string{w0.addr, w1.addr}, App: app,
+	e := startEdge(t, edgeConfig{Workers: []string{w0.addr(), w1.addr()}, App: app,
 		Proxy: "\t\t\tlb_retries 1\n\t\t\tlb_retry_match {\n\t\t\t\tmethod POST\n\t\t\t}\n"})
 	cl := e.client(false)
 	defer cl.CloseIdleConnections()

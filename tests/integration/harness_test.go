@@ -217,37 +217,38 @@ func testPNG(t *testing.T, w, h int, seed uint8) []byte {
 	return b.Bytes()
 }
 
+// harnessOption is one option of startHarness: a harnessOpts (the Caddyfile's variations, also
+// what reload takes) or a modelFolder.
+type harnessOption interface{ apply(*harness) }
+
+// apply makes o the harness's Caddyfile options.
+func (o harnessOpts) apply(h *harness) { h.opts = o }
+
+// modelFolder is the model folder of Caddy and of the simulators when it is not the test model
+// (modelDir); a harnessOpts.caddyModelDir still overrides Caddy's.
+type modelFolder string
+
+func (d modelFolder) apply(h *harness) { h.modelDir = string(d) }
+
+// newHarness is a harness with opts and no Caddy, clip server or simulators yet: startHarness
+// builds on it, and the tests that start Caddy their own way (a NATS cluster, NATS after Caddy).
+func newHarness(opts ...harnessOption) *harness {
+	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}}
+	for _, o := range opts {
+		o.apply(h)
+	}
+	return h
+}
+
 // startHarness starts Caddy, the clip server and the simulators, and waits until the app lists
-// every simulator. Everything stops at the test's end.
-func startHarness(t *testing.T, specs []simSpec) *harness {
+// every simulator. Everything stops at the test's end. Without options Caddy and the simulators
+// use the test model (modelDir) and the Caddyfile has no extra lines; the clip server's
+// /stall/<n> sends n bytes and then nothing until the client goes away.
+func startHarness(t *testing.T, specs []simSpec, opts ...harnessOption) *harness {
 	t.Helper()
-	return startHarnessOpts(t, specs, harnessOpts{})
-}
-
-// startHarnessMedia is startHarness with extra kvroute media options (Caddyfile lines), and the
-// clip server's /stall/<n> sending n bytes and then nothing until the client goes away.
-func startHarnessMedia(t *testing.T, specs []simSpec, mediaOpts string) *harness {
-	t.Helper()
-	return startHarnessOpts(t, specs, harnessOpts{mediaOpts: mediaOpts})
-}
-
-// startHarnessModel is startHarness with another model folder for Caddy and the simulators.
-func startHarnessModel(t *testing.T, modelDir string, specs []simSpec) *harness {
-	t.Helper()
-	return startHarnessFull(t, modelDir, specs, harnessOpts{})
-}
-
-// startHarnessOpts is startHarness with Caddyfile options.
-func startHarnessOpts(t *testing.T, specs []simSpec, opts harnessOpts) *harness {
-	t.Helper()
-	return startHarnessFull(t, modelDir, specs, opts)
-}
-
-// startHarnessFull is startHarness with a model folder and Caddyfile options.
-func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harnessOpts) *harness {
-	t.Helper()
-	m, lm := testkit.Models(t, modelDir)
-	res := testkit.ResolverCodecs(t, true, opts.simCodecs)
+	h := newHarness(opts...)
+	m, lm := testkit.Models(t, h.modelDir)
+	res := testkit.ResolverCodecs(t, true, h.opts.simCodecs)
 
 	// clip server: the same folder under two prefixes, two generated images and random bytes
 	rnd := make([]byte, 64<<10)
@@ -271,7 +272,7 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 	ms := httptest.NewServer(mux)
 	t.Cleanup(ms.Close)
 
-	h := &harness{modelDir: modelDir, opts: opts, media: ms.URL, res: res, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{}}
+	h.media, h.res = ms.URL, res
 	httpPort, adminPort := caddytest.Port(t), caddytest.Port(t)
 	h.setSite(t, httpPort, adminPort)
 	// registered first: runs last, after the simulators deregistered
@@ -287,7 +288,7 @@ func startHarnessFull(t *testing.T, modelDir string, specs []simSpec, opts harne
 		if contract == "" {
 			contract = sim.HubContract
 		}
-		fe, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: modelDir, Model: m, LayoutModel: lm, Media: res,
+		fe, err := sim.NewFrontend(&sim.FrontendConfig{ModelDir: h.modelDir, Model: m, LayoutModel: lm, Media: res,
 			Contract: []byte(contract), OracleTokens: sp.Oracle})
 		if err != nil {
 			t.Fatalf("simulator %s: %v", sp.ID, err)

@@ -16,6 +16,9 @@ const hybridBlockSize = 1056
 // away from the attention blocks the router credits; every Mamba event is counted as
 // non_attention_group and none is indexed; a worker is never credited blocks it lacks.
 func TestHybridRouting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs two hybrid simulators with 1056-token blocks beside a plain one, text and video, ~2 s")
+	}
 	h := startHarness(t, []simSpec{
 		{ID: "hyb-a", Model: "qwen-hybrid", BlockSize: hybridBlockSize, Hybrid: true},
 		{ID: "hyb-b", Model: "qwen-hybrid", BlockSize: hybridBlockSize, Hybrid: true},

@@ -64,6 +64,9 @@ func decodeCacheCount(t *testing.T, admin, result string) int {
 // forwarded uuid is the low 64 bits of XXH3-128 of the JPEG's bytes, the size (hence the total
 // blocks) is the same, and no decode-cache lookup is made.
 func TestImageIdentityThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: decodes a 3840x2160 JPEG through Caddy, reloads and sends it again, ~6 s")
+	}
 	worker := &recordingWorker{}
 	ws := httptest.NewServer(worker)
 	t.Cleanup(ws.Close)

@@ -53,6 +53,9 @@ func (c *countingImages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Before the fix the first request made 32 GETs and 32 decodes (the misses of copies racing
 // the first decode), the repeat 32 conditional GETs.
 func TestImageSingleFlightThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sends requests with 32 copies of one image, in sequence and concurrently, counting decodes and GETs, ~2 s")
+	}
 	const copies = 32
 	worker := &recordingWorker{}
 	ws := httptest.NewServer(worker)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -14,75 +13,6 @@ import (
 	"testing"
 	"time"
 )
-
-// killableWorker is an OpenAI-style upstream that can die like a SIGKILLed process (listener and
-// every connection closed at once, no deregistration) and come back on the same address.
-type killableWorker struct {
-	addr     string
-	mu       sync.Mutex // guards srv
-	srv      *http.Server
-	inflight atomic.Int64
-	count    atomic.Int64
-	// gate, when set, holds every chat request until a value is received (or the request ends).
-	gate chan struct{}
-}
-
-func newKillableWorker(t *testing.T) *killableWorker {
-	k := &killableWorker{}
-	k.start(t)
-	t.Cleanup(func() { k.kill() })
-	return k
-}
-
-func (k *killableWorker) start(t *testing.T) {
-	t.Helper()
-	addr := k.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listening on %s: %v", addr, err)
-	}
-	k.addr = ln.Addr().String()
-	srv := &http.Server{Handler: http.HandlerFunc(k.serve)}
-	k.mu.Lock()
-	k.srv = srv
-	k.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-}
-
-// kill closes the listener and every connection; it returns the requests in flight then.
-func (k *killableWorker) kill() int64 {
-	k.mu.Lock()
-	srv := k.srv
-	k.srv = nil
-	k.mu.Unlock()
-	n := k.inflight.Load()
-	if srv != nil {
-		_ = srv.Close()
-	}
-	return n
-}
-
-func (k *killableWorker) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/health" {
-		return
-	}
-	k.inflight.Add(1)
-	defer k.inflight.Add(-1)
-	_, _ = io.Copy(io.Discard, r.Body)
-	k.count.Add(1)
-	if k.gate != nil {
-		select {
-		case <-k.gate:
-		case <-r.Context().Done():
-		}
-	}
-	time.Sleep(5 * time.Millisecond) // a short generation, so requests are in flight at the kill
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}`))
-}
 
 // loadResult is one request of the load run.
 type loadResult struct {
@@ -114,9 +44,9 @@ const (
 // measured from the restart, not from the start: on a loaded machine the restart itself comes late,
 // and a fixed 8 s end left less than two intervals to observe the revival.
 func runKill(t *testing.T, proxy string) killRun {
-	w0, w1 := newKillableWorker(t), newKillableWorker(t)
+	w0, w1 := newFakeWorker(t, "w0"), newFakeWorker(t, "w1")
 	app := fmt.Sprintf("\t\thealth_checks {\n\t\t\tinterval %s\n\t\t\ttimeout 500ms\n\t\t}\n", killHealthInterval)
-	e := startEdge(t, edgeConfig{Workers: []string{w0.addr, w1.addr}, Proxy: proxy, App: app})
+	e := startEdge(t, edgeConfig{Workers: []string{w0.addr(), w1.addr()}, Proxy: proxy, App: app})
 	cl := e.client(false)
 	defer cl.CloseIdleConnections()
 
@@ -231,6 +161,9 @@ func workerHealthy(t *testing.T, e *edgeEnv, id string) bool {
 // `lb_retries 1` (and POST retries) no request fails. The restarted worker gets traffic again
 // within one health interval.
 func TestKillWorkerUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: two load runs that kill and restart a worker and wait out health intervals, ~18 s")
+	}
 	check := func(t *testing.T, run killRun, maxFailed int) {
 		if run.servedBeforeKill[0] == 0 || run.servedBeforeKill[1] == 0 {
 			t.Fatalf("both workers must serve before the kill: %v", run.servedBeforeKill)

@@ -85,6 +85,9 @@ func heapPeak() (stop func() (heap, rss int64)) {
 // once: every one is answered, the heap peak stays under 16 times the single request's bound,
 // and an ordinary request right after is routed exactly.
 func TestLongWordThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sends 22 MB one-word messages through Caddy, 16 at once, and measures the heap peak, ~20 s")
+	}
 	var received atomic.Int64
 	// 16 bodies of 22 MB over TLS on a loaded 2-core machine: the default 30 s body deadline
 	// would measure the machine, not kvroute

@@ -21,8 +21,8 @@ import (
 // fallback media_busy (text-prefix routing, status 200); once the stalled requests are gone the
 // same request is routed exactly (issue 12 defect 2).
 func TestMediaBusyThroughCaddy(t *testing.T) {
-	h := startHarnessMedia(t, []simSpec{{ID: "busy-a", Model: "qwen"}},
-		"max_bytes 512KiB\n\t\t\tmax_inflight_bytes 1025KiB\n\t\t\tslot_wait 300ms")
+	h := startHarness(t, []simSpec{{ID: "busy-a", Model: "qwen"}},
+		harnessOpts{mediaOpts: "max_bytes 512KiB\n\t\t\tmax_inflight_bytes 1025KiB\n\t\t\tslot_wait 300ms"})
 	clip := mediaBody(t, "qwen", videoPart(h.media+"/a/vp9_640x360_30fps_10s.webm"), textPart("Describe this video."))
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -71,6 +71,9 @@ func TestMediaBusyThroughCaddy(t *testing.T) {
 // miss) and checks that the live heap after runtime.GC() does not grow with N (issue 12 defect 1:
 // every fetched clip stayed reachable from go-astiav's IOContext handler map).
 func TestMediaHeapThroughCaddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: decodes N and then 4N distinct 512 KiB clips through Caddy and measures the live heap after GC, ~1.5 s")
+	}
 	h := startHarness(t, []simSpec{{ID: "heap-a", Model: "qwen"}})
 	base, err := os.ReadFile(videoDir + "/vp9_320x240_2frames.webm")
 	if err != nil {

@@ -126,6 +126,9 @@ type workerState struct {
 // prompt blocks and one request in flight; all return to 0 when it ends; the event age and index
 // blocks follow the worker's events; NATS, registry and decode-slot gauges describe the router.
 func TestOperatingState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: holds a request on a slow simulated worker to read the in-flight gauges, ~3 s")
+	}
 	h := startHarness(t, []simSpec{{ID: "state-slow", Model: "qwen", PrefillDelay: 1500 * time.Millisecond}})
 	const w = `worker="state-slow"`
 	if v := h.metric(t, "caddy_kvroute_worker_healthy", w); v != 1 {

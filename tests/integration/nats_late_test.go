@@ -61,6 +61,9 @@ func planNATSCluster(t *testing.T, n int) *natsCluster {
 // simulator's KV events (the simulator too connected and registered in the background), and routes
 // exactly: the predicted overlap equals the simulator's hit.
 func TestCaddyBeforeNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: starts Caddy before a 3-node NATS cluster and waits for it to connect and route exactly, ~9 s")
+	}
 	c := planNATSCluster(t, 3)
 	m, lm := testkit.Models(t, modelDir)
 	const id = "late-w1"
@@ -107,8 +110,8 @@ func TestCaddyBeforeNATS(t *testing.T) {
 		registered <- err
 	}()
 
-	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{id: w}, byEndpoint: map[string]*simWorker{w.ep: w}, order: []*simWorker{w}}
-	h.opts.appOpts = fmt.Sprintf("\t\tworker %s {\n\t\t\tendpoint %s\n\t\t\tmodel qwen\n\t\t\tengine vllm\n\t\t\tblock_size %d\n\t\t}\n", id, w.ep, blockSize)
+	h := newHarness(harnessOpts{appOpts: fmt.Sprintf("\t\tworker %s {\n\t\t\tendpoint %s\n\t\t\tmodel qwen\n\t\t\tengine vllm\n\t\t\tblock_size %d\n\t\t}\n", id, w.ep, blockSize)})
+	h.sims[id], h.byEndpoint[w.ep], h.order = w, w, []*simWorker{w}
 	h.setSite(t, caddytest.Port(t), caddytest.Port(t))
 	cfg := strings.Replace(h.caddyfile(h.httpPort, h.adminPort), "embedded_nats {\n\t\t\tport random\n\t\t}", "nats_url "+c.list(0), 1)
 	start := time.Now()

@@ -39,12 +39,15 @@ func nemotronTextPrefixBlocks(t *testing.T, body []byte) int {
 // with the Nemotron test model folder in front of simulated vLLM workers publishing nemotron_omni
 // contracts, with EVS pruning off (model "nemotron") and at rate 0.5 (model "nemotron-evs").
 func TestNemotronVideoRouting(t *testing.T) {
-	h := startHarnessModel(t, nemotronModelDir, []simSpec{
+	if testing.Short() {
+		t.Skip("slow: loads the Nemotron test model and decodes clips with and without EVS through Caddy, ~2 s")
+	}
+	h := startHarness(t, []simSpec{
 		{ID: "nemo-a", Model: "nemotron", Contract: layout.NemotronContractJSON},
 		{ID: "nemo-b", Model: "nemotron", Contract: layout.NemotronContractJSON},
 		{ID: "evs-a", Model: "nemotron-evs", Contract: nemotronEVSContract},
 		{ID: "evs-b", Model: "nemotron-evs", Contract: nemotronEVSContract},
-	})
+	}, modelFolder(nemotronModelDir))
 	a := h.media + "/a/"
 	question := textPart("Describe this video.")
 	spanTokens := map[string]int{}

@@ -12,6 +12,9 @@ import (
 // cache was given to the missing template); completions route on their tokens, chat requests on
 // load alone with template_error.
 func TestModelWithoutChatTemplate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: starts and reloads Caddy with the gpt-oss tokenizer folder (a large tokenizer load), ~2 s")
+	}
 	dir := t.TempDir()
 	entries, err := os.ReadDir(modelDir)
 	if err != nil {
@@ -39,7 +42,7 @@ func TestModelWithoutChatTemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := startHarnessFull(t, modelDir, []simSpec{{ID: "nt-a", Model: "qwen"}, {ID: "nt-b", Model: "qwen"}},
+	h := startHarness(t, []simSpec{{ID: "nt-a", Model: "qwen"}, {ID: "nt-b", Model: "qwen"}},
 		harnessOpts{caddyModelDir: dir})
 	comp := h.completions(t, mustJSON(t, map[string]any{"model": "qwen", "prompt": longText("A prompt without a template.", 100)})).mustOK(t)
 	if comp.fallback != "" || comp.total == 0 {

@@ -27,6 +27,9 @@ func chat000(t *testing.T, h *harness, model string) []byte {
 // verification matches. With one golden id changed inside the video span, verification reports a
 // mismatch and the next request falls back with layout_mismatch.
 func TestOracleLayout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs oracle-mode simulators on the golden video expansion, then a layout mismatch round, ~4 s")
+	}
 	golden := goldenTokens(t, "tok_expanded_ex1_new_wrapper_kept")
 	if len(golden) != 2294 {
 		t.Fatalf("golden expansion has %d tokens, want 2294", len(golden))

@@ -14,7 +14,10 @@ import (
 // busy worker as the decision. After the request finished and its KV events were applied, the
 // overlap comes from the index and nothing is pending.
 func TestPendingPrefixThroughCaddy(t *testing.T) {
-	h := startHarnessOpts(t, []simSpec{{ID: "pend-a", Model: "qwen", PrefillDelay: 1500 * time.Millisecond},
+	if testing.Short() {
+		t.Skip("slow: waits for a 1.5 s simulated prefill to hold a request in flight, ~2 s")
+	}
+	h := startHarness(t, []simSpec{{ID: "pend-a", Model: "qwen", PrefillDelay: 1500 * time.Millisecond},
 		{ID: "pend-b", Model: "qwen", PrefillDelay: 1500 * time.Millisecond}},
 		harnessOpts{appOpts: "scheduler {\n\t\t\tcost ttft2\n\t\t}"})
 	body := textBody(t, "qwen", longText("Pending prefixes.", 300))

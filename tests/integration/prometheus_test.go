@@ -69,6 +69,27 @@ func dashboardTargets(t *testing.T) map[string][]string {
 	return out
 }
 
+// requirePrometheusEnv, when set (`make test` sets it: CI installs Prometheus with `make deps`),
+// makes a missing prometheus or promtool binary fail the test instead of skipping it, so CI cannot
+// pass without running it.
+const requirePrometheusEnv = "KVROUTE_REQUIRE_PROMETHEUS"
+
+// requirePrometheusBinary returns the path of the Prometheus tool name (prometheus, promtool). If
+// it is not on PATH the test is skipped, or fails when requirePrometheusEnv is set.
+func requirePrometheusBinary(t *testing.T, name string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
+	if err == nil {
+		return bin
+	}
+	msg := fmt.Sprintf("%s not found (Debian package prometheus; `make deps` installs it): %v", name, err)
+	if os.Getenv(requirePrometheusEnv) != "" {
+		t.Fatalf("%s; %s is set, so the Prometheus test must run", msg, requirePrometheusEnv)
+	}
+	t.Skipf("%s; skipped (set %s=1 to make this a failure, as `make test` does)", msg, requirePrometheusEnv)
+	return ""
+}
+
 // promServer is a Prometheus started for one test.
 type promServer struct {
 	base   string
@@ -82,10 +103,7 @@ type promServer struct {
 // most.
 func startPrometheus(t *testing.T, adminHostPort string) *promServer {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatalf("prometheus not found (Debian package prometheus; `make deps` installs it): %v", err)
-	}
+	bin := requirePrometheusBinary(t, "prometheus")
 	dir := t.TempDir()
 	rules, err := filepath.Abs(alertsFile)
 	if err != nil {
@@ -185,7 +203,12 @@ func (p *promServer) query(t *testing.T, expr string) (string, int) {
 // `promtool check rules` accepts the alert rules; Prometheus loads them and evaluates every rule
 // without error; every dashboard expression parses and every panel returns data.
 func TestDashboardAndAlerts(t *testing.T) {
-	out, err := exec.Command("promtool", "check", "rules", alertsFile).CombinedOutput()
+	if testing.Short() {
+		t.Skip("slow: runs a real Prometheus that scrapes Caddy every second until every rule and panel has data, ~10 s")
+	}
+	promtool := requirePrometheusBinary(t, "promtool")
+	requirePrometheusBinary(t, "prometheus")
+	out, err := exec.Command(promtool, "check", "rules", alertsFile).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SUCCESS: 7 rules found") {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}

@@ -32,8 +32,7 @@ const retryProxy = "\t\t\tlb_retries 1\n\t\t\tlb_try_interval 250ms\n\t\t\tlb_re
 // with lb_retries, before any simulator: the router creates the registry bucket.
 func registryCaddy(t *testing.T, c *natsCluster) *harness {
 	t.Helper()
-	h := &harness{modelDir: modelDir, sims: map[string]*simWorker{}, byEndpoint: map[string]*simWorker{},
-		opts: harnessOpts{proxyOpts: retryProxy}}
+	h := newHarness(harnessOpts{proxyOpts: retryProxy})
 	h.setSite(t, caddytest.Port(t), caddytest.Port(t))
 	cfg := strings.Replace(h.caddyfile(h.httpPort, h.adminPort), "embedded_nats {\n\t\t\tport random\n\t\t}", "nats_url "+c.list(0), 1)
 	caddytest.MustLoad(t, cfg)
@@ -149,6 +148,9 @@ func watchListed(t *testing.T) (stop func() int) {
 // their records. On the old code the router created a one-replica bucket, and the watcher dropped
 // both workers 30 s after the kill (every request then failed with 503).
 func TestRegistrySurvivesNATSNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs a 3-node NATS cluster, kills two nodes under load and waits past the registry TTL, ~90 s")
+	}
 	c := startNATSClusterBare(t, 3)
 	h := registryCaddy(t, c)
 	sims := []*simWorker{
@@ -252,6 +254,9 @@ func TestRegistrySurvivesNATSNodeLoss(t *testing.T) {
 // (by hand, or by an older router) is raised to three on a three-server cluster when the router
 // opens it, and said so; a publisher (a bridge or simulator) opening it changes nothing.
 func TestRouterRaisesRegistryReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs a 3-node NATS cluster, ~2.5 s")
+	}
 	c := startNATSClusterBare(t, 3)
 	nc, err := nats.Connect(c.list(0))
 	if err != nil {

@@ -23,10 +23,13 @@ import (
 // of its span, as in TestNemotronVideoRouting. Before the fix the subscriber kept the first model's
 // ids and the warm overlap stopped at the text before <video>.
 func TestReloadAppliesModelPads(t *testing.T) {
-	h := startHarnessFull(t, nemotronModelDir, []simSpec{
+	if testing.Short() {
+		t.Skip("slow: loads the Qwen3-VL and then the Nemotron test model and decodes a clip through Caddy, ~2.5 s")
+	}
+	h := startHarness(t, []simSpec{
 		{ID: "nemo-a", Model: "nemotron", Contract: layout.NemotronContractJSON},
 		{ID: "nemo-b", Model: "nemotron", Contract: layout.NemotronContractJSON},
-	}, harnessOpts{caddyModelDir: modelDir})
+	}, modelFolder(nemotronModelDir), harnessOpts{caddyModelDir: modelDir})
 	first := runningApp(t).NATS().Conn()
 	h.reload(t, harnessOpts{}) // model_dir: the simulators' Nemotron folder
 	if runningApp(t).NATS().Conn() != first {
@@ -61,6 +64,9 @@ func TestReloadAppliesModelPads(t *testing.T) {
 // index at once (a lowered max_blocks_per_worker evicts the oldest leaves, keeping each worker's
 // cached prefix), and a later reload without the bound restores the default.
 func TestReloadAppliesIndexBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: fills the index through Caddy and reloads it twice with other bounds, ~2.5 s")
+	}
 	h := startHarness(t, []simSpec{{ID: "idx-a", Model: "qwen"}})
 	body := textBody(t, "qwen", longText("Index bounds across a reload.", 600))
 	cold := h.chat(t, body).mustOK(t)
@@ -99,8 +105,8 @@ func TestReloadAppliesIndexBounds(t *testing.T) {
 // brings it back), so requests after the reload do not go to it. Before the fix the health record
 // was per config load and the reload forgot it.
 func TestReloadKeepsWorkerMarkedDown(t *testing.T) {
-	w0, w1 := newKillableWorker(t), newKillableWorker(t)
-	cfg := edgeConfig{Workers: []string{w0.addr, w1.addr}, App: "\t\thealth_checks off\n"}
+	w0, w1 := newFakeWorker(t, "w0"), newFakeWorker(t, "w1")
+	cfg := edgeConfig{Workers: []string{w0.addr(), w1.addr()}, App: "\t\thealth_checks off\n"}
 	e := startEdge(t, cfg)
 	cl := e.client(false)
 	defer cl.CloseIdleConnections()

@@ -33,6 +33,9 @@ func (d firstDecider) Decide(_ context.Context, in *caddymodule.RouteInput) (*ca
 // Content-Length (issue 11 item 3: with 4 KiB buffers the upstream got the first 4096 bytes and
 // then the whole body again).
 func TestRequestBuffersMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sends a 100 KiB body for 18 combinations of request_buffers, chunking and retries, ~2 s")
+	}
 	live := newFakeWorker(t, "w0")
 	partial := newPartialUpstream(t, 8<<10)
 	dead := fmt.Sprintf("127.0.0.1:%d", caddytest.Port(t))

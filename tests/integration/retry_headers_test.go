@@ -10,7 +10,7 @@ import (
 // the chosen worker's. Before, a retry showed the serving worker's id with the dead worker's
 // overlap, which misled access logs built from the headers.
 func TestRetryHeadersNameServedWorker(t *testing.T) {
-	h := startHarnessOpts(t, []simSpec{{ID: "retry-a", Model: "qwen"}, {ID: "retry-b", Model: "qwen"}},
+	h := startHarness(t, []simSpec{{ID: "retry-a", Model: "qwen"}, {ID: "retry-b", Model: "qwen"}},
 		// active probes off: a probe between the kill and the request would mark the dead worker
 		// down and the request would go to the other one without a retry
 		harnessOpts{proxyOpts: "\t\tlb_retries 1\n\t\tlb_retry_match {\n\t\t\tmethod POST\n\t\t}", appOpts: "\t\thealth_checks off"})

@@ -23,6 +23,9 @@ import (
 // sdk/package.json and its lock file; `make deps` installs them (the test fails, saying so, when
 // they are missing: tests use loopback only). It skips only when node is not installed.
 func TestSDKClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs the npm openai and anthropic clients in node processes through Caddy")
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed (make deps installs nodejs and npm): the npm SDK clients cannot run")

@@ -66,13 +66,16 @@ func (h *harness) explainAt(t *testing.T, path string, body []byte) explainResp 
 // every block, and the same prompt with add_special_tokens false (ids without the BOS: every block
 // shifted by one token) matches no block.
 func TestCompletionsBOS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: loads the DeepSeek test model for Caddy and oracle-mode simulators, ~2 s")
+	}
 	text, withBOS := specialOracleIDs(t, "tokenizers/deepseek_v3", "transformers4", "Summarize the following notes.", true)
 	_, plain := specialOracleIDs(t, "tokenizers/deepseek_v3", "transformers4", "Summarize the following notes.", false)
 	if len(withBOS) != len(plain)+1 || withBOS[0] == plain[0] || len(withBOS) < 8*blockSize {
 		t.Fatalf("oracle: %d ids with BOS (%d…), %d without (%d…)", len(withBOS), withBOS[0], len(plain), plain[0])
 	}
 	logFile := filepath.Join(t.TempDir(), "access.log")
-	h := startHarnessFull(t, bosModelDir, []simSpec{{ID: "bos-a", Model: "deepseek", Oracle: withBOS}, {ID: "bos-b", Model: "deepseek", Oracle: withBOS}},
+	h := startHarness(t, []simSpec{{ID: "bos-a", Model: "deepseek", Oracle: withBOS}, {ID: "bos-b", Model: "deepseek", Oracle: withBOS}}, modelFolder(bosModelDir),
 		harnessOpts{accessLog: logFile})
 	body := mustJSON(t, map[string]any{"model": "deepseek", "prompt": text, "max_tokens": 4})
 	total := len(withBOS) / blockSize

@@ -16,9 +16,12 @@ import (
 // forwarding (no KV events, no index growth), so the only state they grow is the template
 // cache's; one short chat request through the site opens the client's connection.
 func TestReloadReleasesReplacedConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: reloads Caddy repeatedly with long template-cache messages and waits for the old configs to be collected, ~4 s")
+	}
 	// A size of its own: the process's 64 MiB cache may be full of earlier tests' messages (a
 	// reload that keeps the size keeps the cache), and 20 more would only replace some of them.
-	h := startHarnessOpts(t, []simSpec{{ID: "tf-a", Model: "qwen"}}, harnessOpts{appOpts: "		tokenize_cache_size 0\n		template_cache_size 48MiB"})
+	h := startHarness(t, []simSpec{{ID: "tf-a", Model: "qwen"}}, harnessOpts{appOpts: "		tokenize_cache_size 0\n		template_cache_size 48MiB"})
 	send := func(n, from int) {
 		for i := range n {
 			text := fmt.Sprintf("document %d ", from+i) + strings.Repeat("a long distinct message text ", 8000)

@@ -11,6 +11,9 @@ import (
 // renders and tokenizes the prompt itself, finds as many cached blocks as kvroute predicted. A
 // reload that keeps the cache size keeps the cache; template_cache_size 0 turns it off.
 func TestTemplateCacheConversation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sends a conversation growing turn by turn through Caddy, with reloads, ~2.5 s")
+	}
 	h := startHarness(t, []simSpec{{ID: "tc-a", Model: "qwen"}, {ID: "tc-b", Model: "qwen"}})
 	msg := func(role, content string) map[string]any { return map[string]any{"role": role, "content": content} }
 	system := msg("system", longText("You answer questions about the template notes.", 200))

@@ -46,7 +46,7 @@ func TestTracingStageSpans(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", exporterName)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: the batcher exports quickly
 	spanExporter.Reset()
-	h := startHarnessOpts(t, []simSpec{{ID: "trace-a", Model: "qwen"}, {ID: "trace-b", Model: "qwen"}},
+	h := startHarness(t, []simSpec{{ID: "trace-a", Model: "qwen"}, {ID: "trace-b", Model: "qwen"}},
 		harnessOpts{siteDirectives: "\ttracing {\n\t\tspan kvroute-test\n\t}"})
 
 	check := func(t *testing.T, body []byte, wantStages []string, mediaCount int64) {

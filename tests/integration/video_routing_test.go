@@ -66,6 +66,9 @@ func uuidsOf(t *testing.T, body []byte) []string {
 // hub contract, one whose contract trusts the container's frame count, and two that disagree on
 // their contracts.
 func TestVideoRouting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: decodes and routes several clips through Caddy to 5 simulators with differing contracts, ~5 s")
+	}
 	h := startHarness(t, []simSpec{
 		{ID: "vid-a", Model: "qwen"}, {ID: "vid-b", Model: "qwen"},
 		{ID: "cont-a", Model: "qwen-container", Contract: containerContract},

@@ -8,24 +8,31 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// fakeWorker is a minimal OpenAI-style upstream that records what reaches it. The request header
-// X-Test-Mode picks the response: "" a JSON completion naming the worker, "sse-step" one SSE event,
-// then (after release) a second one, "sse-forever" an event every 20 ms until the client goes away.
+// fakeWorker is a minimal OpenAI-style upstream that records what reaches it and can die like a
+// SIGKILLed process (kill: listener and every connection closed at once, no deregistration) and
+// come back on the same address (start). GET /health answers 200 and is not counted. The request
+// header X-Test-Mode picks the response: "" a JSON completion naming the worker after a 5 ms
+// generation (so requests are in flight at a kill), "sse-step" one SSE event, then (after release)
+// a second one, "sse-forever" an event every 20 ms until the client goes away.
 type fakeWorker struct {
-	id  string
-	srv *httptest.Server
+	id   string
+	host string     // 127.0.0.1:port, kept across kill and start
+	mu   sync.Mutex // guards srv and last
+	srv  *http.Server
 
-	count    atomic.Int64
+	count    atomic.Int64 // requests received (not /health)
+	inflight atomic.Int64 // requests being answered
+	// gate, when set before the first request, holds every default-mode request until a value is
+	// received (or the request ends).
+	gate     chan struct{}
 	release  chan struct{}  // sse-step: closed by the test to let the second event go
 	canceled chan time.Time // sse-forever: when the request context ended
-	mu       sync.Mutex     // guards last
 	last     seenRequest
 }
 
@@ -36,15 +43,48 @@ type seenRequest struct {
 	RequestID     string
 }
 
+// newFakeWorker starts a fakeWorker on a new loopback port; it is killed at the test's end.
 func newFakeWorker(t *testing.T, id string) *fakeWorker {
 	t.Helper()
 	fw := &fakeWorker{id: id, release: make(chan struct{}), canceled: make(chan time.Time, 16)}
-	fw.srv = httptest.NewServer(http.HandlerFunc(fw.serve))
-	t.Cleanup(fw.srv.Close)
+	fw.start(t)
+	t.Cleanup(func() { fw.kill() })
 	return fw
 }
 
-func (fw *fakeWorker) addr() string { return fw.srv.Listener.Addr().String() }
+func (fw *fakeWorker) addr() string { return fw.host }
+
+// start serves on the worker's address (a new loopback port the first time).
+func (fw *fakeWorker) start(t *testing.T) {
+	t.Helper()
+	host := fw.host
+	if host == "" {
+		host = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", host)
+	if err != nil {
+		t.Fatalf("listening on %s: %v", host, err)
+	}
+	fw.host = ln.Addr().String()
+	srv := &http.Server{Handler: http.HandlerFunc(fw.serve)}
+	fw.mu.Lock()
+	fw.srv = srv
+	fw.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// kill closes the listener and every connection; it returns the requests in flight then.
+func (fw *fakeWorker) kill() int64 {
+	fw.mu.Lock()
+	srv := fw.srv
+	fw.srv = nil
+	fw.mu.Unlock()
+	n := fw.inflight.Load()
+	if srv != nil {
+		_ = srv.Close()
+	}
+	return n
+}
 
 func (fw *fakeWorker) lastRequest() seenRequest {
 	fw.mu.Lock()
@@ -53,23 +93,27 @@ func (fw *fakeWorker) lastRequest() seenRequest {
 }
 
 func (fw *fakeWorker) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" {
+		return
+	}
+	fw.inflight.Add(1)
+	defer fw.inflight.Add(-1)
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	sum := sha256.Sum256(body)
-	fw.mu.Lock()
-	fw.last = seenRequest{ContentLength: r.Header.Get("Content-Length"), BodyLen: len(body),
+	seen := seenRequest{ContentLength: r.Header.Get("Content-Length"), BodyLen: len(body),
 		SHA256: hex.EncodeToString(sum[:]), RequestID: r.Header.Get("X-Request-Id")}
-	fw.mu.Unlock()
-	fw.count.Add(1)
 	if r.ContentLength >= 0 {
 		// net/http moves Content-Length out of the header map for server requests
-		fw.mu.Lock()
-		fw.last.ContentLength = fmt.Sprint(r.ContentLength)
-		fw.mu.Unlock()
+		seen.ContentLength = fmt.Sprint(r.ContentLength)
 	}
+	fw.mu.Lock()
+	fw.last = seen
+	fw.mu.Unlock()
+	fw.count.Add(1)
 
 	rc := http.NewResponseController(w)
 	switch r.Header.Get("X-Test-Mode") {
@@ -99,9 +143,17 @@ func (fw *fakeWorker) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	default:
+		if fw.gate != nil {
+			select {
+			case <-fw.gate:
+			case <-r.Context().Done():
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // a short generation, so requests are in flight at a kill
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"object": "chat.completion", "system_fingerprint": fw.id,
-			"usage": map[string]any{"prompt_tokens": 1, "prompt_tokens_details": map[string]any{"cached_tokens": 0}}})
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": "ok"}}},
+			"usage":   map[string]any{"prompt_tokens": 1, "prompt_tokens_details": map[string]any{"cached_tokens": 0}}})
 	}
 }
 
