@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -66,7 +67,12 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	// body with its reason code); method and availability errors stay in Caddy's admin form.
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxExplainBody+1))
 	if err != nil {
-		writeError(w, shapeOpenAI, reason.Wrap(reason.BodyInvalid, err, "reading the request body failed"))
+		code, msg := reason.BodyInvalid, "reading the request body failed"
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// the admin server's read timeout (Caddy's admin.go) ended a slow upload
+			code, msg = reason.BodyTimeout, "the request body was not received within the admin server's read timeout"
+		}
+		writeError(w, shapeOpenAI, reason.Wrap(code, err, "%s", msg))
 		return nil
 	}
 	if len(body) > maxExplainBody {

@@ -42,6 +42,8 @@ type edgeConfig struct {
 	// ReadTimeout is the kvroute directive's read_timeout and ReadBody the server's
 	// `timeouts { read_body }`; "" is 30s for both.
 	ReadTimeout, ReadBody string
+	// DialTimeout is the proxy transport's dial_timeout; "" is Caddyfile.example's 3s.
+	DialTimeout string
 }
 
 func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) string {
@@ -63,6 +65,10 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	}
 	if readBody == "" {
 		readBody = "30s"
+	}
+	dialTimeout := c.DialTimeout
+	if dialTimeout == "" {
+		dialTimeout = "3s"
 	}
 	upstreamModel := " qwen"
 	if len(c.Models) > 0 {
@@ -89,7 +95,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 			}
 %s
 			transport http {
-				dial_timeout 3s
+				dial_timeout %s
 				response_header_timeout 10m
 			}
 		}
@@ -98,7 +104,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	log {
 		output file %s
 	}
-}`, maxBody, readTimeout, upstreamModel, c.Proxy, filepath.Join(dir, "access.log"))
+}`, maxBody, readTimeout, upstreamModel, c.Proxy, dialTimeout, filepath.Join(dir, "access.log"))
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%[1]d
 	http_port %[2]d

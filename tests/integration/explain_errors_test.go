@@ -48,12 +48,18 @@ func TestExplainBodyErrors(t *testing.T) {
 	}
 }
 
-// neverEnding is an endless reader of one byte.
+// neverEnding is an endless reader of one byte. It fills p by doubling copies: filled one byte
+// at a time, 64 MiB took over 10 s under -race on a loaded machine, and Caddy's admin server ended
+// the upload at its read timeout (a 408 body_timeout, a 400 before), not the limit.
 type neverEnding byte
 
 func (b neverEnding) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = byte(b)
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0] = byte(b)
+	for n := 1; n < len(p); n *= 2 {
+		copy(p[n:], p[:n])
 	}
 	return len(p), nil
 }

@@ -90,8 +90,11 @@ func TestLongWordThroughCaddy(t *testing.T) {
 	}
 	var received atomic.Int64
 	// 16 bodies of 22 MB over TLS on a loaded 2-core machine: the default 30 s body deadline
-	// would measure the machine, not kvroute
-	e := startEdge(t, edgeConfig{Workers: []string{discardWorker(t, &received)}, ReadTimeout: "3m", ReadBody: "3m"})
+	// would measure the machine, not kvroute. So would the 3 s dial_timeout: client, Caddy and
+	// the upstream share one process here, and with 16 bodies in flight and a heap of GiBs a
+	// loopback dial once waited over 3 s to be scheduled (a 502, "dial tcp: i/o timeout", at
+	// load 11); the test is about memory, the dial bound is tested elsewhere.
+	e := startEdge(t, edgeConfig{Workers: []string{discardWorker(t, &received)}, ReadTimeout: "3m", ReadBody: "3m", DialTimeout: "1m"})
 	cl := e.client(false)
 	defer cl.CloseIdleConnections()
 	body, err := json.Marshal(map[string]any{"model": "qwen", "messages": []map[string]string{
