@@ -6,22 +6,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvroute/kvroute/kv"
-
 	"github.com/kvroute/kvroute/internal/testkit/cputime"
 
 	"github.com/kvroute/kvroute/kv/blocks"
 	"github.com/kvroute/kvroute/routing/apis"
 	"github.com/kvroute/kvroute/routing/chat"
 	"github.com/kvroute/kvroute/routing/model"
+	"github.com/kvroute/kvroute/routing/router"
 	"github.com/kvroute/kvroute/routing/tokenizer"
 )
 
 // BenchmarkRequestPath runs kvroute's per-request text path in process, without HTTP: parse
 // (chat.ParseRequestLimited), template (Template.RenderPrompt: in pieces, as the router renders a
 // text chat), tokenize (Model.EncodePromptRuns, with the default segment cache, warm from the
-// earlier requests) and block hashes (blocks.HashRuns with the router's block memo, block_size
-// 16), on the bench/proxy workloads' bodies (responses100k and messages100k converted to their
+// earlier requests) and block hashes (router.HashTextRuns: blocks.HashRuns with the router's
+// block memo, block_size 16), on the bench/proxy workloads' bodies (responses100k and messages100k converted to their
 // chat form first, by apis.Converter as the router converts them, timed in parse; the -as-chat
 // variants send the same conversations as their chat form, converted before the clock starts). One op is one request. multiturn100k feeds one
 // conversation growing by one turn per op, as a client of the harness does; cold111k a new
@@ -96,8 +95,7 @@ func BenchmarkRequestPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				c3 := cputime.Process()
-				memo := &runMemo{runs: runs, seed: blocks.SeedFor("", "")}
-				if _, _, err := blocks.HashRuns(blocks.Config{BlockSize: 16}, memo.seed, runs.IDs, memo); err != nil {
+				if _, _, err := router.HashTextRuns(blocks.Config{BlockSize: 16}, blocks.SeedFor("", ""), runs); err != nil {
 					b.Fatal(err)
 				}
 				c4 := cputime.Process()
@@ -139,19 +137,4 @@ func asChatBody(b *testing.B, path string, body []byte) []byte {
 		b.Fatal(err)
 	}
 	return r.Form.Body()
-}
-
-// runMemo is the router's block memo of a text chat's runs (routing/router prompt.go runMemo),
-// for block size 16.
-type runMemo struct {
-	runs tokenizer.Runs
-	seed uint64
-}
-
-func (m *runMemo) Load(run, skip int, dst []kv.BlockHash) bool {
-	return tokenizer.LoadRunHashes(m.runs, run, skip, 16, m.seed, dst)
-}
-
-func (m *runMemo) Store(run, skip int, hashes []kv.BlockHash) {
-	tokenizer.StoreRunHashes(m.runs, run, skip, 16, m.seed, hashes)
 }

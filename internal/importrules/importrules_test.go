@@ -34,6 +34,9 @@ var rules = []rule{
 	{"./routing/mediaport", []string{module + "/routing/router", module + "/routing/mediaresolver"}, nil, "the port sits below the router and its implementation"},
 	{"./routing/mediaresolver", []string{module + "/routing/router"}, nil, "the media adapter implements routing/mediaport; it must not import the router"},
 	{"./kvevents/codec", []string{module + "/kv/blocks"}, nil, "the production codec decodes; the extra_keys encoder is internal/extrakeys"},
+	// The prompt-pieces seam (issue 30): template pieces → tokenizer ids and run keys → router.
+	{"./routing/tokenizer", []string{module + "/kv", module + "/routing/router", module + "/routing/model", module + "/routing/chat"}, nil, "the tokenizer returns ids and run keys and knows nothing of blocks; the block-hash memo is the router's"},
+	{"./internal/jinja", []string{module}, nil, "the jinja fork imports nothing of kvroute: its Piece and Note are the one piece type of the pieces path"},
 	// The Caddy-free core.
 	{"./kv/...", []string{caddy}, nil, "the core is Caddy-free"},
 	{"./routing/...", []string{caddy}, nil, "the request side is Caddy-free"},

@@ -10,17 +10,20 @@ import (
 // replayed iteration (memo.go) its own piece that shares the recorded text instead of copying it,
 // with the recording's note. A 100k-token conversation's prompt is then a list of a few hundred
 // string headers instead of a fresh multi-megabyte copy, and routing/tokenizer keeps each
-// replayed piece's ids in its note (Tokenizer.EncodePieces).
+// replayed piece's ids in its note (Tokenizer.EncodePiecesRuns), routing/router the hashes of their
+// blocks.
 
 // Piece is one part of a rendered output; the output is the concatenation of its pieces' texts in
-// order.
+// order. It is the one piece type of the prompt-pieces path: routing/chat's Prompt is a []Piece,
+// and routing/tokenizer encodes one (Tokenizer.EncodePiecesRuns) without joining it.
 type Piece struct {
 	// Text is the piece's text. A replayed piece's text is the recorded iteration's and is shared
 	// by every render that replays it: it must not be modified (Go strings are not).
 	Text string
 	// Replayed is true for the output of one loop iteration replayed from a recorded render.
 	Replayed bool
-	// Note is the recorded iteration's note (nil when not Replayed).
+	// Note is the recorded iteration's note (nil when not Replayed). A non-nil Note marks text
+	// that recurs across renders: the same note always comes with the same text.
 	Note *Note
 }
 
@@ -108,24 +111,53 @@ func (o *outBuf) Pieces() []Piece {
 	return o.pieces
 }
 
-// Note is a slot beside one recorded iteration for a value that a consumer of the output derives
-// from the iteration's text once and keeps for as long as the recording lives (routing/tokenizer
-// keeps the text's token ids there). Its bytes are charged to the recording's owner through the
-// charge function given to ShareKeyedCharged. Safe for concurrent use.
+// Note is kept beside one recorded iteration for values that consumers of the output derive from
+// the iteration's text once and keep for as long as the recording lives: routing/tokenizer keeps
+// the text's token ids there, routing/router the hashes of the blocks inside them. Each consumer
+// has its own slot, named by a NoteKey it made once (NewNoteKey), so no consumer sees another's
+// values. The bytes a slot keeps are charged to the recording's owner through the charge
+// function given to ShareKeyedCharged. The zero Note is empty and uncharged. Safe for concurrent
+// use.
 type Note struct {
-	v       atomic.Value
-	charged atomic.Int64
-	charge  func(bytes int64)
+	slots  [maxNoteKeys]noteSlot
+	charge func(bytes int64)
 }
 
-// Load returns the value last stored, or nil.
-func (n *Note) Load() any { return n.v.Load() }
+// noteSlot is one consumer's value in a Note and the bytes it was charged.
+type noteSlot struct {
+	v       atomic.Value
+	charged atomic.Int64
+}
 
-// Store keeps v (always of one concrete type for a given consumer) and charges the difference
-// between bytes and what the note was charged so far.
-func (n *Note) Store(v any, bytes int64) {
-	n.v.Store(v)
-	if d := bytes - n.charged.Swap(bytes); d > 0 && n.charge != nil {
+// maxNoteKeys is the number of NoteKeys a program can make: a slot per key is inline in every
+// Note, so that a consumer's Load and Store cost one atomic each and allocate nothing.
+const maxNoteKeys = 4
+
+// NoteKey names one consumer's slot in every Note. Make it once, at package initialization.
+type NoteKey struct{ i int }
+
+var noteKeys atomic.Int32
+
+// NewNoteKey returns a key no other call returned. It panics after maxNoteKeys calls (a program
+// has as many consumers of notes as it has packages that keep values there).
+func NewNoteKey() NoteKey {
+	i := int(noteKeys.Add(1)) - 1
+	if i >= maxNoteKeys {
+		panic("jinja: more than maxNoteKeys NoteKeys")
+	}
+	return NoteKey{i}
+}
+
+// Load returns the value last stored under key, or nil.
+func (n *Note) Load(key NoteKey) any { return n.slots[key.i].v.Load() }
+
+// Store keeps v under key (v always of one concrete type for a given key), replacing what was
+// stored under it; bytes is what v keeps. It charges the growth of the slot's bytes over what
+// the slot was charged at the store before; a shrink is not refunded.
+func (n *Note) Store(key NoteKey, v any, bytes int64) {
+	sl := &n.slots[key.i]
+	sl.v.Store(v)
+	if d := bytes - sl.charged.Swap(bytes); d > 0 && n.charge != nil {
 		n.charge(d)
 	}
 }

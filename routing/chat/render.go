@@ -34,7 +34,8 @@ func (t *Template) Render(req *Request) (string, error) {
 // Prompt is a rendered prompt as pieces (internal/jinja's output pieces): the prompt text is their
 // texts joined (String). Each chat message iteration the template cache replayed is its own
 // piece, sharing the recorded text, with Replayed set and the recording's Note, where the
-// tokenizer keeps such a piece's ids (tokenizer.Tokenizer.EncodePieces).
+// tokenizer keeps such a piece's ids and the router their block hashes. It is given as it is to
+// the tokenizer (tokenizer.Tokenizer.EncodePiecesRuns, through model.Model.EncodePromptRuns).
 type Prompt []jinja.Piece
 
 // String joins the pieces' texts.

@@ -1,6 +1,9 @@
 // Package model loads what the router needs to know about a served model from its Hugging Face
 // directory (tokenizer.json, the chat template, config.json) and turns a request into the
-// prompt token ids the worker will compute (DESIGN.md §1 step 2).
+// prompt token ids the worker will compute (DESIGN.md §1 step 2). A text chat's prompt, rendered
+// in pieces (chat.Prompt), is encoded as it is, without joining or copying it, into runs with
+// their keys (EncodePromptRuns: the tokenizer side of the prompt-pieces seam; the router keeps the
+// block hashes of a keyed run).
 package model
 
 import (
@@ -203,29 +206,19 @@ func (m *Model) EncodePrompt(prompt string, addSpecial bool) ([]uint32, error) {
 	return m.Special.Apply(ids, addSpecial)
 }
 
-// EncodePromptPieces is EncodePrompt(p.String(), addSpecial) without joining p: the pieces the
-// template cache replayed are encoded from their notes (tokenizer.Tokenizer.EncodePieces), so a
-// conversation's earlier turns are neither copied nor scanned again.
-func (m *Model) EncodePromptPieces(p chat.Prompt, addSpecial bool) ([]uint32, error) {
-	runs, err := m.EncodePromptRuns(p, addSpecial)
-	return runs.Join(), err
-}
-
-// EncodePromptRuns is EncodePromptPieces without joining the ids: they are the runs concatenated
-// (tokenizer.Tokenizer.EncodePiecesRuns; the runs are shared and only read). The router hashes
-// them in place (blocks.HashRuns). A pre-token over the tokenizer's word bound gives an error
-// wrapping tokenizer.ErrTooCostly, as in EncodePrompt.
+// EncodePromptRuns is EncodePrompt(p.String(), addSpecial) without joining p or the ids: the ids
+// are the runs concatenated (tokenizer.Tokenizer.EncodePiecesRuns; the runs are shared and only
+// read). The pieces the template cache replayed are encoded from their notes, so a
+// conversation's earlier turns are neither copied nor scanned again, and each is a run of its own
+// with its key (tokenizer.RunKey): the router hashes the runs in place (blocks.HashRuns) and keeps
+// a keyed run's block hashes in its note. A pre-token over the tokenizer's word bound gives an
+// error wrapping tokenizer.ErrTooCostly, as in EncodePrompt.
 func (m *Model) EncodePromptRuns(p chat.Prompt, addSpecial bool) (tokenizer.Runs, error) {
-	pieces := make([]tokenizer.Piece, len(p))
 	n := 0
-	for i, x := range p {
-		pieces[i].Text = x.Text
+	for _, x := range p {
 		n += len(x.Text)
-		if x.Note != nil { // a nil *jinja.Note must not become a non-nil interface
-			pieces[i].Note = x.Note
-		}
 	}
-	runs := m.Tokenizer.EncodePiecesRuns(pieces)
+	runs := m.Tokenizer.EncodePiecesRuns(p)
 	if err := m.Tokenizer.CheckBoundedRuns(n, runs); err != nil {
 		return tokenizer.Runs{}, err
 	}

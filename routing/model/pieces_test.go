@@ -27,7 +27,8 @@ func cachedModel(t *testing.T, dir string) *model.Model {
 	return m
 }
 
-// piecesIDs is the router's text-chat path: the prompt rendered in pieces and encoded by them.
+// piecesIDs is the router's text-chat path: the prompt rendered in pieces and encoded by them
+// (EncodePromptRuns), the runs' ids joined.
 func piecesIDs(m *model.Model, raw []byte) ([]uint32, error) {
 	req, err := chat.ParseRequestLimited(raw, chat.Limits{MaxMessages: chat.DefaultMaxMessages, MaxParts: chat.DefaultMaxParts,
 		Messages: m.Template.MessageCache()})
@@ -38,7 +39,15 @@ func piecesIDs(m *model.Model, raw []byte) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.EncodePromptPieces(p, model.AddSpecialTokens(req, false))
+	runs, err := m.EncodePromptRuns(p, model.AddSpecialTokens(req, false))
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint32
+	for _, r := range runs.IDs {
+		ids = append(ids, r...)
+	}
+	return ids, nil
 }
 
 // TestGoldenChatPromptPieces: every chat case of chat_template.jsonl, three passes (the later

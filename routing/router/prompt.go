@@ -118,12 +118,11 @@ func (r *Router) hashPrompt(workers []Worker, bs int, seed uint64, tokens []uint
 
 // routeRuns hashes and scores a text chat's ids given as runs (textChatRuns): every block is
 // plain, so they hash as HashBlocks of the joined ids would, for vLLM and SGLang workers alike.
-// The blocks inside a keyed run (a turn the template cache replayed) are looked up in the
-// tokenizer's segment cache instead of hashed (runMemo).
+// The blocks inside a keyed run (a turn the template cache replayed) are taken from the block
+// memo in the turn's note instead of hashed (HashTextRuns).
 func (r *Router) routeRuns(ctx context.Context, res *Result, workers []Worker, in *Input, bs int, seed uint64, runs tokenizer.Runs) (*Result, error) {
 	t := time.Now()
-	memo := &runMemo{runs: runs, blockSize: bs, seed: seed}
-	hashes, n, err := blocks.HashRuns(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}, seed, runs.IDs, memo)
+	hashes, n, err := HashTextRuns(blocks.Config{BlockSize: bs, ImagePad: r.model.TokenIDs.ImagePad, VideoPad: r.model.TokenIDs.VideoPad}, seed, runs)
 	r.stage(ctx, "hash", t)
 	if err != nil {
 		return r.loadOnly(ctx, res, workers, in, reason.LayoutError, err.Error())
@@ -131,20 +130,4 @@ func (r *Router) routeRuns(ctx context.Context, res *Result, workers []Worker, i
 	res.TotalBlocks = len(hashes)
 	_ = r.score(ctx, res, workers, in, hashes, n, bs)
 	return res, nil
-}
-
-// runMemo is the blocks.RunMemo of one request's runs: a noted run's inner block hashes are kept
-// in its piece's note (the template cache's recorded turn).
-type runMemo struct {
-	runs      tokenizer.Runs
-	blockSize int
-	seed      uint64
-}
-
-func (m *runMemo) Load(run, skip int, dst []kv.BlockHash) bool {
-	return tokenizer.LoadRunHashes(m.runs, run, skip, m.blockSize, m.seed, dst)
-}
-
-func (m *runMemo) Store(run, skip int, hashes []kv.BlockHash) {
-	tokenizer.StoreRunHashes(m.runs, run, skip, m.blockSize, m.seed, hashes)
 }

@@ -69,7 +69,7 @@ func (t *Tokenizer) CheckBounded(textLen int, ids []uint32) error {
 	return t.tooCostly()
 }
 
-// CheckBoundedRuns is CheckBounded for ids in runs (EncodePiecesRuns).
+// CheckBoundedRuns is CheckBounded for ids in runs (EncodePiecesRuns), textLen the pieces' bytes.
 func (t *Tokenizer) CheckBoundedRuns(textLen int, r Runs) error {
 	if t.maxWord == 0 || t.tooCostlyWords.Load() == 0 {
 		return nil

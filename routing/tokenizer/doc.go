@@ -61,11 +61,16 @@
 // (transformers.go). A post-processor that is not reproduced loads, and Apply refuses it
 // (ErrSpecialTokens).
 //
-// A prompt given in pieces (EncodePieces, EncodePiecesRuns: a chat prompt whose earlier turns the
-// template cache replayed) encodes to Encode of the joined text. A noted piece's region, from its
-// first added token to the end of its last added token whose leftmost-longest match cannot depend
-// on what follows the piece, is encoded once and kept in the piece's note; the text between regions is encoded as Encode would, after checking that no added token
-// straddles into the next region (pieces.go states the argument).
+// A prompt given in pieces (EncodePiecesRuns, over internal/jinja's Piece, the one piece type of
+// the chat path: a chat prompt whose earlier turns the template cache replayed) encodes to
+// Encode of the joined text, as runs. A noted piece's region, from its first added token to the
+// end of its last added token whose leftmost-longest match cannot depend on what follows the
+// piece, is encoded once and kept in the piece's note (jinja.Note, the tokenizer's own slot); the
+// text between regions is encoded as Encode would, after checking that no added token straddles
+// into the next region (pieces.go states the argument). This is the seam to the router: the
+// tokenizer returns ids and, for a region's run, an opaque comparable RunKey (the note and this
+// tokenizer load) under which a caller keeps what it derives from the ids in the note's slot of
+// its own; the router keeps the run's block hashes there. The tokenizer knows nothing of blocks.
 //
 // Load fails with a descriptive error wrapping ErrUnsupported for anything
 // else: other normalizers (NFKC, Lowercase, …), other pre-tokenizers

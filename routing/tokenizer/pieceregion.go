@@ -2,7 +2,7 @@ package tokenizer
 
 import "strings"
 
-// The region rule of EncodePieces (pieces.go): which part of a noted piece encodes the same
+// The region rule of EncodePiecesRuns (pieces.go): which part of a noted piece encodes the same
 // wherever the piece stands, and whether the text before a region could run into it.
 
 // region returns [s1, e2) of text: s1 the start of its first added token, e2 the end of the last

@@ -2,46 +2,33 @@ package tokenizer
 
 import (
 	"strings"
-	"sync/atomic"
+
+	"github.com/kvroute/kvroute/internal/jinja"
 )
 
-// Piece is one part of a text given in parts to EncodePieces.
-type Piece struct {
-	Text string
-	// Note, when not nil, marks a piece whose text recurs across requests (a chat turn the
-	// template cache replayed) and keeps what EncodePieces derives from it (its region's ids, the
-	// hashes of its blocks) beside the piece's owner: the same note must come with the same text.
-	Note PieceNote
-}
-
-// PieceNote is a slot kept beside a recurring piece by its owner (internal/jinja's Note beside a
-// recorded chat turn): Store keeps a value and charges its bytes to the owner.
-type PieceNote interface {
-	Load() any
-	Store(v any, bytes int64)
-}
-
-// pieceTok is what a noted piece's note keeps: the piece's region and its ids for one tokenizer,
-// and the hashes of the blocks inside the region for one alignment, block size and seed.
+// pieceTok is what the tokenizer keeps in a noted piece's note (under noteKey): the piece's
+// region and its ids for one tokenizer.
 type pieceTok struct {
 	tok    uint64 // Tokenizer.id: a pointer would keep a replaced tokenizer alive across reloads
 	s1, e2 int
 	ids    []uint32
-	hashes atomic.Pointer[regionHashes]
 }
 
-// regionHashes are the hashes of the blocks inside a region whose first block boundary is skip
-// tokens in, for one block size and seed.
-type regionHashes struct {
-	skip, blockSize int
-	seed            uint64
-	h               []uint64
-}
+// noteKey is the tokenizer's slot in a piece's note (jinja.Note).
+var noteKey = jinja.NewNoteKey()
+
+// bytes is what the note is charged for pt: its ids and a fixed overhead.
+func (pt *pieceTok) bytes() int64 { return int64(4*len(pt.ids)) + segmentEntryOverhead }
 
 // minNotedPiece is the shortest piece whose tokenization is kept in its note, in bytes.
 const minNotedPiece = 64
 
-// EncodePieces returns Encode(the pieces' texts joined), without joining the noted pieces.
+// EncodePiecesRuns returns Encode(the pieces' texts joined) as runs, without joining the noted
+// pieces (a piece with a Note, as the template cache's replayed chat turns are). A noted piece's
+// region is a run of its own, shared with the note and named by a RunKey (Runs.Keys), so a
+// caller can keep what it derives from the run's ids beside them (the router: their block
+// hashes); the gaps' ids share one new slice. A long conversation's ids are then neither copied
+// nor scanned again. pieces are only read; a piece's Note must always come with the same Text.
 //
 // How. Encode splits its text at added tokens (leftmost-longest) and encodes the segments
 // between them independently. A noted piece's region from its first added token to the end of
@@ -51,25 +38,18 @@ const minNotedPiece = 64
 // are encoded as Encode would. The result is Encode's exactly when every region starts at a
 // match boundary of the joined text: the gap before it must hold no added token that would run
 // into the region (checked at each boundary, straddles); otherwise the piece is taken as gap
-// text. Without a segment cache or without added tokens the texts are joined and encoded.
-func (t *Tokenizer) EncodePieces(pieces []Piece) []uint32 {
-	return t.EncodePiecesRuns(pieces).Join()
-}
-
-// EncodePiecesRuns is EncodePieces without joining its result. A noted piece's region is a run
-// shared with the note, and the gaps' ids share one new slice. A long conversation's ids are
-// then not copied at all (blocks.HashRuns hashes them in place, and reuses the hashes of a
-// noted run's blocks through LoadRunHashes).
-func (t *Tokenizer) EncodePiecesRuns(pieces []Piece) Runs {
+// text. Without a segment cache or without added tokens the texts are joined and encoded, as one
+// run with the zero key.
+func (t *Tokenizer) EncodePiecesRuns(pieces []jinja.Piece) Runs {
 	var runs Runs
 	if t.segs == nil || len(t.added.first) == 0 {
-		runs.add(t.Encode(joinPieces(pieces)), runSource{})
+		runs.add(t.Encode(joinPieces(pieces)), RunKey{})
 		return runs
 	}
 	type step struct {
 		gap   string
 		inner []uint32 // a region's ids after gap (shared with the cache: only read)
-		src   runSource
+		key   RunKey
 	}
 	steps := make([]step, 0, 2*len(pieces)/3+2)
 	var gap gapText
@@ -80,7 +60,7 @@ func (t *Tokenizer) EncodePiecesRuns(pieces []Piece) Runs {
 			gap.add(p.Text)
 			continue
 		}
-		s1, e2, inner, src := t.pieceRegion(p)
+		s1, e2, inner, key := t.pieceRegion(p)
 		if e2 == 0 {
 			gap.add(p.Text)
 			continue
@@ -92,14 +72,14 @@ func (t *Tokenizer) EncodePiecesRuns(pieces []Piece) Runs {
 			gap.add(p.Text[s1:])
 			continue
 		}
-		steps = append(steps, step{gap: g, inner: inner, src: src})
+		steps = append(steps, step{gap: g, inner: inner, key: key})
 		gapBytes += len(g)
 		gap.reset("")
 		gap.add(p.Text[e2:])
 	}
 	last := gap.String()
 	if len(steps) == 0 {
-		runs.add(t.appendWithSegments(nil, last, true), runSource{})
+		runs.add(t.appendWithSegments(nil, last, true), RunKey{})
 		return runs
 	}
 	// The gaps' ids go into one slice; a run refers to it by offsets until it stops growing.
@@ -123,36 +103,36 @@ func (t *Tokenizer) EncodePiecesRuns(pieces []Piece) Runs {
 	own = t.appendWithSegments(own, last, first)
 	ends[len(steps)] = len(own)
 	n := 2*len(steps) + 1
-	runs = Runs{IDs: make([][]uint32, 0, n), src: make([]runSource, 0, n)}
+	runs = Runs{IDs: make([][]uint32, 0, n), Keys: make([]RunKey, 0, n)}
 	from := 0
 	for i, st := range steps {
 		if ends[i] > from {
-			runs.add(own[from:ends[i]], runSource{})
+			runs.add(own[from:ends[i]], RunKey{})
 		}
 		if len(st.inner) > 0 {
-			runs.add(st.inner, st.src)
+			runs.add(st.inner, st.key)
 		}
 		from = ends[i]
 	}
 	if ends[len(steps)] > from || len(runs.IDs) == 0 {
-		runs.add(own[from:ends[len(steps)]], runSource{})
+		runs.add(own[from:ends[len(steps)]], RunKey{})
 	}
 	return runs
 }
 
 // pieceRegion returns the region [s1, e2) of a noted piece and its ids, from the note or
-// computed and stored there. e2 = 0 means the piece has no region.
-func (t *Tokenizer) pieceRegion(p *Piece) (s1, e2 int, inner []uint32, src runSource) {
-	pt, ok := p.Note.Load().(*pieceTok)
+// computed and stored there, and the ids' key. e2 = 0 means the piece has no region.
+func (t *Tokenizer) pieceRegion(p *jinja.Piece) (s1, e2 int, inner []uint32, key RunKey) {
+	pt, ok := p.Note.Load(noteKey).(*pieceTok)
 	if !ok || pt.tok != t.id {
 		pt = &pieceTok{tok: t.id}
 		pt.s1, pt.e2 = t.added.region(p.Text)
 		if pt.e2 > 0 {
 			pt.ids = t.appendWithSegments(nil, p.Text[pt.s1:pt.e2], false)
 		}
-		p.Note.Store(pt, pt.bytes())
+		p.Note.Store(noteKey, pt, pt.bytes())
 	}
-	return pt.s1, pt.e2, pt.ids, runSource{note: p.Note, pt: pt}
+	return pt.s1, pt.e2, pt.ids, RunKey{Note: p.Note, tok: t.id}
 }
 
 // gapText collects the text between two regions: one part is kept as is, more are joined.
@@ -193,7 +173,7 @@ func (g *gapText) reset(s string) {
 	g.add(s)
 }
 
-func joinPieces(pieces []Piece) string {
+func joinPieces(pieces []jinja.Piece) string {
 	if len(pieces) == 1 {
 		return pieces[0].Text
 	}

@@ -4,36 +4,49 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
+
+	"github.com/kvroute/kvroute/internal/jinja"
 )
 
-// testNote is a PieceNote as the template cache keeps one beside a recorded turn.
-type testNote struct {
-	v       atomic.Value
-	charged atomic.Int64
-}
-
-func (n *testNote) Load() any { return n.v.Load() }
-
-func (n *testNote) Store(v any, bytes int64) { n.v.Store(v); n.charged.Store(bytes) }
-
 // notes gives every distinct text one note, as the template cache gives a recorded turn one.
-type notes map[string]*testNote
+type notes map[string]*jinja.Note
 
-func (ns notes) of(text string) *testNote {
+func (ns notes) of(text string) *jinja.Note {
 	n := ns[text]
 	if n == nil {
-		n = &testNote{}
+		n = &jinja.Note{}
 		ns[text] = n
 	}
 	return n
 }
 
+// encodePieces is EncodePiecesRuns' ids joined: what the tests compare with Encode. It also
+// checks the runs' keys: a run is keyed exactly when it is a noted piece's region, the ids kept
+// in that piece's note under this tokenizer.
+func encodePieces(tb testing.TB, t *Tokenizer, pieces []jinja.Piece) []uint32 {
+	tb.Helper()
+	runs := t.EncodePiecesRuns(pieces)
+	if len(runs.Keys) != len(runs.IDs) {
+		tb.Fatalf("%d run keys for %d runs", len(runs.Keys), len(runs.IDs))
+	}
+	var ids []uint32
+	for i, r := range runs.IDs {
+		if k := runs.Keys[i]; k != (RunKey{}) {
+			pt, _ := k.Note.Load(noteKey).(*pieceTok)
+			if k.tok != t.id || pt == nil || pt.tok != t.id || !slices.Equal(pt.ids, r) || len(r) == 0 {
+				tb.Fatalf("run %d: key %+v does not name its ids %v (note holds %+v)", i, k, r, pt)
+			}
+		}
+		ids = append(ids, r...)
+	}
+	return ids
+}
+
 // cutPieces splits text into pieces at random byte offsets (some at added-token starts, so
 // that regions begin where a chat turn would), gives about three in four of them their note
 // (from ns), and returns the pieces.
-func cutPieces(rng *rand.Rand, ns notes, text string, marks []string, maxPieces int) []Piece {
+func cutPieces(rng *rand.Rand, ns notes, text string, marks []string, maxPieces int) []jinja.Piece {
 	var cuts []int
 	for i := 0; i < rng.IntN(maxPieces); i++ {
 		if len(text) == 0 {
@@ -50,17 +63,17 @@ func cutPieces(rng *rand.Rand, ns notes, text string, marks []string, maxPieces 
 	cuts = append(cuts, 0, len(text))
 	slices.Sort(cuts)
 	cuts = slices.Compact(cuts)
-	var out []Piece
+	var out []jinja.Piece
 	for i := 0; i+1 < len(cuts); i++ {
 		s := text[cuts[i]:cuts[i+1]]
-		p := Piece{Text: s}
+		p := jinja.Piece{Text: s}
 		if rng.IntN(4) != 0 {
 			p.Note = ns.of(s)
 		}
 		out = append(out, p)
 	}
 	if len(out) == 0 {
-		out = append(out, Piece{Text: text})
+		out = append(out, jinja.Piece{Text: text})
 	}
 	return out
 }
@@ -97,7 +110,7 @@ func TestEncodePiecesGoldens(t *testing.T) {
 			for _, tc := range s.cases {
 				for cut := 0; cut < 3; cut++ {
 					pieces := cutPieces(rng, ns, tc.Text, marks, 12)
-					if got := s.tok.EncodePieces(pieces); !slices.Equal(got, tc.IDs) {
+					if got := encodePieces(t, s.tok, pieces); !slices.Equal(got, tc.IDs) {
 						t.Fatalf("%s cut %d (%d pieces): ids differ from the golden ids", tc.Name, cut, len(pieces))
 					}
 				}
@@ -106,7 +119,7 @@ func TestEncodePiecesGoldens(t *testing.T) {
 	}
 }
 
-// TestEncodePiecesAdversarialTokens checks EncodePieces against the uncached encoder on random
+// TestEncodePiecesAdversarialTokens checks EncodePiecesRuns against the uncached encoder on random
 // texts over added tokens that prefix each other ("<|x|>" and "<|x|><", "<|e|>" and
 // "<|e|>\n<|s|>", "\n<|"), so that a match's extent depends on the next piece, a token can
 // straddle a cut, and a piece can end inside a token: every place where a region's boundary is
@@ -150,7 +163,7 @@ func TestEncodePiecesAdversarialTokens(t *testing.T) {
 		want := plain.Encode(text)
 		for cut := 0; cut < 3; cut++ {
 			pieces := cutPieces(rng, ns, text, marks, 8)
-			if got := cached.EncodePieces(pieces); !slices.Equal(got, want) {
+			if got := encodePieces(t, cached, pieces); !slices.Equal(got, want) {
 				t.Fatalf("text %q as %d pieces %q: ids %v, want %v", text, len(pieces), pieceTexts(pieces), got, want)
 			}
 			for _, p := range pieces {
@@ -162,7 +175,7 @@ func TestEncodePiecesAdversarialTokens(t *testing.T) {
 	}
 	reused := 0
 	for _, n := range ns {
-		if n.Load() != nil {
+		if n.Load(noteKey) != nil {
 			reused++
 		}
 	}
@@ -171,7 +184,7 @@ func TestEncodePiecesAdversarialTokens(t *testing.T) {
 	}
 }
 
-func pieceTexts(ps []Piece) []string {
+func pieceTexts(ps []jinja.Piece) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
 		out[i] = p.Text
@@ -179,7 +192,7 @@ func pieceTexts(ps []Piece) []string {
 	return out
 }
 
-// TestEncodePiecesConversation is the case EncodePieces is for: a chat prompt whose earlier turns
+// TestEncodePiecesConversation is the case EncodePiecesRuns is for: a chat prompt whose earlier turns
 // are keyed pieces (the template cache's replays) and whose new turn is written text. Each turn's
 // piece is "<|im_start|>role\n…<|im_end|>\n"; its region ends at "<|im_end|>" and the "\n" after
 // it joins the next gap. The ids equal Encode's, and a warm prompt's earlier turns hit.
@@ -198,13 +211,13 @@ func TestEncodePiecesConversation(t *testing.T) {
 	ns := notes{}
 	for i := 0; i < 30; i++ {
 		turns = append(turns, turn([]string{"user", "assistant"}[i%2], i))
-		var pieces []Piece
+		var pieces []jinja.Piece
 		for _, s := range turns[:len(turns)-1] {
-			pieces = append(pieces, Piece{Text: s, Note: ns.of(s)})
+			pieces = append(pieces, jinja.Piece{Text: s, Note: ns.of(s)})
 		}
-		pieces = append(pieces, Piece{Text: turns[len(turns)-1] + "<|im_start|>assistant\n"})
+		pieces = append(pieces, jinja.Piece{Text: turns[len(turns)-1] + "<|im_start|>assistant\n"})
 		want := plain.Encode(joinPieces(pieces))
-		if got := tok.EncodePieces(pieces); !slices.Equal(got, want) {
+		if got := encodePieces(t, tok, pieces); !slices.Equal(got, want) {
 			t.Fatalf("turn %d: ids differ from Encode of the joined prompt", i)
 		}
 	}
@@ -243,13 +256,13 @@ func benchConversation(b *testing.B, pieces bool) {
 		}
 		return sb.String()
 	}
-	var ps []Piece
+	var ps []jinja.Piece
 	ns := notes{}
 	for i := 0; i < 160; i++ {
 		s := "<|im_start|>" + []string{"user", "assistant"}[i%2] + "\n" + doc(1000-(i%2)*660) + "<|im_end|>\n"
-		ps = append(ps, Piece{Text: s, Note: ns.of(s)})
+		ps = append(ps, jinja.Piece{Text: s, Note: ns.of(s)})
 	}
-	ps = append(ps, Piece{Text: "<|im_start|>user\n" + doc(1000) + "<|im_end|>\n<|im_start|>assistant\n"})
+	ps = append(ps, jinja.Piece{Text: "<|im_start|>user\n" + doc(1000) + "<|im_end|>\n<|im_start|>assistant\n"})
 	joined := joinPieces(ps)
 	tok.EncodePiecesRuns(ps)
 	tok.Encode(joined)

@@ -266,7 +266,7 @@ func (p *PostProcessor) Apply(ids []uint32, addSpecialTokens bool) ([]uint32, er
 }
 
 // ApplyRuns is Apply for ids given as runs (Tokenizer.EncodePiecesRuns): the added ids become
-// runs of their own (without a note) around the text's, which are not copied. Errors are Apply's.
+// runs of their own (with the zero RunKey) around the text's, which are not copied. Errors are Apply's.
 func (p *PostProcessor) ApplyRuns(runs Runs, addSpecialTokens bool) (Runs, error) {
 	if p == nil {
 		return runs, nil
@@ -284,7 +284,7 @@ func (p *PostProcessor) ApplyRuns(runs Runs, addSpecialTokens bool) (Runs, error
 	var out Runs
 	for _, pc := range pieces {
 		if !pc.seq {
-			out.add(pc.ids, runSource{})
+			out.add(pc.ids, RunKey{})
 			continue
 		}
 		out.addRuns(runs)
