@@ -20,15 +20,17 @@ func ClaimWorkerIDWait(ctx context.Context, nc *nats.Conn, id string, logger *za
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	wait, logged := 250*time.Millisecond, false
+	wait, logged := 250*time.Millisecond, ""
 	for {
 		err := claimOnce(ctx, nc, id)
 		if err == nil || errors.Is(err, registry.ErrWorkerIDInUse) || ctx.Err() != nil {
 			return err
 		}
-		if !logged {
+		if msg := err.Error(); msg != logged {
+			// logged again when the cause changes (NATS not connected yet, then JetStream not
+			// enabled), not at every retry
 			logger.Warn("worker registry not reachable yet; waiting for NATS", zap.Error(err))
-			logged = true
+			logged = msg
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -41,12 +43,19 @@ func ClaimWorkerIDWait(ctx context.Context, nc *nats.Conn, id string, logger *za
 	}
 }
 
-// claimOnce is one ClaimWorkerID attempt, bounded to 5 s.
+// claimOnce is one ClaimWorkerID attempt, bounded to 5 s plus registry.ClaimWindow: a record left
+// by a crashed process of the same id is watched for a heartbeat for ClaimWindow (15 s) before the
+// id is taken over, and a 5 s bound cut every such watch short, so a restart after a crash waited
+// for the record's TTL (30 s) under a "registry not reachable" warning (operator test).
 func claimOnce(ctx context.Context, nc *nats.Conn, id string) error {
 	if !nc.IsConnected() {
 		return errors.New("NATS not connected yet")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, claimAttemptTimeout)
 	defer cancel()
 	return ClaimWorkerID(ctx, nc, id)
 }
+
+// claimAttemptTimeout bounds one claim: opening the registry (5 s) and watching an earlier record
+// of the id for registry.ClaimWindow.
+const claimAttemptTimeout = 5*time.Second + registry.ClaimWindow

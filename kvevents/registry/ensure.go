@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync"
 
+	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -92,12 +93,12 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cf
 			return kv, res, nil
 		}
 		if !errors.Is(err, jetstream.ErrBucketExists) {
-			return nil, res, fmt.Errorf("creating bucket %s: %w", name, err)
+			return nil, res, fmt.Errorf("creating bucket %s: %w", name, natsutil.JetStreamHint(err))
 		}
 		kv, err = js.KeyValue(ctx, name) // created concurrently by another process
 	}
 	if err != nil {
-		return nil, res, fmt.Errorf("looking up bucket %s: %w", name, err)
+		return nil, res, fmt.Errorf("looking up bucket %s: %w", name, natsutil.JetStreamHint(err))
 	}
 	stream, err := js.Stream(ctx, "KV_"+name)
 	if err != nil {

@@ -21,6 +21,9 @@ type bucketHealth struct {
 	// readableSince is when the bucket was last found readable after being unreadable (zero: it
 	// never was unreadable). Owned by the loop goroutine.
 	readableSince time.Time
+	// lastErr is the error last logged for this outage ("" when readable). Owned by the loop
+	// goroutine.
+	lastErr string
 }
 
 // probe reads the bucket's status; it returns whether the bucket is readable now.
@@ -63,17 +66,31 @@ func leaderless(st jetstream.KeyValueStatus) error {
 	return nil
 }
 
-// unreadable marks the registry degraded (logged once per outage).
+// unreadable marks the registry degraded: logged when the outage starts and again whenever its
+// cause changes (NATS not connected yet, then JetStream not enabled: an operator must see the
+// second, not only the first), not at every retry.
 func (w *Watcher) unreadable(now time.Time, err error) {
 	w.health.readableSince = now // an outage restarts the grace period
-	if w.health.degraded.CompareAndSwap(false, true) {
+	msg := "<nil>"
+	if err != nil {
+		msg = err.Error()
+	}
+	started := w.health.degraded.CompareAndSwap(false, true)
+	if !started && msg == w.health.lastErr {
+		return
+	}
+	w.health.lastErr = msg
+	w.mu.Lock()
+	n := len(w.seen)
+	w.mu.Unlock()
+	if started {
 		w.health.outages.Add(1)
-		w.mu.Lock()
-		n := len(w.seen)
-		w.mu.Unlock()
 		w.cfg.Logger.Warn("worker registry unavailable; keeping the last known workers until it can be read",
 			zap.String("bucket", Bucket), zap.Int("workers", n), zap.Error(err))
+		return
 	}
+	w.cfg.Logger.Warn("worker registry still unavailable, for another reason now",
+		zap.String("bucket", Bucket), zap.Int("workers", n), zap.Error(err))
 }
 
 // Degraded reports whether the registry bucket could not be read at the last probe (the watcher
