@@ -96,6 +96,10 @@ type App struct {
 	// decider computes routing decisions; see Decider.
 	decider atomic.Pointer[deciderBox]
 
+	// lastKnownLogged is set once this config logged routing to the last-known records
+	// (registryRecords).
+	lastKnownLogged atomic.Bool
+
 	// started is closed when Start has installed the worker list and the router (or failed, or
 	// the app stopped): during a reload Caddy may start the new HTTP servers before this app, and
 	// the handler waits for it instead of routing without workers.

@@ -102,6 +102,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.acquireResponses(); err != nil {
 		return err
 	}
+	if err := a.acquireLastKnown(); err != nil {
+		return err
+	}
 	if err := a.acquireBudget(); err != nil {
 		return err
 	}

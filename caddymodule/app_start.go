@@ -57,6 +57,7 @@ func (a *App) Start() error {
 		health: st.health, workers: a.WorkerList, lastSeen: st.watcher.LastSeen}
 	go p.run(ctx)
 	changes, unsub := st.watcher.Subscribe()
+	ready := st.watcher.Ready() // the first read of this registry replaces any last-known records
 	go func() {
 		defer close(done)
 		defer unsub()
@@ -72,6 +73,9 @@ func (a *App) Start() error {
 			case <-ctx.Done():
 				return
 			case <-changes:
+				a.refreshWorkers()
+			case <-ready:
+				ready = nil
 				a.refreshWorkers()
 			case <-gauges.C:
 				a.updateIndexGauges()
@@ -200,7 +204,7 @@ func (a *App) refreshWorkers() {
 	a.mu.Unlock()
 	var live []registry.Worker
 	if st != nil {
-		live = a.filterLive(st.watcher.Snapshot())
+		live = a.filterLive(a.registryRecords(st))
 	}
 	merged := registry.Merge(a.static, live)
 	set := newWorkerSet(merged)
@@ -276,4 +280,30 @@ func (a *App) waitStarted(ctx context.Context, max time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// registryRecords is the worker records of st's registry once it has been read; before that (a
+// reload to another nats_url or embedded_nats whose registry is not read yet: unreachable, or
+// still connecting) the records last read from the previous one (lastknown.go), logged once.
+// Every read of a registry is remembered for the next such reload.
+func (a *App) registryRecords(st *sharedNATS) []registry.Worker {
+	select {
+	case <-st.watcher.Ready():
+		ws := st.watcher.Snapshot()
+		if lk := a.shared.lastKnown; lk != nil {
+			lk.set(st.url, ws)
+		}
+		return ws
+	default:
+	}
+	if lk := a.shared.lastKnown; lk != nil {
+		if from, ws := lk.from(st.url); len(ws) > 0 {
+			if a.lastKnownLogged.CompareAndSwap(false, true) {
+				a.logger.Warn("worker registry not read yet on the new NATS connection; routing to the workers last read from the previous one until it is",
+					zap.String("nats", st.url), zap.String("previous_nats", from), zap.Int("workers", len(ws)))
+			}
+			return ws
+		}
+	}
+	return st.watcher.Snapshot()
 }

@@ -30,6 +30,7 @@ type sharedRefs struct {
 	message     *chat.MessageCache
 	tokenize    *tokenizer.SegmentCache
 	mediaBudget *fetch.Budget
+	lastKnown   *lastKnown // the last registry records read (lastknown.go)
 }
 
 // acquireShared takes this config's reference to the sharedPool entry key, made by create when no

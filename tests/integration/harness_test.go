@@ -147,6 +147,8 @@ type harnessOpts struct {
 	caddyModelDir string
 	// proxyOpts are extra lines of the reverse_proxy block (e.g. `lb_retries 1`).
 	proxyOpts string
+	// nats replaces the app's `embedded_nats { port random }` block (e.g. a `nats_url` line).
+	nats string
 	// simCodecs are the video codecs the simulators decode (nil: vp8, vp9).
 	simCodecs []string
 }
@@ -156,6 +158,10 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 	if h.opts.caddyModelDir != "" {
 		caddyModel = h.opts.caddyModelDir
 	}
+	natsBlock := "embedded_nats {\n\t\t\tport random\n\t\t}"
+	if h.opts.nats != "" {
+		natsBlock = h.opts.nats
+	}
 	accessLog := "discard"
 	if h.opts.accessLog != "" {
 		accessLog = "file " + h.opts.accessLog
@@ -164,9 +170,7 @@ func (h *harness) caddyfile(httpPort, adminPort int) string {
 	admin 127.0.0.1:%d
 	%s
 	kvroute {
-		embedded_nats {
-			port random
-		}
+		%s
 		model_dir %s
 		media {
 			allow_loopback
@@ -199,7 +203,7 @@ https://127.0.0.1:%d {
 		output %s
 	}
 }
-`, adminPort, caddytest.QuietGlobals, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.tls.certFile, h.tls.keyFile, h.opts.siteDirectives, h.opts.proxyOpts, accessLog)
+`, adminPort, caddytest.QuietGlobals, natsBlock, caddyModel, h.opts.mediaOpts, h.opts.appOpts, httpPort, h.tls.certFile, h.tls.keyFile, h.opts.siteDirectives, h.opts.proxyOpts, accessLog)
 }
 
 // testPNG is a w×h image whose pixels depend on seed.
