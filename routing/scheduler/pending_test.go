@@ -85,7 +85,7 @@ func TestPendingBlocks(t *testing.T) {
 	}
 
 	// ttft does not hold pending prefixes.
-	tt := newSched(t, &scheduler.Config{}, 1)
+	tt := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT}, 1)
 	d, err = tt.Select(scheduler.Request{Tokens: 128, BlockSize: 16, PrefixKeys: first}, cands)
 	if err != nil {
 		t.Fatal(err)
