@@ -109,13 +109,14 @@ func TestOutcomeChainPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const terms = `"terms":{"uncached_tokens":89,"queued_prefill_tokens":0,"waiting_sequences":0,"queue_tokens":0,"prefill_blocks":0,"decode_blocks":0,"affinity":0},` +
+	// The default model (ttft2) on idle workers: its in-flight bound ceil(1.5 · (0 + 1) / 3) = 1.
+	const terms = `"terms":{"uncached_tokens":89,"queued_prefill_tokens":0,"waiting_sequences":0,"queue_tokens":0,"prefill_blocks":0,"decode_blocks":0,"affinity":0,"in_flight_bound":1},` +
 		`"active_prefill_tokens":0,"active_decode_blocks":0,"active_requests":0,"busy":false,"recent_requests":0,"over_balance":false}`
 	want := `{"model":"qwen","fallback":null,"total_blocks":5,"media":[],"candidates":[` +
 		`{"worker_id":"w3","endpoint":"127.0.0.1:9003","overlap_blocks":0,"cost":89,"available":true,` + terms + `,` +
 		`{"worker_id":"w1","endpoint":"127.0.0.1:9001","overlap_blocks":0,"cost":89,"available":true,` + terms + `,` +
 		`{"worker_id":"w2","endpoint":"127.0.0.1:9002","overlap_blocks":0,"cost":89,"available":true,` + terms + `],` +
-		`"decision":{"worker_id":"w3","endpoint":"127.0.0.1:9003"},"cost_model":"ttft","request_tokens":89}` + "\n"
+		`"decision":{"worker_id":"w3","endpoint":"127.0.0.1:9003"},"cost_model":"ttft2","request_tokens":89}` + "\n"
 	if got := explainJSON(t, explainResponse(res)); got != want {
 		t.Errorf("explain:\n got %s\nwant %s", got, want)
 	}

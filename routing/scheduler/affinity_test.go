@@ -67,7 +67,8 @@ func TestRendezvousOrder(t *testing.T) {
 }
 
 // TestAffinityCredit: 4 idle workers, a 100-token request (block size 16) whose media the router
-// did not decode (1024 estimated tokens). The key's rendezvous worker gets the affinity term and
+// did not decode (1024 estimated tokens), default model (ttft2, whose in-flight bound is
+// ceil(1.5 · (0 + 1) / 4) = 1 on idle workers). The key's rendezvous worker gets the affinity term and
 // cost 100 − 1024 = −924, the others 100; it is picked. Unavailable or over the load bound, the
 // credit goes to the next worker in rendezvous order. Linear: 1024/16 = 64 prefill blocks.
 func TestAffinityCredit(t *testing.T) {
@@ -93,7 +94,7 @@ func TestAffinityCredit(t *testing.T) {
 		t.Fatalf("picked %v (affinity %v, cost %v), want %v at -924", d.Worker, d.AffinityWorker, d.Cost, first)
 	}
 	for i, c := range d.Candidates {
-		want := scheduler.Terms{UncachedTokens: 100}
+		want := scheduler.Terms{UncachedTokens: 100, InFlightBound: 1}
 		if i == order[0] {
 			want.Affinity = 1024
 		}
@@ -114,8 +115,8 @@ func TestAffinityCredit(t *testing.T) {
 	if d, _ = s.Select(req, cs); d.Worker != ws[order[1]] || d.Candidates[order[0]].Terms.Affinity != 0 {
 		t.Errorf("first down: picked %v, want %v", d.Worker, ws[order[1]])
 	}
-	// Over the load bound: one request in flight on the first (recent count 1, + 1 over
-	// ceil(1.1 · (1 + 1) / 4) = 1), so the credit goes to the second.
+	// Over the load bound: one request in flight on the first (1 + 1 over
+	// ceil(1.5 · (1 + 1) / 4) = 1), so the credit goes to the second.
 	d, _ = s.Select(req, cands())
 	s.Begin(d).FirstByte()
 	d, _ = s.Select(req, cands())

@@ -156,17 +156,19 @@ func TestFewestRecentTieBreak(t *testing.T) {
 	}
 }
 
-// TestTTFT2NoBoundByDefault: ttft2 without balance_factor keeps every request on the worker that
-// caches it, however many are in flight there. With balance_factor 1.1 the third request finds 2
+// TestTTFT2InFlightBound: ttft2 with the bound off (balance_factor off) keeps every request on the
+// worker that caches it, however many are in flight there. With the default factor (1.5) w1 takes
+// the first three (bounds ceil(1.5 · 1 / 2) = 1, 2, 3) and the fourth, finding 3 in flight on w1,
+// over ceil(1.5 · (3 + 1) / 2) = 3, goes to w2. With balance_factor 1.1 the third request finds 2
 // in flight on w1, over ceil(1.1 · (2 + 1) / 2) = 2, and goes to w2; the fourth finds 2 and 1, and
 // w1 is within ceil(1.1 · 4 / 2) = 3 again.
-func TestTTFT2NoBoundByDefault(t *testing.T) {
+func TestTTFT2InFlightBound(t *testing.T) {
 	req := scheduler.Request{Tokens: 460, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 28), cand(w2, 0)}
 	for _, tc := range []struct {
 		factor float64
 		want   []index.WorkerKey
-	}{{0, []index.WorkerKey{w1, w1, w1, w1}}, {1.1, []index.WorkerKey{w1, w1, w2, w1}}} {
+	}{{-1, []index.WorkerKey{w1, w1, w1, w1}}, {0, []index.WorkerKey{w1, w1, w1, w2}}, {1.1, []index.WorkerKey{w1, w1, w2, w1}}} {
 		s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2, BalanceFactor: tc.factor}, 1)
 		var got []index.WorkerKey
 		for range 4 {

@@ -9,17 +9,19 @@ import (
 
 // The cost models (Config.CostModel).
 const (
-	// CostTTFT (the default) scores the time to first token the worker would give the request, in
-	// prefill tokens: the request's uncached tokens, plus the prefill tokens already waiting on the
-	// worker, plus queue_wait_tokens per sequence over the worker's running limit.
+	// CostTTFT (the default before issue 26) scores the time to first token the worker would give
+	// the request, in prefill tokens: the request's uncached tokens, plus the prefill tokens
+	// already waiting on the worker, plus queue_wait_tokens per sequence over the worker's running
+	// limit, with a load bound on the recently routed requests (balance_factor 1.1).
 	CostTTFT = "ttft"
 	// CostLinear is DESIGN.md §7's cost, Dynamo's linear policy over prefill and decode blocks.
 	CostLinear = "linear"
-	// CostTTFT2 (selectable, not the default; issue 26) is CostTTFT with the cached prefix's credit decayed by the prefill
-	// queued ahead of it (CreditedTokens), plus the prefill the request delays later requests by
+	// CostTTFT2 (the default, also meant by ""; issue 26) is CostTTFT with the cached prefix's credit decayed by the prefill
+	// queued ahead of it (CreditedTokens), a prefix pending on the worker credited in full (PendingBlocks), plus the prefill the request delays later requests by
 	// (DelayedTokens), with the wait for a running slot priced against max_running or, when that
-	// is not configured, each worker's learned limit (slots.go), without a load bound unless balance_factor is set (then on the requests in
-	// flight now, markOverInFlight, not those routed over a window) and ties going to the worker with the fewest recent
+	// is not configured, each worker's learned limit (slots.go), a loose load bound on the requests
+	// in flight now (DefaultInFlightFactor 1.5, markOverInFlight) instead of those routed over a
+	// window, and ties going to the worker with the fewest recent
 	// requests (fewestRecent). docs/architecture.md, "Cost model", has the evidence.
 	CostTTFT2 = "ttft2"
 )
@@ -75,11 +77,11 @@ type Terms struct {
 
 // Score returns one worker's cost and its terms under the configured model.
 //
-// ttft2 (selectable) is computed by Select (applyTTFT2), which needs every candidate's load: the
+// ttft2 (the default) is computed by Select (applyTTFT2), which needs every candidate's load: the
 // cached prefix credited with a decay by the excess queued prefill, the uncached rest counted
 // 1 + busy_share times, plus the queued prefill and the queue term.
 //
-// ttft (the default), in prefill tokens, so that cost × the worker's prefill time per token
+// ttft (the default before issue 26), in prefill tokens, so that cost × the worker's prefill time per token
 // estimates the time to first token:
 //
 //	cost = max(request_tokens − overlap_blocks·block_size, 0) + active_prefill_tokens

@@ -20,9 +20,11 @@ func TestTTFTCostPrefersCachedWorker(t *testing.T) {
 		pick  index.WorkerKey
 	}{
 		// ttft: w1 460 − 432 = 28 uncached tokens, nothing queued; w2 460.
-		{"ttft", nil, map[index.WorkerKey]float64{w1: 28, w2: 460}, w1},
-		// "" is the default model too.
-		{"empty_is_ttft", &scheduler.Config{}, map[index.WorkerKey]float64{w1: 28, w2: 460}, w1},
+		{"ttft", ttft(), map[index.WorkerKey]float64{w1: 28, w2: 460}, w1},
+		// The default (nil, ""), ttft2: the same on workers with no prefill queued (nothing decays
+		// the credit, busy share 0).
+		{"default_is_ttft2", nil, map[index.WorkerKey]float64{w1: 28, w2: 460}, w1},
+		{"empty_is_ttft2", &scheduler.Config{}, map[index.WorkerKey]float64{w1: 28, w2: 460}, w1},
 		// linear: w1 max(460/16 − 27, 0) + (29 + 29) = 1.75 + 58 = 59.75; w2 28.75 + 29 = 57.75. The
 		// decoding request outweighs the 27 cached blocks, and the cache is lost.
 		{"linear", linear(), map[index.WorkerKey]float64{w1: 59.75, w2: 57.75}, w2},
@@ -87,7 +89,7 @@ func TestTTFTTerms(t *testing.T) {
 	}
 }
 
-// ttft is the ttft model (the default) named explicitly, with the other defaults.
+// ttft is the ttft model (the default before issue 26) named explicitly, with the other defaults.
 func ttft() *scheduler.Config {
 	c := scheduler.DefaultConfig()
 	c.CostModel = scheduler.CostTTFT
@@ -107,7 +109,7 @@ func newSchedWithLoads(t *testing.T, cfg *scheduler.Config, s *scheduler.Schedul
 // Decode load bites through the busy threshold: w1 is cheapest by ttft but holds more decode
 // blocks than max_active_decode_blocks, so w2 takes the request.
 func TestTTFTDecodeBusy(t *testing.T) {
-	cfg := scheduler.DefaultConfig()
+	cfg := ttft()
 	cfg.MaxActiveDecodeBlocks = 40
 	s := newSched(t, cfg, 1)
 	s.Tracker().Adjust(w1, 0, 58, 2)
@@ -137,7 +139,7 @@ func TestCostModelValidation(t *testing.T) {
 			t.Errorf("cost %q: %v", m, err)
 		}
 	}
-	if d := scheduler.DefaultConfig(); d.Model() != "ttft" || d.QueueWaitTokens != 0 || d.MaxRunning != 0 {
+	if d := scheduler.DefaultConfig(); d.Model() != "ttft2" || d.QueueWaitTokens != 0 || d.MaxRunning != 0 {
 		t.Errorf("defaults %+v", d)
 	}
 	for _, m := range []string{"linear", "ttft", "ttft2"} {

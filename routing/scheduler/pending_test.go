@@ -85,7 +85,7 @@ func TestPendingBlocks(t *testing.T) {
 	}
 
 	// ttft does not hold pending prefixes.
-	tt := newSched(t, &scheduler.Config{}, 1)
+	tt := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT}, 1)
 	d, err = tt.Select(scheduler.Request{Tokens: 128, BlockSize: 16, PrefixKeys: first}, cands)
 	if err != nil {
 		t.Fatal(err)
@@ -108,5 +108,48 @@ func TestPendingTerm(t *testing.T) {
 	}
 	if d.Worker != w1 || d.Candidates[0].Terms.PendingBlocks != 5 || d.Candidates[1].Terms.PendingBlocks != 0 || d.PrefillTokens != 128-80 {
 		t.Fatalf("decision %v, terms %+v / %+v, prefill %d", d.Worker, d.Candidates[0].Terms, d.Candidates[1].Terms, d.PrefillTokens)
+	}
+}
+
+// TestPendingHerd (issue 4's property under the default model): 8 identical 640-token requests
+// arrive together on 2 idle workers. Each follower is credited the first one's pending prefix on
+// its worker (cost = the 640 tokens queued there) while the other worker would prefill all of it
+// with half the cluster busy (640 · 1.5 = 960), so the cost alone sends all 8 to one worker — what
+// `balance_factor off` does. The default in-flight bound (1.5) admits the first worker's third
+// request (ceil(1.5 · 3 / 2) = 3) but not its fourth (ceil(1.5 · 4 / 2) = 3): that one starts the
+// prompt on the other worker, where the next ones are credited its pending prefix too, and ties go
+// to the worker with fewer recent requests.
+func TestPendingHerd(t *testing.T) {
+	keys := scheduler.PrefixKeys(hashes(0, 40))
+	for _, tc := range []struct {
+		factor      float64
+		first, most int // requests on the first worker after 6 and after all 8 requests
+	}{{-1, 6, 8}, {0, 3, 5}} {
+		s := newSched(t, &scheduler.Config{BalanceFactor: tc.factor}, 1)
+		var order []index.WorkerKey
+		for range 8 {
+			cands := []scheduler.Candidate{cand(w1, 0), cand(w2, 0)}
+			for i := range cands {
+				p := s.PendingBlocks(cands[i].Worker, keys)
+				cands[i].OverlapBlocks, cands[i].PendingBlocks = p, p
+			}
+			d, err := s.Select(scheduler.Request{Tokens: 640, BlockSize: 16, PrefixKeys: keys}, cands)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Begin(d) // all 8 in flight, none has a first byte yet
+			order = append(order, d.Worker)
+		}
+		count := func(n int) (c int) {
+			for _, w := range order[:n] {
+				if w == order[0] {
+					c++
+				}
+			}
+			return c
+		}
+		if count(6) != tc.first || count(8) > tc.most || count(8) < 8-tc.most {
+			t.Errorf("balance_factor %v: %v: want %d of the first 6 and at most %d of 8 on the first worker", tc.factor, order, tc.first, tc.most)
+		}
 	}
 }

@@ -18,8 +18,8 @@ var ErrNoCandidates = errors.New("no available candidate")
 // every numeric field (prefill_load_scale 0 routes on decode load alone, overlap_credit 0 ignores the
 // cache, max_running 0 turns the queue term off).
 type Config struct {
-	// CostModel is the cost model: CostTTFT ("ttft", the default, also meant by ""), CostTTFT2
-	// ("ttft2", issue 26's candidate, not the default: see docs/architecture.md, "Cost model") or
+	// CostModel is the cost model: CostTTFT2 ("ttft2", the default since issue 26, also meant by
+	// ""; docs/architecture.md, "Cost model"), CostTTFT ("ttft", the default before it) or
 	// CostLinear ("linear", DESIGN.md §7). See Score.
 	CostModel string `json:"cost,omitempty"`
 	// MaxRunning is the workers' running-sequence limit (vLLM max_num_seqs, SGLang
@@ -36,7 +36,7 @@ type Config struct {
 	// workers + 1) / available workers). ttft bounds each worker's share of the last
 	// BalanceWindow routed requests: a worker with requests in flight whose count + 1 exceeds
 	// ceil(BalanceFactor · (total + 1) / available workers). 0 means the default:
-	// DefaultBalanceFactor (1.1) for ttft, no bound for ttft2; a negative value turns the bound
+	// DefaultInFlightFactor (1.5) for ttft2, DefaultBalanceFactor (1.1) for ttft; a negative value turns the bound
 	// off; otherwise it must be >= 1.
 	BalanceFactor float64 `json:"balance_factor,omitempty"`
 	// BalanceWindow is the number of recent requests per available worker the recent counts
@@ -66,20 +66,20 @@ type Config struct {
 // DefaultQueueWaitTokens is the default QueueWaitTokens.
 const DefaultQueueWaitTokens = 1024
 
-// DefaultConfig returns the defaults: cost ttft (CostModel ""), no max_running, queue_wait_tokens
+// DefaultConfig returns the defaults: cost ttft2 (CostModel ""), no max_running, queue_wait_tokens
 // 1024 (QueueWaitTokens 0), prefill_load_scale 1 and overlap_credit 1 (for cost linear),
 // temperature 0, no busy thresholds.
 func DefaultConfig() *Config {
 	return &Config{PrefillLoadScale: 1, OverlapCredit: 1}
 }
 
-// Model returns the effective cost model name: CostTTFT, CostTTFT2 or CostLinear.
+// Model returns the effective cost model name: CostTTFT2 (also for ""), CostTTFT or CostLinear.
 func (c *Config) Model() string {
 	switch c.CostModel {
-	case CostLinear, CostTTFT2:
+	case CostLinear, CostTTFT:
 		return c.CostModel
 	}
-	return CostTTFT
+	return CostTTFT2
 }
 
 // Validate rejects negative or non-finite parameters.

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// TestLearnedMaxRunningThroughCaddy (cost ttft2, no max_running configured): a worker with 2
+// TestLearnedMaxRunningThroughCaddy (the default cost ttft2, no max_running configured): a worker with 2
 // running slots gets 6 streamed requests at once; 4 wait while 2 decode (2 to 12 tokens at 250 ms, so they finish one at a time), so
 // the router sees a request finish with 2 running and others without a first byte and learns 2,
 // which explain shows as terms.learned_max_running (no wait term on the idle worker afterwards).
-// The default ttft model learns nothing (the term is absent).
+// The ttft model (`cost ttft`) learns nothing (the term is absent).
 func TestLearnedMaxRunningThroughCaddy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: two harnesses, six requests decoding 2 to 12 tokens at 250 ms behind 2 slots, ~6 s each")
@@ -23,8 +23,8 @@ func TestLearnedMaxRunningThroughCaddy(t *testing.T) {
 		opts    string
 		learned int64
 	}{
-		{"ttft2", "scheduler {\n\t\t\tcost ttft2\n\t\t}", 2},
-		{"ttft", "", 0},
+		{"ttft2", "", 2},
+		{"ttft", "scheduler {\n\t\t\tcost ttft\n\t\t}", 0},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			// Staggered lengths (2, 4, … 12 tokens at 250 ms): the learner counts the running
