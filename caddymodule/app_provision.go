@@ -116,6 +116,15 @@ func (a *App) Validate() error {
 	if a.NATSURL == "" && a.NATSCredentials != "" {
 		return fmt.Errorf("nats_credentials needs nats_url")
 	}
+	if a.NATSCredentials != "" {
+		// Start reads the file and fails without it; a missing or unreadable credentials file is
+		// a configuration error, not a NATS outage, so `caddy validate` reports it too.
+		f, err := os.Open(a.NATSCredentials)
+		if err != nil {
+			return fmt.Errorf("nats_credentials: %w", err)
+		}
+		f.Close()
+	}
 	if p := a.EmbeddedNATS.Port; p < natsutil.RandomPort || p > 65535 {
 		return fmt.Errorf("embedded_nats port %d must be -1 (random) or 1-65535", p)
 	}

@@ -225,7 +225,7 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 					return nil
 				}
 				f, perr := strconv.ParseFloat(v, 64)
-				if perr != nil || f < 1 || math.IsInf(f, 0) {
+				if perr != nil || !(f >= 1) || math.IsInf(f, 0) { // !(f >= 1) also rejects NaN
 					return d.Errf("balance_factor: %q is not off or a number >= 1", v)
 				}
 				c.BalanceFactor = f
@@ -333,8 +333,10 @@ func floatInto(d *caddyfile.Dispenser, p *float64) func(string) error {
 	name := d.Val() // the option name: the closure runs after the argument is read
 	return func(s string) error {
 		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return d.Errf("%s: %q is not a number", name, s)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			// ParseFloat takes NaN and Inf, which JSON cannot carry: the adapted config would
+			// hold a null app and fail with no option named (operator test).
+			return d.Errf("%s: %q is not a finite number", name, s)
 		}
 		*p = v
 		return nil

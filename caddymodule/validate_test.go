@@ -2,6 +2,7 @@ package caddymodule_test
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -61,5 +62,37 @@ func TestValidateChecksModelDir(t *testing.T) {
 				t.Fatalf("model_dir %s: error %v, want one containing %q", tc.dir, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestValidateChecksNATSCredentials: `caddy run` reads nats_credentials when it connects and
+// fails without the file, so `caddy validate` fails too (operator test: validate passed
+// Caddyfile.example's default /etc/kvroute/router.creds, which did not exist, and run then
+// exited); a readable file passes.
+func TestValidateChecksNATSCredentials(t *testing.T) {
+	creds := t.TempDir() + "/router.creds"
+	if err := os.WriteFile(creds, []byte("-----BEGIN NATS USER JWT-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cf := func(path string) string {
+		return `{
+	admin off
+	kvroute {
+		nats_url nats://127.0.0.1:1
+		nats_credentials ` + path + `
+	}
+}
+:0 {
+	kvroute
+	reverse_proxy 127.0.0.1:1
+}
+`
+	}
+	missing := t.TempDir() + "/nosuch.creds"
+	if err := validate(t, cf(missing)); err == nil || !strings.Contains(err.Error(), "nats_credentials: open "+missing) {
+		t.Errorf("missing credentials file: %v", err)
+	}
+	if err := validate(t, cf(creds)); err != nil {
+		t.Errorf("readable credentials file rejected: %v", err)
 	}
 }
