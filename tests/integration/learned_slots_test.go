@@ -27,16 +27,22 @@ func TestLearnedMaxRunningThroughCaddy(t *testing.T) {
 		{"ttft", "scheduler {\n\t\t\tcost ttft\n\t\t}", 0},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
-			// Staggered lengths (2, 4, … 12 tokens at 250 ms): the learner counts the running
-			// requests at each Done it sees, so the end of a finishing response must reach the
-			// router before the first byte of the request that took its slot (one token later).
-			// Six requests of one length finished in pairs, both slots were refilled before the
-			// pair's Dones were seen, and it learned 3 (in 1 of 3 runs on a quiet machine): a
-			// limit of the learner (docs/architecture.md, "Cost model"), not of this test.
+			// Staggered lengths (2, 4, … 12 tokens at 250 ms), sent 125 ms apart so that the
+			// simulator admits them in order and its two slots run half a token apart: every
+			// response of the first slot ends on the 250 ms grid, every one of the second 125 ms
+			// off it, so no two responses end together. The learner counts the running requests
+			// at each Done it sees; when two responses end together, both slots are refilled
+			// before the two Dones are seen, it counts 3, drops 2 and learns 3 — or nothing, at
+			// the end of the burst, with none left starting (a limit of the learner,
+			// docs/architecture.md, "Cost model"). Sent at once, in random order, the lengths
+			// could still end together: learned 0 once in a full `make test` under -race.
 			h := startHarness(t, []simSpec{{ID: "slots-" + tc.model, Model: "qwen", MaxRunning: 2, TokenDelay: 250 * time.Millisecond}},
 				harnessOpts{appOpts: tc.opts})
 			status := make(chan int, 6)
 			for i := range 6 {
+				if i > 0 {
+					time.Sleep(125 * time.Millisecond)
+				}
 				body := mustJSON(t, map[string]any{"model": "qwen", "stream": true, "max_tokens": 2 + 2*i,
 					"messages": []map[string]any{{"role": "user", "content": fmt.Sprintf("slot request %d", i)}}})
 				go func() { // not h.post: it may call t.Fatal, which only the test's goroutine may
