@@ -2,9 +2,7 @@ package caddymodule
 
 import (
 	"errors"
-	"io"
 	"net/http"
-	"os"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -65,20 +63,18 @@ func handleExplain(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The body's own problems are answered as the handler answers them (kvroute's JSON error
 	// body with its reason code); method and availability errors stay in Caddy's admin form.
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxExplainBody+1))
+	// The handler's body reader (body.go): the same limit checks, truncation and timeout codes.
+	// No deadline of its own (0): the admin server's read timeout (Caddy's admin.go) applies.
+	body, pooled, err := readBody(w, r, maxExplainBody, 0)
 	if err != nil {
-		code, msg := reason.BodyInvalid, "reading the request body failed"
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// the admin server's read timeout (Caddy's admin.go) ended a slow upload
-			code, msg = reason.BodyTimeout, "the request body was not received within the admin server's read timeout"
+		var re *reason.Error
+		if !errors.As(err, &re) {
+			re = reason.Wrap(reason.BodyInvalid, err, "reading the request body failed")
 		}
-		writeError(w, shapeOpenAI, reason.Wrap(code, err, "%s", msg))
+		writeError(w, shapeOpenAI, re)
 		return nil
 	}
-	if len(body) > maxExplainBody {
-		writeError(w, shapeOpenAI, reason.New(reason.BodyTooLarge, "request body exceeds the limit of %d bytes", maxExplainBody))
-		return nil
-	}
+	defer pooled.put() // after the answer is written: nothing below keeps the body
 	path := r.URL.Query().Get("path")
 	if path == "" {
 		path = "/v1/chat/completions"

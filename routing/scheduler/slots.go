@@ -61,13 +61,8 @@ type slotLearner struct {
 	seq, lastFB uint64
 }
 
-// begin counts one request starting.
-func (l *slotLearner) begin() {
-	l.mu.Lock()
-	l.starting++
-	l.seq++
-	l.mu.Unlock()
-}
+// begin counts one request starting (as a request joining from another worker before its first byte).
+func (l *slotLearner) begin() { l.join(false) }
 
 // firstByte moves one request from starting to running and returns the event's sequence number,
 // which the request's done passes back.
