@@ -253,6 +253,9 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		sc := Scored{Candidate: c, Load: s.tracker.Load(c.Worker)}
 		sc.Cost, sc.Terms = s.cfg.Score(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
 		sc.Terms.PendingBlocks = c.PendingBlocks
+		if s.cfg.Model() == CostTTFT2 {
+			sc.Terms.PrefillDoneTokens = s.tracker.PrefillDone(c.Worker)
+		}
 		if s.cfg.Model() == CostTTFT2 && s.cfg.MaxRunning == 0 {
 			sc.Terms.applyLearnedLimit(s.tracker.LearnedMaxRunning(c.Worker), sc.Load, s.cfg.QueueWaitTokens)
 		}
