@@ -141,12 +141,17 @@ type Scored struct {
 	Cost  float64
 	Terms Terms
 	// Busy is set when a busy threshold is exceeded; OverBalance when the load bound is (ttft:
-	// RecentRequests + 1 > the bound; ttft2: active requests + 1 > Terms.InFlightBound);
+	// RecentRequests + 1 > the bound; ttft2: active requests + 1 > Terms.InFlightBound and the
+	// request rides a pending prefix or its affinity there, balance.go);
 	// Eligible when the candidate took part in the choice (available, and neither busy nor over
 	// the bound unless all available candidates were).
 	Busy, OverBalance, Eligible bool
 	// RecentRequests is the worker's decayed count of recently routed requests (ttft, ttft2).
 	RecentRequests float64
+	// overInFlight is set when the worker's requests in flight, this one included, exceed
+	// Terms.InFlightBound (ttft2); OverBalance only when the request would also ride there
+	// (balance.go).
+	overInFlight bool
 }
 
 // Decision is the outcome of Select.
