@@ -71,6 +71,9 @@ func (s *Scheduler) applyAffinity(a *Affinity, blockSize int, scored []Scored) i
 		if pick < 0 {
 			pick = i // fallback: every available candidate is busy or over the bound
 		}
+		if sc.overInFlight {
+			sc.OverBalance = true // the request would ride its affinity onto a worker over the bound
+		}
 		if !sc.Busy && !sc.OverBalance {
 			pick = i
 			break

@@ -86,7 +86,9 @@ func TestBalanceValidation(t *testing.T) {
 // ten finished turns and one turn in flight, the ttft model's window counts ten recent requests on
 // w1 and skips it for the next turn (its recent count + 1 exceeds ceil(1.1 · (total + 1) / 2));
 // ttft2 counts what is in flight now, one request: ceil(1.1 · (1 + 1) / 2) = 2 ≥ 1 + 1, so w1 keeps
-// the turn. With two in flight, ttft2 too spreads: 2 + 1 > ceil(1.1 · 3 / 2) = 2.
+// the turn. With two in flight w1 is over ttft2's bound too (2 + 1 > ceil(1.1 · 3 / 2) = 2), but the
+// turn is credited by the index, not by a request in flight, so it does not ride and w1 keeps it
+// (TestTTFT2InFlightBound has the riders).
 func TestInFlightBound(t *testing.T) {
 	req := scheduler.Request{Tokens: 460, BlockSize: 16}
 	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
@@ -117,7 +119,7 @@ func TestInFlightBound(t *testing.T) {
 		h2 := s.Begin(d)
 		h2.FirstByte()
 		d, _ = s.Select(req, cands)
-		if c := d.Candidates[0]; d.Worker != w2 || !c.OverBalance || c.Terms.InFlightBound != 2 || c.Load.Requests != 2 {
+		if c := d.Candidates[0]; d.Worker != w1 || c.OverBalance || c.Terms.InFlightBound != 2 || c.Load.Requests != 2 {
 			t.Errorf("ttft2, two in flight on w1: picked %v, w1 %+v", d.Worker, c)
 		}
 		h.Done()
@@ -156,22 +158,37 @@ func TestFewestRecentTieBreak(t *testing.T) {
 	}
 }
 
-// TestTTFT2InFlightBound: ttft2 with the bound off (balance_factor off) keeps every request on the
-// worker that caches it, however many are in flight there. With the default factor (1.5) w1 takes
-// the first three (bounds ceil(1.5 · 1 / 2) = 1, 2, 3) and the fourth, finding 3 in flight on w1,
-// over ceil(1.5 · (3 + 1) / 2) = 3, goes to w2. With balance_factor 1.1 the third request finds 2
-// in flight on w1, over ceil(1.1 · (2 + 1) / 2) = 2, and goes to w2; the fourth finds 2 and 1, and
-// w1 is within ceil(1.1 · 4 / 2) = 3 again.
+// TestTTFT2InFlightBound: four identical requests whose 28 blocks w1 caches, each still in flight
+// (decoding) when the next comes, so from the second on each rides the first's pending prefix on
+// w1. With the bound off (balance_factor off) w1 keeps all four. With the default factor (1.5) w1
+// takes the first three (bounds ceil(1.5 · 1 / 2) = 1, 2, 3) and the fourth, finding 3 in flight
+// on w1, over ceil(1.5 · (3 + 1) / 2) = 3, goes to w2. With balance_factor 1.1 the third request
+// finds 2 in flight on w1, over ceil(1.1 · (2 + 1) / 2) = 2, and goes to w2; the fourth finds 2
+// and 1, both within ceil(1.1 · 4 / 2) = 3, and the prefix pending on both (the third holds it on
+// w2): a tie on cost, which goes to w2, with fewer recent requests. Without prefix keys (nothing pending: each
+// request is credited by the index alone) the bound does not stop them: w1 keeps all four.
 func TestTTFT2InFlightBound(t *testing.T) {
-	req := scheduler.Request{Tokens: 460, BlockSize: 16}
-	cands := []scheduler.Candidate{cand(w1, 28), cand(w2, 0)}
+	keys := scheduler.PrefixKeys(hashes(0, 28))
 	for _, tc := range []struct {
 		factor float64
+		keys   []uint64
 		want   []index.WorkerKey
-	}{{-1, []index.WorkerKey{w1, w1, w1, w1}}, {0, []index.WorkerKey{w1, w1, w1, w2}}, {1.1, []index.WorkerKey{w1, w1, w2, w1}}} {
+	}{
+		{-1, keys, []index.WorkerKey{w1, w1, w1, w1}},
+		{0, keys, []index.WorkerKey{w1, w1, w1, w2}},
+		{1.1, keys, []index.WorkerKey{w1, w1, w2, w2}},
+		{0, nil, []index.WorkerKey{w1, w1, w1, w1}},
+		{1.1, nil, []index.WorkerKey{w1, w1, w1, w1}},
+	} {
 		s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2, BalanceFactor: tc.factor}, 1)
+		req := scheduler.Request{Tokens: 460, BlockSize: 16, PrefixKeys: tc.keys}
 		var got []index.WorkerKey
 		for range 4 {
+			cands := []scheduler.Candidate{cand(w1, 28), cand(w2, 0)}
+			for i := range cands {
+				cands[i].PendingBlocks = s.PendingBlocks(cands[i].Worker, tc.keys)
+				cands[i].OverlapBlocks = max(cands[i].OverlapBlocks, cands[i].PendingBlocks)
+			}
 			d, err := s.Select(req, cands)
 			if err != nil {
 				t.Fatal(err)
@@ -180,7 +197,7 @@ func TestTTFT2InFlightBound(t *testing.T) {
 			s.Begin(d).FirstByte() // decoding: in flight, no prefill queued
 		}
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("balance_factor %v: %v, want %v", tc.factor, got, tc.want)
+			t.Errorf("balance_factor %v, %d prefix keys: %v, want %v", tc.factor, len(tc.keys), got, tc.want)
 		}
 	}
 }

@@ -34,7 +34,8 @@ type Terms struct {
 	// max(request_tokens − overlap_blocks · block_size, 0) (ttft).
 	UncachedTokens int64 `json:"uncached_tokens"`
 	// QueuedPrefillTokens is the prefill work ahead of the request on the worker: the uncached
-	// tokens of routed requests that have not produced a first byte (ttft).
+	// tokens of routed requests that have not produced a first byte (ttft), less PrefillDoneTokens
+	// (ttft2).
 	QueuedPrefillTokens int64 `json:"queued_prefill_tokens"`
 	// WaitingSequences is how many sequences, this request included, would be over the worker's
 	// running limit: max(active_requests + 1 − max_running, 0), 0 when max_running is 0 (ttft;
@@ -59,6 +60,10 @@ type Terms struct {
 	// on the worker beyond the least loaded available worker's), and at least the pending prefix
 	// pending_blocks · block_size, which is not decayed (ttft2).
 	CreditedTokens float64 `json:"credited_tokens,omitempty"`
+	// PrefillDoneTokens is the part of the worker's oldest queued prefill estimated to have run
+	// (progress.go): the tokens its learned prefill time per token covers since that prefill began,
+	// at most its own. ttft2 subtracts it from QueuedPrefillTokens (ttft2).
+	PrefillDoneTokens int64 `json:"prefill_done_tokens,omitempty"`
 	// BusyShare is the share of the available workers with prefill queued or running (ttft2).
 	BusyShare float64 `json:"busy_share,omitempty"`
 	// DelayedTokens is (request_tokens − CreditedTokens) · BusyShare: the prefill this request adds in front of the
@@ -161,6 +166,7 @@ func (c *Config) validateModel() error {
 //	                      min(pending_blocks · block_size, request_tokens))
 //	uncached'       = request_tokens − credited_tokens
 //	cost            = uncached' · (1 + busy_share) + queued_prefill_tokens + queue_tokens
+//	queued_prefill_tokens = active_prefill_tokens − prefill_done_tokens (progress.go)
 //
 // The credit decays with the prefill queued ahead of the request beyond the least loaded worker's:
 // while that prefill runs, the worker's LRU cache takes its blocks and the request's cached prefix,
@@ -176,7 +182,7 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 			if sc.Load.PrefillTokens > 0 {
 				busy++
 			}
-			qmin = min(qmin, max(sc.Load.PrefillTokens, 0))
+			qmin = min(qmin, max(sc.Load.PrefillTokens-sc.Terms.PrefillDoneTokens, 0))
 		}
 	}
 	share := 0.0
@@ -189,7 +195,8 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 	for i := range scored {
 		sc := &scored[i]
 		t := &sc.Terms
-		q := max(sc.Load.PrefillTokens, 0)
+		q := max(sc.Load.PrefillTokens-t.PrefillDoneTokens, 0)
+		t.QueuedPrefillTokens = q
 		cached := math.Min(float64(sc.OverlapBlocks)*float64(blockSize), r)
 		if excess := float64(max(q-qmin, 0)); r > 0 {
 			t.CreditedTokens = cached * r / (r + excess)

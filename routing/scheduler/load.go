@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"container/list"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvroute/kvroute/kv/index"
 )
@@ -23,6 +25,8 @@ type workerLoad struct {
 	prefill, decode, requests atomic.Int64
 	// slots learns the worker's running limit from this router's requests (slots.go, ttft2).
 	slots slotLearner
+	// prog estimates the share of the queued prefill already run (progress.go, ttft2).
+	prog prefillProgress
 }
 
 // Tracker accounts active load per worker (DESIGN.md §1 step 7, Dynamo's slot tracker: AddRequest,
@@ -33,11 +37,13 @@ type Tracker struct {
 	loads map[index.WorkerKey]*workerLoad
 	// pending holds the prefix keys of the requests in flight per worker (pending.go, ttft2).
 	pending *pendingSet
+	// now is the clock of the prefill progress (progress.go); time.Now but in tests.
+	now func() time.Time
 }
 
 // NewTracker returns an empty tracker.
 func NewTracker() *Tracker {
-	return &Tracker{loads: make(map[index.WorkerKey]*workerLoad), pending: newPendingSet()}
+	return &Tracker{loads: make(map[index.WorkerKey]*workerLoad), pending: newPendingSet(), now: time.Now}
 }
 
 func (t *Tracker) get(w index.WorkerKey) *workerLoad {
@@ -93,7 +99,7 @@ func (t *Tracker) Begin(w index.WorkerKey, prefillTokens, decodeBlocks int64) *H
 	l.decode.Add(decodeBlocks)
 	l.requests.Add(1)
 	l.slots.begin()
-	return &Handle{tracker: t, worker: w, load: l, prefill: prefillTokens, decode: decodeBlocks}
+	return &Handle{tracker: t, worker: w, load: l, prefill: prefillTokens, decode: decodeBlocks, prog: l.prog.push(prefillTokens, t.now())}
 }
 
 // Handle releases the load of one request. Its methods are idempotent and safe from any goroutine.
@@ -109,6 +115,8 @@ type Handle struct {
 	fbSeq uint64
 	// keys are the request's prefix keys held in the tracker's pending set until Done (ttft2).
 	keys []uint64
+	// prog is the request's place in its worker's prefill progress until the first byte.
+	prog *list.Element
 }
 
 // beginPending is Begin holding the request's prefix keys as the worker's pending prefix until
@@ -145,8 +153,10 @@ func (h *Handle) Move(w index.WorkerKey, prefillTokens int64) {
 	to := h.tracker.get(w)
 	if !h.firstByte {
 		h.load.prefill.Add(-h.prefill)
+		h.load.prog.firstByte(h.prog, h.tracker.now(), false)
 		h.prefill = max(prefillTokens, 0)
 		to.prefill.Add(h.prefill)
+		h.prog = to.prog.push(h.prefill, h.tracker.now())
 	}
 	h.load.decode.Add(-h.decode)
 	h.load.requests.Add(-1)
@@ -168,6 +178,8 @@ func (h *Handle) FirstByte() {
 	defer h.mu.Unlock()
 	if !h.done && !h.firstByte {
 		h.fbSeq = h.load.slots.firstByte()
+		h.load.prog.firstByte(h.prog, h.tracker.now(), true)
+		h.prog = nil
 	}
 	h.releasePrefill()
 }
@@ -176,6 +188,8 @@ func (h *Handle) releasePrefill() {
 	if !h.firstByte {
 		h.firstByte = true
 		h.load.prefill.Add(-h.prefill)
+		h.load.prog.firstByte(h.prog, h.tracker.now(), false)
+		h.prog = nil
 	}
 }
 
@@ -196,4 +210,16 @@ func (h *Handle) Done() {
 		h.load.requests.Add(-1)
 		h.tracker.pending.remove(h.worker, h.keys)
 	}
+}
+
+// PrefillDone returns the uncached tokens of worker w's oldest request without a first byte that
+// have run by now, as prefillProgress estimates (0 while unknown).
+func (t *Tracker) PrefillDone(w index.WorkerKey) int64 {
+	t.mu.RLock()
+	l := t.loads[w]
+	t.mu.RUnlock()
+	if l == nil {
+		return 0
+	}
+	return l.prog.done(t.now())
 }

@@ -141,12 +141,17 @@ type Scored struct {
 	Cost  float64
 	Terms Terms
 	// Busy is set when a busy threshold is exceeded; OverBalance when the load bound is (ttft:
-	// RecentRequests + 1 > the bound; ttft2: active requests + 1 > Terms.InFlightBound);
+	// RecentRequests + 1 > the bound; ttft2: active requests + 1 > Terms.InFlightBound and the
+	// request rides a pending prefix or its affinity there, balance.go);
 	// Eligible when the candidate took part in the choice (available, and neither busy nor over
 	// the bound unless all available candidates were).
 	Busy, OverBalance, Eligible bool
 	// RecentRequests is the worker's decayed count of recently routed requests (ttft, ttft2).
 	RecentRequests float64
+	// overInFlight is set when the worker's requests in flight, this one included, exceed
+	// Terms.InFlightBound (ttft2); OverBalance only when the request would also ride there
+	// (balance.go).
+	overInFlight bool
 }
 
 // Decision is the outcome of Select.
@@ -253,6 +258,9 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		sc := Scored{Candidate: c, Load: s.tracker.Load(c.Worker)}
 		sc.Cost, sc.Terms = s.cfg.Score(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
 		sc.Terms.PendingBlocks = c.PendingBlocks
+		if s.cfg.Model() == CostTTFT2 {
+			sc.Terms.PrefillDoneTokens = s.tracker.PrefillDone(c.Worker)
+		}
 		if s.cfg.Model() == CostTTFT2 && s.cfg.MaxRunning == 0 {
 			sc.Terms.applyLearnedLimit(s.tracker.LearnedMaxRunning(c.Worker), sc.Load, s.cfg.QueueWaitTokens)
 		}

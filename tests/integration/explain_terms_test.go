@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"bytes"
+	"io"
 	"testing"
+	"time"
 )
 
 // TestExplainShowsCostTerms: after a long prompt was served and its KV events applied, explain lists
@@ -46,5 +49,48 @@ func TestExplainShowsCostTerms(t *testing.T) {
 		if c.RecentRequests != want {
 			t.Errorf("%s: recent_requests %v, want %v", c.WorkerID, c.RecentRequests, want)
 		}
+	}
+}
+
+// TestExplainShowsPrefillProgress (ttft2's prefill progress, through Caddy): after one request
+// taught the worker's prefill time per token (a 1.5 s prefill), a second long request is in flight;
+// explain shows the part of its prefill already run as prefill_done_tokens, taken off
+// queued_prefill_tokens, and nothing once it has its first byte.
+func TestExplainShowsPrefillProgress(t *testing.T) {
+	h := startHarness(t, []simSpec{{ID: "progress-a", Model: "qwen", PrefillDelay: 1500 * time.Millisecond}})
+	if first := h.chat(t, textBody(t, "qwen", longText("Teach the prefill time per token.", 300))).mustOK(t); first.promptTokens < 256 {
+		t.Fatalf("the teaching prompt has %d tokens, under the 256 a sample needs", first.promptTokens)
+	}
+	long := textBody(t, "qwen", longText("A prefill in flight.", 300))
+	sent := make(chan error, 1)
+	go func() {
+		res, err := h.client.Post(h.base+"/v1/chat/completions", "application/json", bytes.NewReader(long))
+		if err == nil {
+			_, err = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		sent <- err
+	}()
+	probe := textBody(t, "qwen", "Another question.")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := h.explain(t, probe).Candidates[0]
+		if c.ActivePrefillTokens > 0 && c.Terms.PrefillDoneTokens > 0 {
+			if c.Terms.PrefillDoneTokens >= c.ActivePrefillTokens || c.Terms.QueuedPrefillTokens != c.ActivePrefillTokens-c.Terms.PrefillDoneTokens {
+				t.Errorf("in flight: active_prefill_tokens %d, prefill_done_tokens %d, queued_prefill_tokens %d",
+					c.ActivePrefillTokens, c.Terms.PrefillDoneTokens, c.Terms.QueuedPrefillTokens)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no prefill progress shown within 10 s: %+v", c)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if c := h.explain(t, probe).Candidates[0]; c.ActivePrefillTokens != 0 || c.Terms.PrefillDoneTokens != 0 || c.Terms.QueuedPrefillTokens != 0 {
+		t.Errorf("after the first byte: %+v", c)
 	}
 }
