@@ -46,10 +46,15 @@ func NewTracker() *Tracker {
 	return &Tracker{loads: make(map[index.WorkerKey]*workerLoad), pending: newPendingSet(), now: time.Now}
 }
 
-func (t *Tracker) get(w index.WorkerKey) *workerLoad {
+// lookup returns worker w's counters, nil for a worker never seen (or forgotten).
+func (t *Tracker) lookup(w index.WorkerKey) *workerLoad {
 	t.mu.RLock()
-	l := t.loads[w]
-	t.mu.RUnlock()
+	defer t.mu.RUnlock()
+	return t.loads[w]
+}
+
+func (t *Tracker) get(w index.WorkerKey) *workerLoad {
+	l := t.lookup(w)
 	if l != nil {
 		return l
 	}
@@ -64,9 +69,7 @@ func (t *Tracker) get(w index.WorkerKey) *workerLoad {
 
 // Load returns the worker's current load (zero for a worker never seen).
 func (t *Tracker) Load(w index.WorkerKey) Load {
-	t.mu.RLock()
-	l := t.loads[w]
-	t.mu.RUnlock()
+	l := t.lookup(w)
 	if l == nil {
 		return Load{}
 	}
@@ -215,9 +218,7 @@ func (h *Handle) Done() {
 // PrefillDone returns the uncached tokens of worker w's oldest request without a first byte that
 // have run by now, as prefillProgress estimates (0 while unknown).
 func (t *Tracker) PrefillDone(w index.WorkerKey) int64 {
-	t.mu.RLock()
-	l := t.loads[w]
-	t.mu.RUnlock()
+	l := t.lookup(w)
 	if l == nil {
 		return 0
 	}

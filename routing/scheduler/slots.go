@@ -145,9 +145,7 @@ func (l *slotLearner) limit() int64 {
 // and not exceeded since; kept for the epoch of learnEpoch finished requests it was confirmed in
 // and the next (slots.go).
 func (t *Tracker) LearnedMaxRunning(w index.WorkerKey) int64 {
-	t.mu.RLock()
-	l := t.loads[w]
-	t.mu.RUnlock()
+	l := t.lookup(w)
 	if l == nil {
 		return 0
 	}
