@@ -21,7 +21,7 @@ import (
 // first byte. Done tokens are min(elapsed / time_per_token, the oldest request's tokens).
 type prefillProgress struct {
 	mu     sync.Mutex
-	queue  list.List // *Handle, Begin order, requests without a first byte
+	queue  list.List // progressEntry, Begin order: the requests without a first byte
 	lastFB time.Time // the last first byte (or failed prefill) on the worker
 	// perToken is the learned prefill time per uncached token, an EWMA (0: unknown).
 	perToken float64
@@ -47,7 +47,7 @@ func (p *prefillProgress) push(tokens int64, now time.Time) *list.Element {
 	return p.queue.PushBack(progressEntry{tokens: tokens, began: now})
 }
 
-// firstByte removes h and, when it learns, folds its prefill time into perToken.
+// firstByte removes e and, when it learns, folds its prefill time into perToken.
 // Learn is false for a request that ended or moved before its first byte.
 func (p *prefillProgress) firstByte(e *list.Element, now time.Time, learn bool) {
 	if e == nil {
@@ -56,10 +56,7 @@ func (p *prefillProgress) firstByte(e *list.Element, now time.Time, learn bool) 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	en := p.queue.Remove(e).(progressEntry)
-	start := en.began
-	if p.lastFB.After(start) {
-		start = p.lastFB
-	}
+	start := p.started(en)
 	p.lastFB = now
 	if !learn || en.tokens < minSampleTokens {
 		return
@@ -84,10 +81,15 @@ func (p *prefillProgress) done(now time.Time) int64 {
 		return 0
 	}
 	en := e.Value.(progressEntry)
-	start := en.began
-	if p.lastFB.After(start) {
-		start = p.lastFB
-	}
-	ran := int64(math.Round(now.Sub(start).Seconds() / p.perToken))
+	ran := int64(math.Round(now.Sub(p.started(en)).Seconds() / p.perToken))
 	return max(min(ran, en.tokens), 0)
+}
+
+// started is when en's prefill began: its Begin, or the previous first byte on the worker if that
+// came later (the engine prefills in arrival order). Called with p.mu held.
+func (p *prefillProgress) started(en progressEntry) time.Time {
+	if p.lastFB.After(en.began) {
+		return p.lastFB
+	}
+	return en.began
 }
