@@ -48,8 +48,11 @@ func (x *Index) appendMatch(dst []Overlap, hashes []kv.BlockHash, aged *[]AgedOv
 		depths = make([]int32, len(x.slots))
 	}
 	// last[slot] is the node of the slot's last matched block (withAges only).
+	var lbuf [256]int32
 	var last []int32
-	if withAges {
+	if withAges && len(x.slots) <= len(lbuf) {
+		last = lbuf[:len(x.slots)]
+	} else if withAges {
 		last = make([]int32, len(x.slots))
 	}
 	cur := rootNode
