@@ -2,8 +2,6 @@ package router
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/kvroute/kvroute/kv"
@@ -17,11 +15,7 @@ import (
 // then stamps the prefix as used now, which the index's age profile shows (the first block's age
 // falls from 101 to 1), since a full hit is no KV event.
 func TestBeginTouchesCachedPrefix(t *testing.T) {
-	words := make([]string, 600)
-	for i := range words {
-		words[i] = fmt.Sprintf("w%d", i)
-	}
-	body := []byte(`{"model":"qwen","messages":[{"role":"user","content":"` + strings.Join(words, " ") + `"}]}`)
+	body := wordsChatBody(600)
 	r := newRouterWithCost(t, scheduler.CostTTFT2)
 	ctx := context.Background()
 	route := func() *Result {
