@@ -11,7 +11,7 @@
 // dual-key design).
 //
 // Layout, chosen for the request path and for memory (measured in index_bench_test.go):
-//   - nodes (24 bytes) and (worker, node) entries (40 bytes) live in paged arenas indexed by int32, so
+//   - nodes (24 bytes) and (worker, node) entries (48 bytes) live in paged arenas indexed by int32, so
 //     growth never copies under the lock and the structures hold no pointers for the GC to scan;
 //   - a node with one child keeps it inline, so the common chain walk touches no map; only fan-out
 //     goes through a map keyed by (parent, local hash);
@@ -24,7 +24,13 @@
 // descendants count again as soon as the worker stores the block again; they cannot count while it is
 // missing, since only contiguous prefixes score.
 //
+// Per worker the index also follows the engine's LRU order (age.go): a clock of the blocks the worker
+// stored, on each entry the clock of its chain's last use and its depth, and the cache capacity as the
+// most blocks the worker held once it evicted. MatchAges returns, with the overlap, the age profile
+// of each such worker's matched prefix; Surviving says how much of it outlives a number of new blocks.
+//
 // Index operations are thread-safe and can be performed concurrently: lookups share a read lock (a
 // 256-block lookup holds it for a few microseconds), event application takes the write lock for one
-// batch at a time. Index.mu is the only lock; nothing is called while holding it.
+// batch at a time. Index.mu is the only lock; nothing is called while holding it. Touch writes entry stamps under the
+// read lock, atomically (lookups read them atomically).
 package index

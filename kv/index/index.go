@@ -93,6 +93,14 @@ type Overlap struct {
 	Blocks int
 }
 
+// AgedOverlap is an Overlap with what MatchAges adds (age.go): the prefix's age profile and the
+// worker's learned cache capacity in blocks (CacheBlocks, 0 while unknown: no eviction seen).
+type AgedOverlap struct {
+	Overlap
+	Ages        []AgeStep
+	CacheBlocks float64
+}
+
 // WorkerStats counts the blocks of one worker.
 type WorkerStats struct {
 	Worker WorkerKey
@@ -152,6 +160,11 @@ type worker struct {
 	held, ghosts int
 	// leafHead/leafTail is the worker's list of evictable leaves, oldest first.
 	leafHead, leafTail int32
+	// clock counts the blocks the worker stored (wraps; ages are differences); maxHeld is the
+	// most blocks it held at once, its cache capacity once evicted is set by a removal (age.go).
+	clock   uint32
+	maxHeld int
+	evicted bool
 }
 
 // New returns an empty index. A nil cfg means DefaultConfig().
@@ -239,6 +252,8 @@ func (x *Index) Store(ctx context.Context, k WorkerKey, blocks []StoredBlock) er
 	if err != nil {
 		return fmt.Errorf("storing blocks: %w", err)
 	}
+	// The event's blocks age from the clock after it (age.go).
+	w.clock += uint32(len(blocks))
 	for i := range blocks {
 		if err := x.storeLocked(w, &blocks[i]); err != nil {
 			err.Position = i
@@ -265,6 +280,8 @@ func (x *Index) Remove(ctx context.Context, k WorkerKey, engineHashes []kv.Engin
 			n++
 		}
 	}
+	// The engine evicted: its cache was full, so the most blocks it held is its capacity (age.go).
+	w.evicted = w.evicted || n > 0
 	return n
 }
 
@@ -274,6 +291,8 @@ func (x *Index) Clear(ctx context.Context, k WorkerKey) {
 	defer x.mu.Unlock()
 	if w := x.workers[k]; w != nil {
 		x.purgeLocked(w)
+		// An emptied cache evicts nothing until it is full again (age.go).
+		w.maxHeld, w.evicted = 0, false
 	}
 }
 

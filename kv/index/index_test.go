@@ -343,6 +343,15 @@ func TestConcurrentReads(t *testing.T) {
 						return
 					}
 				}
+				// Age profiles and touches (stamps written under the read lock) race with
+				// the writers' stores, removals and clears.
+				for _, o := range x.MatchAges(ctx, q) {
+					if n := len(o.Ages); n > 0 && (o.Ages[0].Depth != 0 || o.Ages[n-1].Depth >= o.Blocks) {
+						t.Errorf("age profile %v of a %d-block overlap", o.Ages, o.Blocks)
+						return
+					}
+					x.Touch(ctx, o.Worker, q, o.Blocks)
+				}
 				_ = x.Stats()
 			}
 		}()

@@ -21,6 +21,13 @@ func (x *Index) Match(ctx context.Context, hashes []kv.BlockHash) []Overlap {
 
 // AppendMatch is Match appending to dst, for callers that reuse a buffer.
 func (x *Index) AppendMatch(dst []Overlap, hashes []kv.BlockHash) []Overlap {
+	return x.appendMatch(dst, hashes, nil)
+}
+
+// appendMatch is AppendMatch, or with aged set MatchAges: the overlaps then go to *aged, with their
+// age profiles, instead of dst.
+func (x *Index) appendMatch(dst []Overlap, hashes []kv.BlockHash, aged *[]AgedOverlap) []Overlap {
+	withAges := aged != nil
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	t := &x.t
@@ -40,6 +47,14 @@ func (x *Index) AppendMatch(dst []Overlap, hashes []kv.BlockHash) []Overlap {
 	} else {
 		depths = make([]int32, len(x.slots))
 	}
+	// last[slot] is the node of the slot's last matched block (withAges only).
+	var lbuf [256]int32
+	var last []int32
+	if withAges && len(x.slots) <= len(lbuf) {
+		last = lbuf[:len(x.slots)]
+	} else if withAges {
+		last = make([]int32, len(x.slots))
+	}
 	cur := rootNode
 	depth := int32(0)
 	for _, h := range hashes {
@@ -52,6 +67,9 @@ func (x *Index) AppendMatch(dst []Overlap, hashes []kv.BlockHash) []Overlap {
 		for i, a := range active {
 			kept := a & words[i]
 			setDepths(depths, i, a&^kept, depth)
+			if withAges {
+				setDepths(last, i, a&^kept, cur)
+			}
 			active[i] = kept
 			left = left || kept != 0
 		}
@@ -63,6 +81,9 @@ func (x *Index) AppendMatch(dst []Overlap, hashes []kv.BlockHash) []Overlap {
 	}
 	for i, a := range active {
 		setDepths(depths, i, a, depth)
+		if withAges {
+			setDepths(last, i, a, cur)
+		}
 	}
 	// Emit in worker-key order (x.order), so no sort is needed per lookup.
 	count := 0
@@ -70,6 +91,16 @@ func (x *Index) AppendMatch(dst []Overlap, hashes []kv.BlockHash) []Overlap {
 		if d > 0 {
 			count++
 		}
+	}
+	if withAges {
+		*aged = slices.Grow(*aged, count)
+		for _, s := range x.order {
+			if d := depths[s]; d > 0 {
+				*aged = append(*aged, AgedOverlap{Overlap: Overlap{Worker: x.slots[s].key, Blocks: int(d)}})
+				x.ages(&(*aged)[len(*aged)-1], x.slots[s], last[s])
+			}
+		}
+		return dst
 	}
 	dst = slices.Grow(dst, count)
 	for _, s := range x.order {

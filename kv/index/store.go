@@ -21,6 +21,7 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 	if old, ok := w.byEngine.get(b.EngineHash); ok {
 		on := t.entries.at(old).node
 		if t.nodes.at(on).parent == pNode && t.nodes.at(on).hash == b.LocalHash {
+			stampLocked(w, t.entries.at(old))
 			x.touchLocked(w, old)
 			return nil
 		}
@@ -40,6 +41,7 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 		}
 		w.extra[e] = append(w.extra[e], b.EngineHash)
 		w.byEngine.put(b.EngineHash, e)
+		stampLocked(w, t.entries.at(e))
 		x.touchLocked(w, e)
 		return nil
 	case w.ghosts > 0:
@@ -48,8 +50,10 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 			en := t.entries.at(e)
 			en.engine = b.EngineHash
 			en.flags |= fHeld
+			stampLocked(w, en)
 			w.ghosts--
 			w.held++
+			w.maxHeld = max(w.maxHeld, w.held)
 			w.byEngine.put(b.EngineHash, e)
 			t.setBit(n, w.slot)
 			return nil
@@ -59,8 +63,10 @@ func (x *Index) storeLocked(w *worker, b *StoredBlock) *UnknownParentError {
 	en := t.entries.at(e)
 	en.engine = b.EngineHash
 	en.flags = fHeld
+	stampLocked(w, en)
 	w.byEngine.put(b.EngineHash, e)
 	w.held++
+	w.maxHeld = max(w.maxHeld, w.held)
 	t.setBit(n, w.slot)
 	if pEntry != nilIdx {
 		pe := t.entries.at(pEntry)

@@ -11,7 +11,7 @@ const (
 // Approximate sizes used by Stats (bytes).
 const (
 	nodeSize     = 24
-	entrySize    = 40
+	entrySize    = 48
 	kidSlotBytes = 40 // 16-byte key, 4-byte value, control byte, load factor
 )
 
@@ -55,6 +55,13 @@ type entry struct {
 	// stamp is the store clock when the entry was last stored or refreshed (wraps; compared by
 	// difference), used to pick the oldest leaf among workers for the total cap.
 	stamp uint32
+	// touched is the worker's own store clock (worker.clock) when the block was last stored or
+	// touched by a routed request (age.go): the worker's blocks stored since then push it toward
+	// the engine's LRU eviction. Written under the write lock or atomically under the read lock
+	// (Touch), read atomically under the read lock.
+	touched uint32
+	// depth is the block's position in its chain (0 under the root): parent's depth + 1.
+	depth int32
 	slot  uint16
 	flags uint8
 }
@@ -182,7 +189,11 @@ func (t *tree) newEntry(n int32, slot uint16, p int32) int32 {
 		e, _ = t.entries.grow()
 	}
 	nd := t.nodes.at(n)
-	*t.entries.at(e) = entry{node: n, parent: p, slot: slot, wPrev: nilIdx, wNext: nilIdx, nNext: nd.entries}
+	depth := int32(0)
+	if p != nilIdx {
+		depth = t.entries.at(p).depth + 1
+	}
+	*t.entries.at(e) = entry{node: n, parent: p, depth: depth, slot: slot, wPrev: nilIdx, wNext: nilIdx, nNext: nd.entries}
 	nd.entries = e
 	t.liveEntries++
 	return e

@@ -19,15 +19,11 @@ import (
 // pending, and the index (empty) decides again: overlap 0. Under ttft the pending prefix is not
 // credited.
 func TestPendingPrefixFollowsInFlight(t *testing.T) {
-	words := make([]string, 600)
-	for i := range words {
-		words[i] = fmt.Sprintf("w%d", i)
-	}
-	body := `{"model":"qwen","messages":[{"role":"user","content":"` + strings.Join(words, " ") + `"}]}`
+	body := wordsChatBody(600)
 	for _, model := range []string{scheduler.CostTTFT2, scheduler.CostTTFT} {
 		r := newRouterWithCost(t, model)
 		route := func() *Result {
-			res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: []byte(body), Workers: testWorkers()})
+			res, err := r.Route(context.Background(), &Input{Path: "/v1/chat/completions", Body: body, Workers: testWorkers()})
 			if err != nil || res.Fallback != "" || res.Chosen == nil {
 				t.Fatalf("%s: route: %v %v", model, err, res)
 			}
@@ -65,6 +61,15 @@ func TestPendingPrefixFollowsInFlight(t *testing.T) {
 			t.Fatalf("%s: after the first is done: overlap %d, want 0", model, after.OverlapBlocks)
 		}
 	}
+}
+
+// wordsChatBody is a chat request whose one user message is n distinct words (w0 w1 …).
+func wordsChatBody(n int) []byte {
+	words := make([]string, n)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%d", i)
+	}
+	return []byte(`{"model":"qwen","messages":[{"role":"user","content":"` + strings.Join(words, " ") + `"}]}`)
 }
 
 // newRouterWithCost is newTestRouter with the given cost model.

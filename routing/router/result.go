@@ -1,6 +1,7 @@
 package router
 
 import (
+	"github.com/kvroute/kvroute/kv"
 	"github.com/kvroute/kvroute/kv/index"
 	"github.com/kvroute/kvroute/reason"
 	"github.com/kvroute/kvroute/routing/mediaport"
@@ -121,6 +122,11 @@ type Result struct {
 
 	decision    scheduler.Decision
 	hasDecision bool
+	// hashes and matched are the request's block hashes and each worker id's index match (its
+	// longest over dp ranks), kept under ttft2 for Begin's Index.Touch of the chosen worker's
+	// cached prefix.
+	hashes  []kv.BlockHash
+	matched map[string]index.AgedOverlap
 	// mediaKey is the key of the first fetched media item that did not decode (mediaView).
 	mediaKey *mediaport.Key
 	// affinity is what score passes the scheduler (nil: no affinity).

@@ -34,8 +34,20 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 	if r.onHashes != nil {
 		r.onHashes(hashes)
 	}
+	cfg := r.sched.Config()
+	ttft2 := cfg.Model() == scheduler.CostTTFT2
 	overlap := map[string]int{}
-	if len(hashes) > 0 {
+	if len(hashes) > 0 && ttft2 {
+		// ttft2 also asks whether the cached prefix survives the prefill queued ahead of it
+		// (kv/index/age.go): the match carries each worker's age profile.
+		res.hashes, res.matched = hashes, map[string]index.AgedOverlap{}
+		for _, o := range r.index.MatchAges(context.Background(), hashes) {
+			if o.Blocks > overlap[o.Worker.ID] {
+				overlap[o.Worker.ID] = o.Blocks
+				res.matched[o.Worker.ID] = o
+			}
+		}
+	} else if len(hashes) > 0 {
 		for _, o := range r.index.Match(context.Background(), hashes) {
 			if o.Blocks > overlap[o.Worker.ID] {
 				overlap[o.Worker.ID] = o.Blocks
@@ -44,7 +56,6 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 	}
 	r.stage(ctx, "index", t)
 	t = time.Now()
-	cfg := r.sched.Config()
 	// ttft2 also credits the prefix that requests in flight on a worker share with this one: the
 	// worker caches it before this request's prefill starts, the index learns it later
 	// (scheduler/pending.go).
@@ -66,6 +77,9 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 			ov = max(ov, pend)
 		}
 		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: ov, PendingBlocks: pend}
+		if m, ok := res.matched[w.ID]; ok {
+			cands[i].Ages, cands[i].CacheBlocks = m.Ages, m.CacheBlocks
+		}
 	}
 	res.RequestTokens = requestTokens
 	res.CostModel = cfg.Model()
@@ -114,6 +128,11 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 func (r *Router) Begin(res *Result) *scheduler.Handle {
 	if res == nil || !res.hasDecision {
 		return nil
+	}
+	// The chosen worker's engine reuses its cached prefix: that use is no KV event, so the
+	// router stamps it for the age profiles (kv/index/age.go).
+	if m, ok := res.matched[res.decision.Worker.ID]; ok {
+		r.index.Touch(context.Background(), m.Worker, res.hashes, m.Blocks)
 	}
 	return r.sched.Begin(res.decision)
 }

@@ -16,8 +16,9 @@ const (
 	CostTTFT = "ttft"
 	// CostLinear is DESIGN.md §7's cost, Dynamo's linear policy over prefill and decode blocks.
 	CostLinear = "linear"
-	// CostTTFT2 (the default, also meant by ""; issue 26) is CostTTFT with the cached prefix's credit decayed by the prefill
-	// queued ahead of it (CreditedTokens), a prefix pending on the worker credited in full (PendingBlocks), plus the prefill the request delays later requests by
+	// CostTTFT2 (the default, also meant by ""; issue 26) is CostTTFT with the cached prefix
+	// credited as far as it survives in the worker's LRU cache the prefill queued ahead of it
+	// (SurvivingBlocks, CreditedTokens), a prefix pending on the worker credited in full (PendingBlocks), plus the prefill the request delays later requests by
 	// (DelayedTokens), with the wait for a running slot priced against max_running or, when that
 	// is not configured, each worker's learned limit (slots.go), a loose load bound on the requests
 	// in flight now (DefaultInFlightFactor 1.5, markOverInFlight) instead of those routed over a
@@ -55,10 +56,9 @@ type Terms struct {
 	// InFlightBound is the ttft2 model's load bound: the most requests in flight a worker may hold,
 	// this one included (ttft2).
 	InFlightBound float64 `json:"in_flight_bound,omitempty"`
-	// CreditedTokens is the cached prefix the ttft2 model credits: overlap_blocks · block_size
-	// (at most request_tokens), decayed by request_tokens / (request_tokens + the prefill queued
-	// on the worker beyond the least loaded available worker's), and at least the pending prefix
-	// pending_blocks · block_size, which is not decayed (ttft2).
+	// CreditedTokens is the cached prefix the ttft2 model credits: surviving_blocks · block_size
+	// (at most request_tokens), and at least the pending prefix pending_blocks · block_size, which
+	// always survives (ttft2).
 	CreditedTokens float64 `json:"credited_tokens,omitempty"`
 	// PrefillDoneTokens is the part of the worker's oldest queued prefill estimated to have run
 	// (progress.go): the tokens its learned prefill time per token covers since that prefill began,
@@ -78,12 +78,18 @@ type Terms struct {
 	// ttft2 uses for WaitingSequences and QueueTokens when max_running is not configured; 0 while
 	// unknown (no wait term) and whenever max_running is configured (ttft2).
 	LearnedMaxRunning int64 `json:"learned_max_running,omitempty"`
+	// SurvivingBlocks is the part of the cached prefix, in blocks, that stays in the worker's LRU
+	// cache while the prefill queued ahead of the request (QueuedPrefillTokens / block_size blocks)
+	// is stored; CacheBlocks is the worker's learned eviction age in blocks, 0 while unknown (then
+	// the whole prefix survives) (kv/index/age.go; ttft2).
+	SurvivingBlocks int     `json:"surviving_blocks,omitempty"`
+	CacheBlocks     float64 `json:"cache_blocks,omitempty"`
 }
 
 // Score returns one worker's cost and its terms under the configured model.
 //
 // ttft2 (the default) is computed by Select (applyTTFT2), which needs every candidate's load: the
-// cached prefix credited with a decay by the excess queued prefill, the uncached rest counted
+// cached prefix credited as far as it survives the queued prefill, the uncached rest counted
 // 1 + busy_share times, plus the queued prefill and the queue term.
 //
 // ttft (the default before issue 26), in prefill tokens, so that cost × the worker's prefill time per token
@@ -161,49 +167,47 @@ func (c *Config) validateModel() error {
 
 // applyTTFT2 rescores every candidate under the ttft2 model, which needs all candidates' loads:
 //
-//	credited_tokens = max(min(overlap_blocks · block_size, request_tokens) ·
-//	                      request_tokens / (request_tokens + queued_prefill_tokens − min queued_prefill_tokens),
-//	                      min(pending_blocks · block_size, request_tokens))
-//	uncached'       = request_tokens − credited_tokens
-//	cost            = uncached' · (1 + busy_share) + queued_prefill_tokens + queue_tokens
 //	queued_prefill_tokens = active_prefill_tokens − prefill_done_tokens (progress.go)
+//	surviving_blocks      = the leading overlap blocks whose age + queued_prefill_tokens / block_size
+//	                        stays under the worker's learned cache_blocks (all while unknown)
+//	credited_tokens       = max(min(surviving_blocks · block_size, request_tokens),
+//	                            min(pending_blocks · block_size, request_tokens))
+//	uncached'             = request_tokens − credited_tokens
+//	cost                  = uncached' · (1 + busy_share) + queued_prefill_tokens + queue_tokens
 //
-// The credit decays with the prefill queued ahead of the request beyond the least loaded worker's:
-// while that prefill runs, the worker's LRU cache takes its blocks and the request's cached prefix,
-// if it is old, is gone when the request's own prefill starts (Dynamo's overlap credit decay,
-// lib/llm/src/kv_router selector, with credit_decay 1 in tokens). busy_share is the share of the
-// available candidates with prefill tokens in flight. costs (the decision's map) is updated.
+// A cached prefix is credited when it survives: while the prefill queued ahead of the request runs,
+// the worker's LRU cache stores its blocks and evicts the least recently used, so a prefix last used
+// long ago may be gone when the request's own prefill starts (kv/index/age.go learns the ages and the
+// eviction age from the worker's KV events). This replaced a decay by the excess queue (Dynamo's
+// credit_decay shape, lib/llm/src/kv_router), a stand-in for the same loss. busy_share is the share
+// of the available candidates with prefill tokens in flight. costs (the decision's map) is updated.
 func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestTokens, blockSize int) {
 	avail, busy := 0, 0
-	qmin := int64(math.MaxInt64)
 	for _, sc := range scored {
 		if sc.Available {
 			avail++
 			if sc.Load.PrefillTokens > 0 {
 				busy++
 			}
-			qmin = min(qmin, max(sc.Load.PrefillTokens-sc.Terms.PrefillDoneTokens, 0))
 		}
 	}
 	share := 0.0
 	if avail > 0 {
 		share = float64(busy) / float64(avail)
-	} else {
-		qmin = 0
 	}
 	r := float64(max(requestTokens, 0))
+	bs := float64(max(blockSize, 1))
 	for i := range scored {
 		sc := &scored[i]
 		t := &sc.Terms
 		q := max(sc.Load.PrefillTokens-t.PrefillDoneTokens, 0)
 		t.QueuedPrefillTokens = q
-		cached := math.Min(float64(sc.OverlapBlocks)*float64(blockSize), r)
-		if excess := float64(max(q-qmin, 0)); r > 0 {
-			t.CreditedTokens = cached * r / (r + excess)
-		}
-		// A pending prefix is not decayed: the request that stores it is in the queue ahead of
+		t.CacheBlocks = sc.CacheBlocks
+		t.SurvivingBlocks = index.Surviving(sc.Ages, sc.OverlapBlocks, sc.CacheBlocks, float64(q)/bs)
+		t.CreditedTokens = math.Min(float64(t.SurvivingBlocks)*bs, r)
+		// A pending prefix always survives: the request that stores it is in the queue ahead of
 		// this one, so its blocks are the most recently stored when this prefill starts.
-		t.CreditedTokens = math.Max(t.CreditedTokens, math.Min(float64(sc.PendingBlocks)*float64(blockSize), r))
+		t.CreditedTokens = math.Max(t.CreditedTokens, math.Min(float64(sc.PendingBlocks)*bs, r))
 		t.BusyShare = share
 		uncached := r - t.CreditedTokens
 		t.DelayedTokens = uncached * share

@@ -155,40 +155,58 @@ func TestCostModelValidation(t *testing.T) {
 }
 
 // TestTTFT2Terms: a 480-token request; w1 caches 27 blocks (432 tokens) and has prefill queued,
-// w2 is idle and cold, so half the workers are busy (busy_share 1/2) and w2's queue is the least.
+// w2 is idle and cold, so half the workers are busy (busy_share 1/2).
 //
-// 96 queued on w1: credited 432 · 480 / (480 + 96) = 360, uncached 120, delayed 60, cost
-// 120 + 60 + 96 = 276; w2: 480 + 240 = 720. Both models keep the cache (ttft: 48 + 96 = 144).
-//
-// 384 queued on w1: while they prefill, the cached prefix may leave w1's LRU, so the credit decays
-// to 432 · 480 / 864 = 240: uncached 240, delayed 120, cost 240 + 120 + 384 = 744 > 720, and w2
-// takes the request. ttft trades one for one and stays: 48 + 384 = 432 < 480.
+// When the cached prefix survives the queue: credited 432, uncached 48, delayed 24, cost
+// 48 + 24 + queued (96: 168; 384: 456); w2: 480 + 240 = 720. With 384 queued tokens (24 blocks
+// stored before the request's prefill) on a worker whose engine evicts at age 60, blocks last used
+// 40 blocks ago are gone (40 + 24 ≥ 60): with the first 20 blocks younger, 20 survive, credited
+// 320, uncached 160, delayed 80, cost 160 + 80 + 384 = 624 < 720; with all 27 old none survive,
+// cost 720 + 384 = 1104, and w2 takes the request. ttft trades one for one and stays: 48 + 384 = 432.
 func TestTTFT2Terms(t *testing.T) {
 	req := scheduler.Request{Tokens: 480, BlockSize: 16}
-	cands := []scheduler.Candidate{cand(w1, 27), cand(w2, 0)}
+	// w1 caches 27 of the request's 30 blocks: the first 20 were used 10 blocks ago, the rest 40.
+	young := []index.AgeStep{{Depth: 0, Age: 10}, {Depth: 20, Age: 40}}
+	old := []index.AgeStep{{Depth: 0, Age: 40}}
 	for _, tc := range []struct {
 		model                 string
 		queued                int64
+		ages                  []index.AgeStep
+		capacity              float64
 		want                  index.WorkerKey
 		costW1, costW2        float64
+		surviving             int
 		credited, share, dely float64
 	}{
-		{scheduler.CostTTFT2, 96, w1, 276, 720, 360, 0.5, 60},
-		{scheduler.CostTTFT, 96, w1, 144, 480, 0, 0, 0},
-		{scheduler.CostTTFT2, 384, w2, 744, 720, 240, 0.5, 120},
-		{scheduler.CostTTFT, 384, w1, 432, 480, 0, 0, 0},
+		// Capacity unknown: the whole prefix survives any queue.
+		{scheduler.CostTTFT2, 96, young, 0, w1, 168, 720, 27, 432, 0.5, 24},
+		{scheduler.CostTTFT2, 384, old, 0, w1, 456, 720, 27, 432, 0.5, 24},
+		// Capacity 60 blocks: 6 queued blocks leave all 27; 24 evict what is 40 old (40 + 24 ≥ 60).
+		{scheduler.CostTTFT2, 96, young, 60, w1, 168, 720, 27, 432, 0.5, 24},
+		{scheduler.CostTTFT2, 384, young, 60, w1, 624, 720, 20, 320, 0.5, 80},
+		{scheduler.CostTTFT2, 384, old, 60, w2, 1104, 720, 0, 0, 0.5, 240},
+		// ttft credits the index's overlap whatever the queue.
+		{scheduler.CostTTFT, 96, old, 60, w1, 144, 480, 0, 0, 0, 0},
+		{scheduler.CostTTFT, 384, old, 60, w1, 432, 480, 0, 0, 0, 0},
 	} {
+		c1 := cand(w1, 27)
+		c1.Ages, c1.CacheBlocks = tc.ages, tc.capacity
+		cands := []scheduler.Candidate{c1, cand(w2, 0)}
 		s := newSched(t, &scheduler.Config{CostModel: tc.model}, 1)
 		h := s.Tracker().Begin(w1, tc.queued, 30)
 		d, err := s.Select(req, cands)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c1, c2 := d.Candidates[0], d.Candidates[1]
-		if d.Worker != tc.want || c1.Cost != tc.costW1 || c2.Cost != tc.costW2 || d.Costs[w1] != tc.costW1 ||
-			c1.Terms.CreditedTokens != tc.credited || c1.Terms.BusyShare != tc.share || c1.Terms.DelayedTokens != tc.dely ||
-			c1.Terms.UncachedTokens != 48 || c1.Terms.QueuedPrefillTokens != tc.queued || c1.OverBalance {
-			t.Errorf("%s, %d queued: picked %v; w1 %+v; w2 %+v", tc.model, tc.queued, d.Worker, c1, c2)
+		c1s, c2s := d.Candidates[0], d.Candidates[1]
+		if d.Worker != tc.want || c1s.Cost != tc.costW1 || c2s.Cost != tc.costW2 || d.Costs[w1] != tc.costW1 ||
+			c1s.Terms.SurvivingBlocks != tc.surviving || c1s.Terms.CreditedTokens != tc.credited ||
+			c1s.Terms.BusyShare != tc.share || c1s.Terms.DelayedTokens != tc.dely ||
+			c1s.Terms.UncachedTokens != 48 || c1s.Terms.QueuedPrefillTokens != tc.queued || c1s.OverBalance {
+			t.Errorf("%s, %d queued, capacity %v: picked %v; w1 %+v; w2 %+v", tc.model, tc.queued, tc.capacity, d.Worker, c1s, c2s)
+		}
+		if tc.model == scheduler.CostTTFT2 && c1s.Terms.CacheBlocks != tc.capacity {
+			t.Errorf("cache_blocks %v, want %v", c1s.Terms.CacheBlocks, tc.capacity)
 		}
 		if d.PrefillTokens != map[index.WorkerKey]int64{w1: 48, w2: 480}[d.Worker] {
 			t.Errorf("%s: accounted prefill %d on %v", tc.model, d.PrefillTokens, d.Worker)

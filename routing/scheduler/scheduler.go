@@ -116,6 +116,11 @@ type Candidate struct {
 	// this one (Scheduler.PendingBlocks; ttft2, 0 otherwise): cached there by the time this
 	// request's prefill starts, although the index does not show it yet.
 	PendingBlocks int
+	// Ages is the age profile of the worker's cached prefix and CacheBlocks its learned eviction
+	// age in blocks, 0 while unknown (index.MatchAges; ttft2): how much of the prefix survives
+	// the prefill queued ahead of this request.
+	Ages        []index.AgeStep
+	CacheBlocks float64
 }
 
 // Request is what the cost needs to know about the request.

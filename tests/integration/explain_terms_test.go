@@ -9,7 +9,7 @@ import (
 
 // TestExplainShowsCostTerms: after a long prompt was served and its KV events applied, explain lists
 // for every candidate the terms of the default model (ttft2) its cost is the sum of: the worker
-// that cached the prompt is credited overlap·16 tokens (nothing queued anywhere decays the credit)
+// that cached the prompt is credited overlap·16 tokens (it never evicted, so its whole prefix survives)
 // and has that many fewer to prefill than the one that did not; nothing queued, no queue term, no
 // busy share or delayed tokens on idle workers, and the in-flight bound ceil(1.5 · (0 + 1) / 2) = 1.
 func TestExplainShowsCostTerms(t *testing.T) {
@@ -92,5 +92,57 @@ func TestExplainShowsPrefillProgress(t *testing.T) {
 	}
 	if c := h.explain(t, probe).Candidates[0]; c.ActivePrefillTokens != 0 || c.Terms.PrefillDoneTokens != 0 || c.Terms.QueuedPrefillTokens != 0 {
 		t.Errorf("after the first byte: %+v", c)
+	}
+}
+
+// TestExplainShowsCacheSurvival (ttft2's surviving prefix, through Caddy and a simulator whose
+// prefix cache holds 10 blocks): three 4-block prompts, the third of which evicts two blocks of
+// the first. Explain then shows the worker's learned cache capacity (cache_blocks 10) and, for
+// the second prompt, all 4 blocks surviving with nothing queued. While a fourth prompt's prefill
+// (4 new blocks, 64 tokens) is queued, the same explain credits 2 surviving blocks: storing 4
+// blocks evicts the first prompt's two and the second's last two. After it ran, the simulator
+// answers the second prompt with exactly those 2 blocks cached.
+func TestExplainShowsCacheSurvival(t *testing.T) {
+	h := startHarness(t, []simSpec{{ID: "lru-a", Model: "qwen", CacheBlocks: 10, PrefillDelay: time.Second}})
+	prompt := func(first uint32, tokens int) []byte {
+		ids := make([]uint32, tokens)
+		for i := range ids {
+			ids[i] = first + uint32(i)
+		}
+		return mustJSON(t, map[string]any{"model": "qwen", "prompt": ids, "max_tokens": 2})
+	}
+	p1, p2, p3, p4 := prompt(1000, 65), prompt(2000, 65), prompt(3000, 65), prompt(4000, 64)
+	for _, p := range [][]byte{p1, p2, p3} {
+		if a := h.completions(t, p); a.status != 200 || a.total != 4 {
+			t.Fatalf("warm-up: %d, %d blocks: %s", a.status, a.total, a.body)
+		}
+	}
+	h.waitEvents(t)
+	c := h.explainAt(t, "/v1/completions", p2).Candidates[0]
+	if c.OverlapBlocks != 4 || c.Terms.CacheBlocks != 10 || c.Terms.SurvivingBlocks != 4 || c.Terms.CreditedTokens != 64 {
+		t.Fatalf("nothing queued: %+v", c)
+	}
+	sent := make(chan answer, 1)
+	go func() { sent <- h.completions(t, p4) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c = h.explainAt(t, "/v1/completions", p2).Candidates[0]
+		if c.ActivePrefillTokens > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fourth prompt was not seen in flight within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.Terms.QueuedPrefillTokens != 64 || c.Terms.SurvivingBlocks != 2 || c.Terms.CreditedTokens != 32 || c.OverlapBlocks != 4 {
+		t.Errorf("64 tokens queued: %+v", c)
+	}
+	if a := <-sent; a.status != 200 {
+		t.Fatalf("fourth prompt: %d %s", a.status, a.body)
+	}
+	h.waitEvents(t)
+	if a := h.completions(t, p2); a.hitBlocks != 2 || a.overlap != 2 {
+		t.Errorf("the second prompt after the fourth: %d blocks cached on the worker, %d in the index; want 2", a.hitBlocks, a.overlap)
 	}
 }

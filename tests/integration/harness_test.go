@@ -56,6 +56,7 @@ type simSpec struct {
 	BlockSize    int           // KV block size (the attention group's with Hybrid); 0 = blockSize
 	Hybrid       bool          // publish like a hybrid vLLM worker (sim.PublisherConfig.Hybrid)
 	MaxRunning   int           // sequences running at once (sim.Config.MaxRunning); 0 = unbounded
+	CacheBlocks  int           // prefix cache capacity in blocks (sim.BlockCacheConfig.Capacity); 0 = 1<<16
 }
 
 // simWorker is one running simulator with what reached it.
@@ -313,7 +314,11 @@ func startHarness(t *testing.T, specs []simSpec, opts ...harnessOption) *harness
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = pub.Close() })
-		bc, err := sim.NewBlockCache(&sim.BlockCacheConfig{BlockSize: bs, Capacity: 1 << 16})
+		capacity := sp.CacheBlocks
+		if capacity == 0 {
+			capacity = 1 << 16
+		}
+		bc, err := sim.NewBlockCache(&sim.BlockCacheConfig{BlockSize: bs, Capacity: capacity})
 		if err != nil {
 			t.Fatal(err)
 		}
