@@ -43,7 +43,13 @@ func TestCaddyfileErrors(t *testing.T) {
 		"scheduler Inf scale":       {global("\t\tscheduler {\n\t\t\tprefill_load_scale Inf\n\t\t}"), `prefill_load_scale: "Inf" is not a finite number`},
 		"scheduler NaN queue":       {global("\t\tscheduler {\n\t\t\tqueue_wait_tokens nan\n\t\t}"), `queue_wait_tokens: "nan" is not a finite number`},
 		"scheduler NaN balance":     {global("\t\tscheduler {\n\t\t\tbalance_factor NaN\n\t\t}"), `balance_factor: "NaN" is not off or a number >= 1`},
-		"media bad image identity":  {global("\t\tmedia {\n\t\t\timage_identity url\n\t\t}"), `image_identity "url": want pixels or bytes`},
+		// refused when provisioned, without a file and line, before
+		"scheduler negative temperature": {global("\t\tscheduler {\n\t\t\ttemperature -1\n\t\t}"), `temperature: "-1" is below 0`},
+		"scheduler negative credit":      {global("\t\tscheduler {\n\t\t\toverlap_credit -2\n\t\t}"), `overlap_credit: "-2" is below 0`},
+		"scheduler negative queue":       {global("\t\tscheduler {\n\t\t\tqueue_wait_tokens -5\n\t\t}"), `queue_wait_tokens: "-5" is below 0`},
+		// JSON 0 means 1024: a Caddyfile 0 would silently become it
+		"scheduler zero queue":     {global("\t\tscheduler {\n\t\t\tqueue_wait_tokens 0\n\t\t}"), `queue_wait_tokens: "0" is not a positive number`},
+		"media bad image identity": {global("\t\tmedia {\n\t\t\timage_identity url\n\t\t}"), `image_identity "url": want pixels or bytes`},
 		// limits whose JSON zero means "the default": a Caddyfile 0 would silently become it
 		"max_media 0":              {global("\t\tmax_media 0"), `max_media: "0" is not a positive integer`},
 		"max_messages 0":           {global("\t\tmax_messages 0"), `max_messages: "0" is not a positive integer`},

@@ -217,7 +217,7 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 		case "max_running":
 			err = oneArg(d, int64Into(d, &c.MaxRunning))
 		case "queue_wait_tokens":
-			err = oneArg(d, floatInto(d, &c.QueueWaitTokens))
+			err = oneArg(d, floatAtLeast(d, &c.QueueWaitTokens, true))
 		case "balance_factor":
 			err = oneArg(d, func(v string) error {
 				if v == "off" {
@@ -330,6 +330,13 @@ func int64Into(d *caddyfile.Dispenser, p *int64) func(string) error {
 }
 
 func floatInto(d *caddyfile.Dispenser, p *float64) func(string) error {
+	return floatAtLeast(d, p, false)
+}
+
+// floatAtLeast parses a finite float >= 0, or > 0 when positive is set: the scheduler's floats
+// are refused below 0 when the config is provisioned, which names no file and line, and a 0 whose
+// JSON means the default (queue_wait_tokens) would silently become it (operator test).
+func floatAtLeast(d *caddyfile.Dispenser, p *float64, positive bool) func(string) error {
 	name := d.Val() // the option name: the closure runs after the argument is read
 	return func(s string) error {
 		v, err := strconv.ParseFloat(s, 64)
@@ -337,6 +344,12 @@ func floatInto(d *caddyfile.Dispenser, p *float64) func(string) error {
 			// ParseFloat takes NaN and Inf, which JSON cannot carry: the adapted config would
 			// hold a null app and fail with no option named (operator test).
 			return d.Errf("%s: %q is not a finite number", name, s)
+		}
+		if v < 0 {
+			return d.Errf("%s: %q is below 0", name, s)
+		}
+		if positive && v == 0 {
+			return d.Errf("%s: %q is not a positive number (0 is not a value here; leave the option out for the default)", name, s)
 		}
 		*p = v
 		return nil

@@ -79,8 +79,8 @@ type Terms struct {
 	// unknown (no wait term) and whenever max_running is configured (ttft2).
 	LearnedMaxRunning int64 `json:"learned_max_running,omitempty"`
 	// SurvivingBlocks is the part of the cached prefix, in blocks, that stays in the worker's LRU
-	// cache while the prefill queued ahead of the request (QueuedPrefillTokens / block_size blocks)
-	// is stored; CacheBlocks is the worker's learned eviction age in blocks, 0 while unknown (then
+	// cache while the prefill queued ahead of the request (active_prefill_tokens / block_size
+	// blocks) is stored; CacheBlocks is the worker's learned eviction age in blocks, 0 while unknown (then
 	// the whole prefix survives) (kv/index/age.go; ttft2).
 	SurvivingBlocks int     `json:"surviving_blocks,omitempty"`
 	CacheBlocks     float64 `json:"cache_blocks,omitempty"`
@@ -168,8 +168,8 @@ func (c *Config) validateModel() error {
 // applyTTFT2 rescores every candidate under the ttft2 model, which needs all candidates' loads:
 //
 //	queued_prefill_tokens = active_prefill_tokens − prefill_done_tokens (progress.go)
-//	surviving_blocks      = the leading overlap blocks whose age + queued_prefill_tokens / block_size
-//	                        stays under the worker's learned cache_blocks (all while unknown)
+//	surviving_blocks      = the leading overlap blocks whose age + active_prefill_tokens / block_size
+//	                        stays within the worker's learned cache_blocks (all while unknown)
 //	credited_tokens       = max(min(surviving_blocks · block_size, request_tokens),
 //	                            min(pending_blocks · block_size, request_tokens))
 //	uncached'             = request_tokens − credited_tokens
@@ -203,7 +203,10 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 		q := max(sc.Load.PrefillTokens-t.PrefillDoneTokens, 0)
 		t.QueuedPrefillTokens = q
 		t.CacheBlocks = sc.CacheBlocks
-		t.SurvivingBlocks = index.Surviving(sc.Ages, sc.OverlapBlocks, sc.CacheBlocks, float64(q)/bs)
+		// Every block of the prefill queued ahead is stored before this one starts, the part
+		// already run included: an engine stores a prefill's blocks when it ends (with chunked
+		// prefill, per chunk; those are then counted twice, which credits less).
+		t.SurvivingBlocks = index.Surviving(sc.Ages, sc.OverlapBlocks, sc.CacheBlocks, float64(max(sc.Load.PrefillTokens, 0))/bs)
 		t.CreditedTokens = math.Min(float64(t.SurvivingBlocks)*bs, r)
 		// A pending prefix always survives: the request that stores it is in the queue ahead of
 		// this one, so its blocks are the most recently stored when this prefill starts.

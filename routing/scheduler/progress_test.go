@@ -127,3 +127,39 @@ func TestTTFT2PrefillProgress(t *testing.T) {
 		b.Done()
 	}
 }
+
+// TestSurvivalCountsTheRunningPrefill (ttft2): the prefill already run takes its tokens off the
+// queue a request waits for, but not off the blocks stored ahead of it: an engine stores a
+// prefill's blocks when it ends (the simulator, vLLM without chunked prefill), so all 20000 tokens
+// (1250 blocks) of w1's running prefill still age w1's cached prefix. Aged 1000 blocks in a
+// 2000-block cache, it does not survive them (1000 + 1250 > 2000), although the 4000 tokens left
+// to run (250 blocks) alone would leave it; aged 700 it does (700 + 1250 ≤ 2000).
+func TestSurvivalCountsTheRunningPrefill(t *testing.T) {
+	tr, clk := newClockedTracker()
+	s, err := scheduler.NewWithTracker(&scheduler.Config{}, nil, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tr.Begin(w1, 20000, 1250) // teach 50 µs per token
+	clk.advance(time.Second)
+	h.FirstByte()
+	h.Done()
+	a := tr.Begin(w1, 20000, 1250)
+	defer a.Done()
+	clk.advance(800 * time.Millisecond)
+	for _, tc := range []struct {
+		age       uint32
+		surviving int
+	}{{1000, 0}, {700, 100}} {
+		c := cand(w1, 100)
+		c.Ages, c.CacheBlocks = []index.AgeStep{{Depth: 0, Age: tc.age}}, 2000
+		d, err := s.Select(scheduler.Request{Tokens: 4800, BlockSize: 16}, []scheduler.Candidate{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm := d.Candidates[0].Terms
+		if tm.PrefillDoneTokens != 16000 || tm.QueuedPrefillTokens != 4000 || tm.SurvivingBlocks != tc.surviving {
+			t.Errorf("aged %d: %+v, want 16000 done, 4000 queued, %d surviving", tc.age, tm, tc.surviving)
+		}
+	}
+}

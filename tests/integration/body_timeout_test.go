@@ -59,3 +59,47 @@ func TestBodyTimeoutNamesTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestLongRequestOutlivesBodyTimeouts: over HTTP/1.1 through the TLS edge, an answer that takes
+// 2.5 s, longer than kvroute's read_timeout (1 s), arrives whole with Caddyfile.example's server
+// timeouts (read_header, idle, no read_body): kvroute's body deadline ends with the body. With the
+// server's `read_body 1s`, which the example used to set (30 s), Go's server keeps the deadline on
+// the connection while the handler runs and the same request is cut: why the example leaves it out.
+func TestLongRequestOutlivesBodyTimeouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: two answers held 2.5 s each")
+	}
+	for _, tc := range []struct {
+		name, readBody string
+		whole          bool
+	}{
+		{"Caddyfile.example's timeouts", "", true},
+		{"server read_body 1s", "1s", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newFakeWorker(t, "w0")
+			w.gate = make(chan struct{})
+			e := startEdge(t, edgeConfig{Workers: []string{w.addr()}, ReadTimeout: "1s", ReadBody: tc.readBody})
+			hold := time.AfterFunc(2500*time.Millisecond, func() { close(w.gate) })
+			defer hold.Stop()
+			body := `{"model":"qwen","messages":[{"role":"user","content":"a long generation"}]}`
+			res, err := e.client(false).Post(e.https+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			var status int
+			var got []byte
+			if err == nil {
+				status = res.StatusCode
+				got, err = io.ReadAll(res.Body)
+				res.Body.Close()
+			}
+			if tc.whole && (err != nil || status != http.StatusOK || !json.Valid(got)) {
+				t.Fatalf("status %d, %d bytes, err %v: want the worker's whole answer", status, len(got), err)
+			}
+			if !tc.whole && err == nil && status == http.StatusOK && json.Valid(got) {
+				t.Fatalf("the answer arrived whole (%d bytes) although read_body (1 s) ended before it", len(got))
+			}
+			if w.count.Load() != 1 {
+				t.Errorf("the worker received %d requests, want 1", w.count.Load())
+			}
+		})
+	}
+}

@@ -39,8 +39,8 @@ type edgeConfig struct {
 	Proxy   string // extra reverse_proxy subdirectives (retries, request_buffers, health checks)
 	App     string // extra kvroute app options
 	MaxBody string // the kvroute directive's max_body_size; "" is 64MiB
-	// ReadTimeout is the kvroute directive's read_timeout and ReadBody the server's
-	// `timeouts { read_body }`; "" is 30s for both.
+	// ReadTimeout is the kvroute directive's read_timeout ("" is 30s) and ReadBody the server's
+	// `timeouts { read_body }` ("" leaves it out, as Caddyfile.example does).
 	ReadTimeout, ReadBody string
 	// DialTimeout is the proxy transport's dial_timeout; "" is Caddyfile.example's 3s.
 	DialTimeout string
@@ -63,8 +63,8 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	if readTimeout == "" {
 		readTimeout = "30s"
 	}
-	if readBody == "" {
-		readBody = "30s"
+	if readBody != "" {
+		readBody = "\n\t\t\tread_body " + readBody
 	}
 	dialTimeout := c.DialTimeout
 	if dialTimeout == "" {
@@ -119,8 +119,7 @@ func (c edgeConfig) caddyfile(dir string, adminPort, httpPort, httpsPort int) st
 	}
 	servers {
 		timeouts {
-			read_header 10s
-			read_body %[10]s
+			read_header 10s%[10]s
 			idle 2m
 		}
 	}

@@ -142,7 +142,6 @@ func startSoak(t *testing.T) *soakEnv {
 	servers {
 		timeouts {
 			read_header 10s
-			read_body 30s
 			idle 2m
 		}
 	}
