@@ -82,9 +82,8 @@ type Terms struct {
 	// sum of PendingRequests over the available workers (balance.go; ttft2).
 	HerdBound float64 `json:"herd_bound,omitempty"`
 	// ColdRequest is set when some available worker credits a prefix but none ColdShare of the
-	// request's tokens: the
-	// credits are not compared (CreditedTokens 0 on every candidate) and the queues decide
-	// (applyTTFT2; ttft2).
+	// request's tokens: the credits are not compared (CreditedTokens 0 on every candidate) and the
+	// queues decide (applyTTFT2; ttft2).
 	ColdRequest bool `json:"cold_request,omitempty"`
 	// LearnedMaxRunning is the worker's running limit as the router learned it (slots.go), which
 	// ttft2 uses for WaitingSequences and QueueTokens when max_running is not configured; 0 while
@@ -253,7 +252,7 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 }
 
 // ColdShare is the share of a request's tokens below which the ttft2 model does not compare the
-// workers' credits (applyTTFT2): sgl-router's cache_threshold plays this part at 0.5; 0.2 keeps
-// the requests of the trace replay that share a document or a long system prompt with earlier
-// ones on the workers that cache it (docs/architecture.md, "Cost model", seventh pass).
+// workers' credits (applyTTFT2). sgl-router's cache_threshold plays this part at 0.5; 0.2 sets
+// aside a system prompt ahead of a long request and keeps comparing a credit that is a real share
+// of it, a document or a conversation (docs/architecture.md, "Cost model", seventh pass).
 const ColdShare = 0.2
