@@ -71,12 +71,14 @@ func (r *Router) score(ctx context.Context, res *Result, workers []Worker, in *I
 		// last block is credited one block less than the index holds
 		limit := ReuseCapBlocks(w.Engine, requestTokens, bs)
 		ov := min(overlap[w.ID], limit)
-		pend := 0
+		pend, herd := 0, 0
 		if keys != nil {
-			pend = min(r.sched.PendingBlocks(index.WorkerKey{ID: w.ID}, keys), limit)
+			pend, herd = r.sched.Pending(index.WorkerKey{ID: w.ID}, keys)
+			pend = min(pend, limit)
 			ov = max(ov, pend)
 		}
-		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: ov, PendingBlocks: pend}
+		cands[i] = scheduler.Candidate{Worker: index.WorkerKey{ID: w.ID}, Endpoint: w.Endpoint, Available: avail, OverlapBlocks: ov,
+			PendingBlocks: pend, PendingRequests: herd}
 		if m, ok := res.matched[w.ID]; ok {
 			cands[i].Ages, cands[i].CacheBlocks = m.Ages, m.CacheBlocks
 		}

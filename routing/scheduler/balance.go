@@ -95,21 +95,29 @@ func (c *Config) balanceWindow() int {
 }
 
 // markOverInFlight sets RecentRequests and, unless the bound is off (factor 0), the ttft2 model's
-// load bound: a candidate is over it when its requests in
-// flight now, this one included, exceed ceil(factor · (in flight on the available candidates + 1) /
-// available). The bound counts what is running or queued on the worker now, not what was routed to
-// it over a window: requests that finished (a conversation's earlier turns) no longer count against
-// the worker that caches the conversation.
+// load bound: a candidate is over it when its requests in flight now, this one included, exceed
+// ceil(factor · (in flight on the available candidates + 1) / available). The bound counts what is
+// running or queued on the worker now, not what was routed to it over a window: requests that
+// finished (a conversation's earlier turns) no longer count against the worker that caches the
+// conversation.
 //
-// It stops only a request that would ride there (OverBalance): one whose credit on the worker is
-// a pending prefix at least as long as the index's (rides), or the affinity (applyAffinity). Such
-// a request adds next to no prefill, so the queue model lets any number of them pile onto one
-// worker (a herd of identical requests, or of one undecoded clip); what the herd costs there —
-// the decode batch, KV memory, one worker's failure taking every request — is outside the model
-// and the bound stands in for it. A request credited by the index alone brings its own uncached
-// prefill and sees the queue, so the model prices it; bounding it only cost hits (issue 26, fifth
-// pass: slice 3300:150@1.3, TTFT mean 1.11–1.15× linear's with every request bounded, 0.91–0.95×
-// with riders only).
+// It stops only a request that would join a herd there (OverBalance): a request that rides the
+// worker (rides: its credit is a pending prefix at least as long as the index's) while more than
+// the herd bound of requests in flight there share that prefix, or that rides its affinity
+// (applyAffinity). A rider adds next to no prefill, so the queue model lets any number of them
+// pile onto one worker (a burst of identical requests, or of one undecoded clip); what the herd
+// costs there — the decode batch, KV memory, one worker's failure taking every request — is
+// outside the model and the bound stands in for it. The herd bound,
+//
+//	herd_bound = max(2, ceil(factor · (herd + 1) / available)),   herd = Σ pending_requests,
+//
+// is the in-flight bound applied to the requests sharing this one's prefix; it lets a request
+// always join one: the next turn of a conversation rides only its previous turn, which is no herd,
+// and sending it elsewhere loses the whole conversation's prefix (issue 26, seventh pass: slice
+// 3300:150@1.3, TTFT mean 0.85× linear's with every rider over the in-flight bound stopped, 0.79×
+// with the bound off, which the herd bound keeps). A request credited by the index alone brings
+// its own uncached prefill and sees the queue, so the model prices it; bounding it only cost hits
+// (fifth pass: 1.11–1.15× linear's with every request bounded).
 func (s *Scheduler) markOverInFlight(scored []Scored, cands []Candidate, factor float64, available int) {
 	for i, c := range s.recent.snapshot(cands) {
 		scored[i].RecentRequests = c // the tie-break reads them, with or without the bound
@@ -117,19 +125,29 @@ func (s *Scheduler) markOverInFlight(scored []Scored, cands []Candidate, factor 
 	if factor == 0 {
 		return
 	}
-	total := 0.0
+	total, herd := 0.0, 0.0
 	for i := range scored {
 		if scored[i].Available {
 			total += float64(max(scored[i].Load.Requests, 0))
+			herd += float64(max(scored[i].PendingRequests, 0))
 		}
 	}
 	bound := balanceBound(factor, total, available)
+	herdBound := max(minHerd, balanceBound(factor, herd, available))
 	for i := range scored {
-		scored[i].Terms.InFlightBound = bound
-		scored[i].overInFlight = scored[i].Available && float64(scored[i].Load.Requests)+1 > bound
-		scored[i].OverBalance = scored[i].overInFlight && rides(&scored[i])
+		sc := &scored[i]
+		sc.Terms.InFlightBound = bound
+		sc.overInFlight = sc.Available && float64(sc.Load.Requests)+1 > bound
+		if rides(sc) {
+			sc.Terms.HerdBound = herdBound
+			sc.OverBalance = sc.overInFlight && float64(sc.PendingRequests)+1 > herdBound
+		}
 	}
 }
+
+// minHerd is the herd bound's floor: a request may always join one request in flight that shares
+// its prefix (its conversation's previous turn).
+const minHerd = 2
 
 // fewestRecent keeps the tied candidates with the fewest recently routed requests (ttft2): a choice
 // the cache and the queues do not decide (a cold prompt on idle workers) goes where it restores the

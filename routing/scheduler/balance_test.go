@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -186,7 +187,7 @@ func TestTTFT2InFlightBound(t *testing.T) {
 		for range 4 {
 			cands := []scheduler.Candidate{cand(w1, 28), cand(w2, 0)}
 			for i := range cands {
-				cands[i].PendingBlocks = s.PendingBlocks(cands[i].Worker, tc.keys)
+				cands[i].PendingBlocks, cands[i].PendingRequests = s.Pending(cands[i].Worker, tc.keys)
 				cands[i].OverlapBlocks = max(cands[i].OverlapBlocks, cands[i].PendingBlocks)
 			}
 			d, err := s.Select(req, cands)
@@ -199,5 +200,54 @@ func TestTTFT2InFlightBound(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("balance_factor %v, %d prefix keys: %v, want %v", tc.factor, len(tc.keys), got, tc.want)
 		}
+	}
+}
+
+// TestHerdBoundLetsATurnRideItsPrevious: w1 of four workers holds three requests in flight (two
+// other conversations, and turn 1 of this one, 20 blocks, decoding), over the in-flight bound
+// ceil(1.5 · (3 + 1) / 4) = 2. Turn 2 (30 blocks, the first 20 turn 1's) rides turn 1's pending
+// prefix there: one request shares it (pending_requests 1), within the herd bound max(2, ceil(1.5 ·
+// 2 / 4)) = 2, so it stays with its conversation's cache. A copy of turn 2 rides turn 2 alone
+// (1 of herd 1, bound 2) and stays too; a third copy finds two requests sharing all 30 blocks on
+// w1, over max(2, ceil(1.5 · 3 / 4)) = 2, and starts the prompt on another worker. Before the herd
+// bound, any rider over the in-flight bound was sent away: turn 2 lost its 20 cached blocks.
+func TestHerdBoundLetsATurnRideItsPrevious(t *testing.T) {
+	s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2}, 1)
+	all := hashes(0, 30)
+	turn1, turn2 := scheduler.PrefixKeys(all[:20]), scheduler.PrefixKeys(all)
+	s.Tracker().Begin(w1, 0, 10).FirstByte()
+	s.Tracker().Begin(w1, 0, 10).FirstByte()
+	selectOn := func(keys []uint64, cached map[index.WorkerKey]int) scheduler.Decision {
+		t.Helper()
+		var cands []scheduler.Candidate
+		for _, w := range []index.WorkerKey{w1, w2, w3, w4} {
+			c := cand(w, cached[w])
+			c.PendingBlocks, c.PendingRequests = s.Pending(w, keys)
+			c.OverlapBlocks = max(c.OverlapBlocks, c.PendingBlocks)
+			cands = append(cands, c)
+		}
+		d, err := s.Select(scheduler.Request{Tokens: 16 * len(keys), BlockSize: 16, PrefixKeys: keys}, cands)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d := selectOn(turn1, map[index.WorkerKey]int{w1: 20})
+	if d.Worker != w1 {
+		t.Fatalf("turn 1 went to %v, want w1 (its cache)", d.Worker)
+	}
+	s.Begin(d).FirstByte()
+	for i, want := range []index.WorkerKey{w1, w1, w2} {
+		d := selectOn(turn2, nil)
+		c := d.Candidates[0]
+		wantHerd, wantBound := 1, 2.0
+		if i == 2 {
+			wantHerd = 2
+		}
+		if c.Terms.InFlightBound != math.Ceil(1.5*float64(3+i+1)/4) || c.Terms.PendingRequests != wantHerd || c.Terms.HerdBound != wantBound ||
+			(d.Worker == w1) != (want == w1) {
+			t.Fatalf("copy %d of turn 2: picked %v; w1 terms %+v, over %v; want %v, herd %d, herd_bound %v", i, d.Worker, c.Terms, c.OverBalance, want, wantHerd, wantBound)
+		}
+		s.Begin(d).FirstByte()
 	}
 }

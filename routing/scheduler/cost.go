@@ -74,6 +74,17 @@ type Terms struct {
 	// this) because the worker stores their blocks before this request's prefill starts
 	// (pending.go) (ttft2).
 	PendingBlocks int `json:"pending_blocks,omitempty"`
+	// PendingRequests is how many requests in flight on the worker share all of PendingBlocks
+	// with this one: the herd the request would join there (ttft2).
+	PendingRequests int `json:"pending_requests,omitempty"`
+	// HerdBound is the most requests sharing one pending prefix that a worker may hold, this one
+	// included: max(2, ceil(balance_factor · (herd + 1) / available workers)), herd being the
+	// sum of PendingRequests over the available workers (balance.go; ttft2).
+	HerdBound float64 `json:"herd_bound,omitempty"`
+	// ColdRequest is set when some available worker credits a prefix but none ColdShare of the
+	// request's tokens: the credits are not compared (CreditedTokens 0 on every candidate) and the
+	// queues decide (applyTTFT2; ttft2).
+	ColdRequest bool `json:"cold_request,omitempty"`
 	// LearnedMaxRunning is the worker's running limit as the router learned it (slots.go), which
 	// ttft2 uses for WaitingSequences and QueueTokens when max_running is not configured; 0 while
 	// unknown (no wait term) and whenever max_running is configured (ttft2).
@@ -171,7 +182,8 @@ func (c *Config) validateModel() error {
 //	surviving_blocks      = the leading overlap blocks whose age + active_prefill_tokens / block_size
 //	                        stays within the worker's learned cache_blocks (all while unknown)
 //	credited_tokens       = max(min(surviving_blocks · block_size, request_tokens),
-//	                            min(pending_blocks · block_size, request_tokens))
+//	                            min(pending_blocks · block_size, request_tokens)),
+//	                        0 on every candidate when the largest is below ColdShare · request_tokens
 //	uncached'             = request_tokens − credited_tokens
 //	cost                  = uncached' · (1 + busy_share) + queued_prefill_tokens + queue_tokens
 //
@@ -181,6 +193,14 @@ func (c *Config) validateModel() error {
 // eviction age from the worker's KV events). This replaced a decay by the excess queue (Dynamo's
 // credit_decay shape, lib/llm/src/kv_router), a stand-in for the same loss. busy_share is the share
 // of the available candidates with prefill tokens in flight. costs (the decision's map) is updated.
+//
+// A cold request (ColdRequest: no worker credits ColdShare of it) is placed on the queues alone,
+// ties going to the worker with the fewest recent requests: a short prefix every busy worker holds
+// (a system prompt) would otherwise keep the cold requests off a worker that does not hold it yet,
+// and, under a load that never builds a queue, keep that worker idle and its cache empty for good
+// (bench/quality, issue 26 seventh pass: one of four workers got no request in about one run of
+// ten). sgl-router's cache-aware policy (src/policies/cache_aware.rs) does the same below its
+// cache_threshold, sending such a request to the worker with the smallest tree.
 func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestTokens, blockSize int) {
 	avail, busy := 0, 0
 	for _, sc := range scored {
@@ -197,6 +217,7 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 	}
 	r := float64(max(requestTokens, 0))
 	bs := float64(max(blockSize, 1))
+	best := 0.0
 	for i := range scored {
 		sc := &scored[i]
 		t := &sc.Terms
@@ -212,9 +233,26 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 		// this one, so its blocks are the most recently stored when this prefill starts.
 		t.CreditedTokens = math.Max(t.CreditedTokens, math.Min(float64(sc.PendingBlocks)*bs, r))
 		t.BusyShare = share
+		if sc.Available {
+			best = math.Max(best, t.CreditedTokens)
+		}
+	}
+	cold := best > 0 && best < ColdShare*r // without any credit there is nothing to set aside
+	for i := range scored {
+		sc := &scored[i]
+		t := &sc.Terms
+		if cold {
+			t.ColdRequest, t.CreditedTokens = true, 0
+		}
 		uncached := r - t.CreditedTokens
 		t.DelayedTokens = uncached * share
 		sc.Cost = uncached + t.DelayedTokens + float64(t.QueuedPrefillTokens) + t.QueueTokens
 		costs[sc.Worker] = sc.Cost
 	}
 }
+
+// ColdShare is the share of a request's tokens below which the ttft2 model does not compare the
+// workers' credits (applyTTFT2). sgl-router's cache_threshold plays this part at 0.5; 0.2 sets
+// aside a system prompt ahead of a long request and keeps comparing a credit that is a real share
+// of it, a document or a conversation (docs/architecture.md, "Cost model", seventh pass).
+const ColdShare = 0.2

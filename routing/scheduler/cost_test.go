@@ -214,3 +214,42 @@ func TestTTFT2Terms(t *testing.T) {
 		h.Done()
 	}
 }
+
+// TestColdRequestsReachAnEmptyWorker: w1–w3 cache a 3-block system prompt, w4 nothing; cold
+// requests of 30 blocks come one at a time (each done before the next, no queue anywhere). Their
+// credits (3 blocks, 10 % of the request, below ColdShare) are not compared: every candidate costs
+// 480, and the tie goes to the worker with the fewest recent requests: two each. Compared, w4 would
+// cost 48 tokens more than the others for every such request and never get one while the load
+// builds no queue (bench/quality saw one worker of four without a request). A request whose prompt
+// w1 caches at 6 of 30 blocks (20 %) is not cold: it goes to w1 at 384 against 480.
+func TestColdRequestsReachAnEmptyWorker(t *testing.T) {
+	s := newSched(t, &scheduler.Config{CostModel: scheduler.CostTTFT2}, 1)
+	req := scheduler.Request{Tokens: 480, BlockSize: 16}
+	per := map[index.WorkerKey]int{}
+	for i := range 8 {
+		cands := []scheduler.Candidate{cand(w1, 3), cand(w2, 3), cand(w3, 3), cand(w4, 0)}
+		d, err := s.Select(req, cands)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range d.Candidates {
+			if c.Cost != 480 || !c.Terms.ColdRequest || c.Terms.CreditedTokens != 0 {
+				t.Fatalf("request %d: %v cost %v, terms %+v; want 480, cold, nothing credited", i, c.Worker, c.Cost, c.Terms)
+			}
+		}
+		per[d.Worker]++
+		s.Begin(d).Done()
+	}
+	for _, w := range []index.WorkerKey{w1, w2, w3, w4} {
+		if per[w] != 2 {
+			t.Fatalf("cold requests per worker %v, want 2 each", per)
+		}
+	}
+	d, err := s.Select(req, []scheduler.Candidate{cand(w1, 6), cand(w2, 3), cand(w3, 3), cand(w4, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Worker != w1 || d.Costs[w1] != 384 || d.Costs[w4] != 480 || d.Candidates[0].Terms.ColdRequest {
+		t.Fatalf("20 %% cached on w1: picked %v, costs %v, w1 terms %+v; want w1 at 384, not cold", d.Worker, d.Costs, d.Candidates[0].Terms)
+	}
+}

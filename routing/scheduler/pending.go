@@ -89,21 +89,33 @@ func (p *pendingSet) remove(w index.WorkerKey, keys []uint64) {
 }
 
 // match returns how many leading keys of keys are held on w: the blocks of the longest prefix a
-// request in flight there shares. The keys are chained, so a held key i means keys 0..i are held
-// too (by the same request), and a binary search finds the end: O(log n) lookups.
-func (p *pendingSet) match(w index.WorkerKey, keys []uint64) int {
+// request in flight there shares, and how many requests in flight there share all of it (0 when
+// none). The keys are chained, so a held key i means keys 0..i are held too (by the same
+// request), and a binary search finds the end: O(log n) lookups.
+func (p *pendingSet) match(w index.WorkerKey, keys []uint64) (blocks, requests int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.w[w]
 	if len(m) == 0 {
-		return 0
+		return 0, 0
 	}
-	return sort.Search(len(keys), func(i int) bool { return m[keys[i]] == 0 })
+	n := sort.Search(len(keys), func(i int) bool { return m[keys[i]] == 0 })
+	if n == 0 {
+		return 0, 0
+	}
+	return n, int(m[keys[n-1]])
 }
 
 // PendingBlocks returns the blocks of the request's prefix (keys from PrefixKeys) that requests
 // this router sent to worker w and that have not finished share: what w will have cached when
 // the request's prefill starts, although the index does not show it yet.
 func (s *Scheduler) PendingBlocks(w index.WorkerKey, keys []uint64) int {
+	n, _ := s.tracker.pending.match(w, keys)
+	return n
+}
+
+// Pending returns PendingBlocks and how many requests in flight on w share all of those blocks
+// with this one: the herd the request would join there (balance.go).
+func (s *Scheduler) Pending(w index.WorkerKey, keys []uint64) (blocks, requests int) {
 	return s.tracker.pending.match(w, keys)
 }

@@ -130,8 +130,8 @@ func TestPendingHerd(t *testing.T) {
 		for range 8 {
 			cands := []scheduler.Candidate{cand(w1, 0), cand(w2, 0)}
 			for i := range cands {
-				p := s.PendingBlocks(cands[i].Worker, keys)
-				cands[i].OverlapBlocks, cands[i].PendingBlocks = p, p
+				p, n := s.Pending(cands[i].Worker, keys)
+				cands[i].OverlapBlocks, cands[i].PendingBlocks, cands[i].PendingRequests = p, p, n
 			}
 			d, err := s.Select(scheduler.Request{Tokens: 640, BlockSize: 16, PrefixKeys: keys}, cands)
 			if err != nil {

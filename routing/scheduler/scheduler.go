@@ -116,6 +116,9 @@ type Candidate struct {
 	// this one (Scheduler.PendingBlocks; ttft2, 0 otherwise): cached there by the time this
 	// request's prefill starts, although the index does not show it yet.
 	PendingBlocks int
+	// PendingRequests is how many requests in flight on the worker share all PendingBlocks with
+	// this one (Scheduler.Pending; ttft2): the herd the request would join there (balance.go).
+	PendingRequests int
 	// Ages is the age profile of the worker's cached prefix and CacheBlocks its learned eviction
 	// age in blocks, 0 while unknown (index.MatchAges; ttft2): how much of the prefix survives
 	// the prefill queued ahead of this request.
@@ -147,7 +150,7 @@ type Scored struct {
 	Terms Terms
 	// Busy is set when a busy threshold is exceeded; OverBalance when the load bound is (ttft:
 	// RecentRequests + 1 > the bound; ttft2: active requests + 1 > Terms.InFlightBound and the
-	// request rides a pending prefix or its affinity there, balance.go);
+	// request rides there, a pending prefix beyond Terms.HerdBound or its affinity, balance.go);
 	// Eligible when the candidate took part in the choice (available, and neither busy nor over
 	// the bound unless all available candidates were).
 	Busy, OverBalance, Eligible bool
@@ -263,6 +266,7 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		sc := Scored{Candidate: c, Load: s.tracker.Load(c.Worker)}
 		sc.Cost, sc.Terms = s.cfg.Score(sc.Load, tokens, req.BlockSize, c.OverlapBlocks)
 		sc.Terms.PendingBlocks = c.PendingBlocks
+		sc.Terms.PendingRequests = c.PendingRequests
 		if s.cfg.Model() == CostTTFT2 {
 			sc.Terms.PrefillDoneTokens = s.tracker.PrefillDone(c.Worker)
 		}

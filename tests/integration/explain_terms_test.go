@@ -146,3 +146,75 @@ func TestExplainShowsCacheSurvival(t *testing.T) {
 		t.Errorf("the second prompt after the fourth: %d blocks cached on the worker, %d in the index; want 2", a.hitBlocks, a.overlap)
 	}
 }
+
+// TestExplainShowsHerdAndColdTerms (ttft2, through Caddy and two simulators whose prefill takes
+// 1.5 s): a 65-token prompt warms one worker (4 complete blocks). A 645-token prompt (40 blocks)
+// that starts with it is cold: 4 of 40 blocks, under ColdShare of the request, so explain marks
+// every candidate cold_request, credits nothing and costs both workers the same. While that prompt
+// is in flight, explaining it again shows, on its worker, the pending prefix (40 blocks), the one
+// request sharing it (pending_requests 1) and herd_bound 2: a copy may ride it, and is not
+// over_balance; the other worker has no pending prefix and no herd bound.
+func TestExplainShowsHerdAndColdTerms(t *testing.T) {
+	h := startHarness(t, []simSpec{
+		{ID: "herd-a", Model: "qwen", PrefillDelay: 1500 * time.Millisecond},
+		{ID: "herd-b", Model: "qwen", PrefillDelay: 1500 * time.Millisecond},
+	})
+	prompt := func(tokens int) []byte {
+		ids := make([]uint32, tokens)
+		for i := range ids {
+			ids[i] = 1000 + uint32(i)
+		}
+		return mustJSON(t, map[string]any{"model": "qwen", "prompt": ids, "max_tokens": 2})
+	}
+	short, long := prompt(65), prompt(645)
+	warm := h.completions(t, short)
+	if warm.status != 200 || warm.total != 4 {
+		t.Fatalf("warm-up: %d, %d blocks: %s", warm.status, warm.total, warm.body)
+	}
+	h.waitEvents(t)
+	e := h.explainAt(t, "/v1/completions", long)
+	if e.TotalBlocks != 40 || len(e.Candidates) != 2 {
+		t.Fatalf("cold explain: %d blocks, %d candidates", e.TotalBlocks, len(e.Candidates))
+	}
+	for _, c := range e.Candidates {
+		wantOverlap := 0
+		if c.WorkerID == warm.worker {
+			wantOverlap = 4
+		}
+		if !c.Terms.ColdRequest || c.Terms.CreditedTokens != 0 || c.Cost != 645 || c.OverlapBlocks != wantOverlap {
+			t.Errorf("cold request, %s: overlap %d, cost %v, terms %+v; want overlap %d, cold, nothing credited, cost 645",
+				c.WorkerID, c.OverlapBlocks, c.Cost, c.Terms, wantOverlap)
+		}
+	}
+	sent := make(chan answer, 1)
+	go func() { sent <- h.completions(t, long) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e = h.explainAt(t, "/v1/completions", long)
+		busy := -1
+		for i, c := range e.Candidates {
+			if c.ActivePrefillTokens > 0 {
+				busy = i
+			}
+		}
+		if busy >= 0 {
+			for i, c := range e.Candidates {
+				if i == busy {
+					if c.Terms.PendingBlocks != 40 || c.Terms.PendingRequests != 1 || c.Terms.HerdBound != 2 || c.OverBalance || c.Terms.ColdRequest {
+						t.Errorf("worker with the prompt in flight, %s: %+v, over_balance %v", c.WorkerID, c.Terms, c.OverBalance)
+					}
+				} else if c.Terms.PendingBlocks != 0 || c.Terms.PendingRequests != 0 || c.Terms.HerdBound != 0 {
+					t.Errorf("the other worker, %s: %+v", c.WorkerID, c.Terms)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long prompt was not seen in flight within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if a := <-sent; a.status != 200 {
+		t.Fatalf("long prompt: %d %s", a.status, a.body)
+	}
+}
