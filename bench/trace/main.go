@@ -17,6 +17,7 @@
 //	go run ./bench/trace -slices 0:200,1800:200,3600:200 -compress 4
 //	go run ./bench/trace -policies 'kvroute,kvroute[cost linear],kvroute[balance_factor -1]'
 //	go run ./bench/trace -rounds 3                         # policies alternated, ratios as median and range
+//	go run ./bench/trace -rounds 4 -jitter 5ms             # each round on arrivals moved by up to ±5 ms
 //
 // A policy is kvroute (the default scheduler), kvroute[OPTIONS] (scheduler options separated by
 // ';'), round_robin or least_conn (Caddy's own).
@@ -47,7 +48,7 @@ type options struct {
 	workers, blockSize, maxOut, maxRunning    int
 	rounds                                    int
 	prefillPerToken, prefillDelay, tokenDelay time.Duration
-	drain                                     time.Duration
+	drain, jitter                             time.Duration
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	flag.DurationVar(&o.drain, "drain", 60*time.Second, "after the last arrival, how long requests may still run before they count as errors")
 	flag.StringVar(&o.policies, "policies", "kvroute,kvroute[cost ttft2],kvroute[cost linear],round_robin,least_conn", "policies to compare, comma-separated")
 	flag.IntVar(&o.rounds, "rounds", 1, "rounds per slice: every policy once per round, the order reversed every other round (ABC CBA …), same requests and arrivals; ratios reported as median and range over the rounds")
+	flag.DurationVar(&o.jitter, "jitter", 0, "move each arrival by up to ± this much, drawn anew per round (the same for every policy of a round): rounds then sample several trajectories instead of repeating one (0: the recorded arrivals)")
 	flag.StringVar(&o.modelDir, "model", sim.DefaultModelDir, "model folder (run from the repository root)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
@@ -162,6 +164,9 @@ func run(ctx context.Context, o options) error {
 	if o.compress <= 0 || o.workers < 1 || o.cacheShare <= 0 || o.rounds < 1 {
 		return fmt.Errorf("-compress, -workers, -cache-share and -rounds must be > 0")
 	}
+	if o.jitter < 0 {
+		return fmt.Errorf("-jitter must be >= 0, got %v", o.jitter)
+	}
 	pols, err := parsePolicies(o.policies)
 	if err != nil {
 		return err
@@ -225,9 +230,10 @@ func runSlice(ctx context.Context, o options, fe *sim.Frontend, si int, sl trace
 	rounds := make([]map[string]result, o.rounds)
 	for ri := range rounds {
 		rounds[ri] = map[string]result{}
+		rat := jittered(at, o.jitter, ri)
 		for _, pi := range roundOrder(len(pols), ri) {
 			p := pols[pi]
-			r, err := runPolicy(ctx, o, fe, p, fmt.Sprintf("t%d-r%d-p%d", si, ri, pi), capacity, bodies, at, dur)
+			r, err := runPolicy(ctx, o, fe, p, fmt.Sprintf("t%d-r%d-p%d", si, ri, pi), capacity, bodies, rat, dur)
 			if err != nil {
 				return fmt.Errorf("slice %d:%d, round %d, policy %s: %w", sl.Start, sl.N, ri+1, p.Label, err)
 			}

@@ -163,3 +163,35 @@ func TestSpreadAndRatioSummary(t *testing.T) {
 		t.Fatalf("summary\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestJittered: a round's arrivals move by at most ±j and never before 0, the same for every call
+// of that round, other ones in the next round; j = 0 keeps the recorded arrivals.
+func TestJittered(t *testing.T) {
+	at := make([]time.Duration, 200)
+	for i := range at {
+		at[i] = time.Duration(i) * 3 * time.Millisecond
+	}
+	if got := jittered(at, 0, 1); &got[0] != &at[0] {
+		t.Fatal("jitter 0 changed the arrivals")
+	}
+	j := 5 * time.Millisecond
+	r0, r0again, r1 := jittered(at, j, 0), jittered(at, j, 0), jittered(at, j, 1)
+	if !slices.Equal(r0, r0again) {
+		t.Fatal("one round's arrivals differ between calls")
+	}
+	moved, differ := 0, 0
+	for i := range at {
+		if d := r0[i] - at[i]; r0[i] < 0 || d > j || (d < -j && r0[i] != 0) {
+			t.Fatalf("arrival %d: %v from %v (jitter %v)", i, r0[i], at[i], j)
+		}
+		if r0[i] != at[i] {
+			moved++
+		}
+		if r0[i] != r1[i] {
+			differ++
+		}
+	}
+	if moved < 190 || differ < 190 {
+		t.Fatalf("%d of 200 arrivals moved, %d differ between rounds", moved, differ)
+	}
+}

@@ -21,7 +21,15 @@ import (
 // request used (a block was used at least as recently as its child on the path, one position
 // ahead). Touch, which the router calls for the cached prefix of a request it routes, stamps a
 // whole prefix: a full hit stores nothing, and a prefix shared with other chains (a system
-// prompt) is reached from their paths too.
+// prompt) is reached from their paths too. A hit also ages the other blocks: each block of the
+// prefix that was older than a block B moves ahead of B in the LRU, one position each. Touch
+// advances the clock by the prefix's blocks older than half the learned capacity (C/2, C as
+// below): the blocks whose survival is in question are at least that old, since a queue ahead of
+// a request rarely stores more than half a cache, so every older block that moves ahead of them
+// is counted, and a young one (a system prompt every request reuses) is not counted again and
+// again. Without this, a conversation's next turn reusing 2432 old blocks left every other
+// block 2432 positions younger than it was, and the router credited prefixes that the queue
+// ahead then evicted (bench/trace 3300:150@1.3, issue 26 eighth pass).
 //
 // The cache capacity is learned, not configured: once the worker evicted (a BlockRemoved event for
 // a block the index holds), its cache was full, so the most blocks it held at once is its capacity
@@ -29,10 +37,9 @@ import (
 // age a survives the prefill of Q more new blocks on the worker exactly when a + Q ≤ C: each
 // stored block ages it by one and the engine evicts from age C + 1 on.
 //
-// What the order does not see errs toward crediting less: a hit that another replica routed (it
-// touches only its own requests) or that happened at a request's end rather than when the router
-// sent it makes a block look older than it is; blocks another chain's hit moved ahead of it make
-// it look younger, by at most that hit's length.
+// What the order does not see: a hit that another replica routed (it touches only its own
+// requests) makes the hit blocks look older than they are and the others younger; a hit on blocks
+// between C/2 and a block's own age ages it one position too many each (toward crediting less).
 
 // AgeStep is one step of a worker's age profile over a matched prefix: from block Depth on
 // (0-based, in prompt order) some block of the prefix up to there has age at least Age. Ages are
@@ -61,7 +68,7 @@ func Surviving(steps []AgeStep, n int, capacity, budget float64) int {
 // d + 1. A stored event stamps only its own blocks; their ancestors take the same order from them
 // when a lookup walks the path (ages). Lock held for writing.
 func stampLocked(w *worker, en *entry) {
-	en.touched = w.clock - uint32(en.depth) - 1
+	en.touched = w.clock.Load() - uint32(en.depth) - 1
 }
 
 // Touch stamps the first n blocks of hashes (a request's complete blocks, as for Match) that worker k
@@ -86,9 +93,27 @@ func (x *Index) Touch(ctx context.Context, k WorkerKey, hashes []kv.BlockHash, n
 	if cur == rootNode {
 		return
 	}
+	// The blocks older than half the capacity move ahead of every block the survival test asks
+	// about: the clock advances by their number (above), then the prefix is stamped as the newest.
+	// A block's age is taken as ages takes it: from the newer of its own stamp and its child's
+	// on the path.
+	half, clock, old := uint32(w.maxHeld/2), w.clock.Load(), uint32(0)
+	var eff uint32
+	first := true
+	for e := t.findEntry(cur, w.slot); e != nilIdx; e = t.entries.at(e).parent {
+		if s := atomic.LoadUint32(&t.entries.at(e).touched); first || int32(s-(eff+1)) > 0 {
+			eff, first = s, false
+		} else {
+			eff++
+		}
+		if half > 0 && int32(clock-eff) > int32(half) {
+			old++
+		}
+	}
+	clock = w.clock.Add(old)
 	for e := t.findEntry(cur, w.slot); e != nilIdx; e = t.entries.at(e).parent {
 		en := t.entries.at(e)
-		atomic.StoreUint32(&en.touched, w.clock-uint32(en.depth)-1)
+		atomic.StoreUint32(&en.touched, clock-uint32(en.depth)-1)
 	}
 }
 
@@ -115,6 +140,7 @@ func (x *Index) ages(o *AgedOverlap, w *worker, last int32) {
 	// on the path, one position ahead of it (the stamp of a chain used together), so the
 	// effective stamp is the newer of its own and that.
 	var eff uint32
+	clock := w.clock.Load()
 	for e := t.findEntry(last, w.slot); e != nilIdx; e = t.entries.at(e).parent {
 		s := atomic.LoadUint32(&t.entries.at(e).touched)
 		if len(path) == 0 || int32(s-(eff+1)) > 0 {
@@ -122,7 +148,8 @@ func (x *Index) ages(o *AgedOverlap, w *worker, last int32) {
 		} else {
 			eff++
 		}
-		path = append(path, w.clock-eff)
+		// A Touch running beside this lookup may have stamped past the clock read above: age 0.
+		path = append(path, uint32(max(int32(clock-eff), 0)))
 	}
 	// path runs from the last block to the first; the profile is the running maximum from the
 	// first, with a step only where it grows by more than 1/64 of the capacity (so at most 64 steps

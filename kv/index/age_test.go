@@ -59,6 +59,21 @@ func TestAgesFollowTheLRU(t *testing.T) {
 	if got := x.MatchAges(ctx, p1); !slices.Equal(got[0].Ages, []index.AgeStep{{0, 1}, {1, 2}}) {
 		t.Fatalf("P1 after Touch: %+v", got)
 	}
+	// The two blocks were older than half the capacity (9, 10 > 5), so they moved ahead of every
+	// other block: the LRU is now P1's two, P3, P2, and P2 is two positions older than before
+	// (7..10: one more new block evicts its last).
+	if got := x.MatchAges(ctx, p2); !slices.Equal(got[0].Ages, []index.AgeStep{{0, 7}, {1, 8}, {2, 9}, {3, 10}}) {
+		t.Fatalf("P2 after P1's Touch: %+v, want ages 7..10", got)
+	}
+	if n := index.Surviving(x.MatchAges(ctx, p2)[0].Ages, 4, 10, 1); n != 3 {
+		t.Errorf("P2 after P1's Touch and 1 new block: %d survive, want 3", n)
+	}
+	// A prefix touched again while young (ages 1, 2 ≤ 5) was already ahead of the blocks that
+	// matter: the others do not age.
+	x.Touch(ctx, wA, p1, 2)
+	if got := x.MatchAges(ctx, p2); !slices.Equal(got[0].Ages, []index.AgeStep{{0, 7}, {1, 8}, {2, 9}, {3, 10}}) {
+		t.Fatalf("P2 after P1's second Touch: %+v, want ages 7..10 still", got)
+	}
 	// Plain Match is unchanged.
 	checkMatch(t, x, p2, ov(wA, 4))
 

@@ -25,12 +25,12 @@
 // missing, since only contiguous prefixes score.
 //
 // Per worker the index also follows the engine's LRU order (age.go): a clock of the blocks the worker
-// stored, on each entry the clock of its chain's last use and its depth, and the cache capacity as the
+// stored (and of the old blocks a routed hit moved ahead), on each entry the clock of its chain's last use and its depth, and the cache capacity as the
 // most blocks the worker held once it evicted. MatchAges returns, with the overlap, the age profile
 // of each such worker's matched prefix; Surviving says how much of it outlives a number of new blocks.
 //
 // Index operations are thread-safe and can be performed concurrently: lookups share a read lock (a
 // 256-block lookup holds it for a few microseconds), event application takes the write lock for one
-// batch at a time. Index.mu is the only lock; nothing is called while holding it. Touch writes entry stamps under the
-// read lock, atomically (lookups read them atomically).
+// batch at a time. Index.mu is the only lock; nothing is called while holding it. Touch writes entry stamps and
+// advances the worker's clock under the read lock, atomically (lookups read both atomically).
 package index

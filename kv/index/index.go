@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kvroute/kvroute/kv"
 )
@@ -160,9 +161,10 @@ type worker struct {
 	held, ghosts int
 	// leafHead/leafTail is the worker's list of evictable leaves, oldest first.
 	leafHead, leafTail int32
-	// clock counts the blocks the worker stored (wraps; ages are differences); maxHeld is the
+	// clock counts the blocks the worker stored, and the old blocks Touch moved ahead (wraps;
+	// ages are differences; atomic because Touch advances it under the read lock); maxHeld is the
 	// most blocks it held at once, its cache capacity once evicted is set by a removal (age.go).
-	clock   uint32
+	clock   atomic.Uint32
 	maxHeld int
 	evicted bool
 }
@@ -253,7 +255,7 @@ func (x *Index) Store(ctx context.Context, k WorkerKey, blocks []StoredBlock) er
 		return fmt.Errorf("storing blocks: %w", err)
 	}
 	// The event's blocks age from the clock after it (age.go).
-	w.clock += uint32(len(blocks))
+	w.clock.Add(uint32(len(blocks)))
 	for i := range blocks {
 		if err := x.storeLocked(w, &blocks[i]); err != nil {
 			err.Position = i

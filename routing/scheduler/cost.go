@@ -232,6 +232,7 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 		// A pending prefix always survives: the request that stores it is in the queue ahead of
 		// this one, so its blocks are the most recently stored when this prefill starts.
 		t.CreditedTokens = math.Max(t.CreditedTokens, math.Min(float64(sc.PendingBlocks)*bs, r))
+		sc.expectedCached = t.CreditedTokens
 		t.BusyShare = share
 		if sc.Available {
 			best = math.Max(best, t.CreditedTokens)

@@ -160,6 +160,9 @@ type Scored struct {
 	// Terms.InFlightBound (ttft2); OverBalance only when the request would also ride there
 	// (balance.go).
 	overInFlight bool
+	// expectedCached is the part of the prompt ttft2 expects cached when the prefill starts:
+	// CreditedTokens before the cold rule zeroes it for the comparison (applyTTFT2).
+	expectedCached float64
 }
 
 // Decision is the outcome of Select.
@@ -170,8 +173,8 @@ type Decision struct {
 	OverlapBlocks int
 	// TotalBlocks is the request's complete blocks: floor(Tokens / BlockSize).
 	TotalBlocks int
-	// PrefillTokens is the chosen worker's uncached prompt tokens, max(Tokens − overlap·BlockSize, 0);
-	// DecodeBlocks is ceil(Tokens / BlockSize). Begin accounts both.
+	// PrefillTokens is the chosen worker's uncached prompt tokens (PrefillOn); DecodeBlocks is
+	// ceil(Tokens / BlockSize). Begin accounts both.
 	PrefillTokens, DecodeBlocks int64
 	// Costs and Overlaps hold every candidate's cost and overlap.
 	Costs    map[index.WorkerKey]float64
@@ -183,8 +186,9 @@ type Decision struct {
 	// AffinityWorker is the candidate credited with the request's Affinity (zero without one).
 	AffinityWorker index.WorkerKey
 
-	// tokens and blockSize are the request's, for PrefillOn.
+	// tokens and blockSize are the request's, model the cost model, for PrefillOn.
 	tokens, blockSize int64
+	model             string
 	// keys are the request's prefix keys, held as pending on the worker by Begin (ttft2).
 	keys []uint64
 }
@@ -334,19 +338,37 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 	}
 	ch := &d.Candidates[pick]
 	d.Worker, d.Endpoint, d.Cost, d.OverlapBlocks = ch.Worker, ch.Endpoint, ch.Cost, ch.OverlapBlocks
-	d.PrefillTokens = max(int64(tokens)-int64(ch.OverlapBlocks)*int64(req.BlockSize), 0)
-	d.tokens, d.blockSize = int64(tokens), int64(req.BlockSize)
+	d.tokens, d.blockSize, d.model = int64(tokens), int64(req.BlockSize), s.cfg.Model()
+	d.PrefillTokens = d.prefillOn(ch)
 	if s.cfg.Model() == CostTTFT2 {
 		d.keys = req.PrefixKeys
 	}
 	return d, nil
 }
 
-// PrefillOn returns the uncached prompt tokens of the decision's request on worker w:
-// max(Tokens − overlap(w)·BlockSize, 0), overlap from the candidates' Overlaps (0 when w was not
-// a candidate).
+// PrefillOn returns the uncached prompt tokens of the decision's request on worker w, the prefill
+// the tracker accounts there until the first byte: max(Tokens − overlap(w)·BlockSize, 0), and under
+// ttft2 the tokens the model does not expect cached when the prefill starts, Tokens −
+// credited_tokens (a cached prefix the queue ahead evicts is prefilled again; the cold rule does not
+// change what is cached). The whole prompt when w was not a candidate.
+//
+// The accounting follows the model's own prediction because an under-count compounds: a worker
+// whose queue looks shorter than it is draws the next requests, each adding to the error, while an
+// over-count sends them elsewhere and ends at the first byte (issue 26, eighth pass).
 func (d Decision) PrefillOn(w index.WorkerKey) int64 {
-	return max(d.tokens-int64(d.Overlaps[w])*d.blockSize, 0)
+	for i := range d.Candidates {
+		if d.Candidates[i].Worker == w {
+			return d.prefillOn(&d.Candidates[i])
+		}
+	}
+	return d.tokens
+}
+
+func (d Decision) prefillOn(sc *Scored) int64 {
+	if d.model == CostTTFT2 {
+		return max(d.tokens-int64(sc.expectedCached), 0)
+	}
+	return max(d.tokens-int64(sc.OverlapBlocks)*d.blockSize, 0)
 }
 
 // sample draws from p_i ∝ exp(−(cost_i − lo)/((hi − lo)·T)) over the eligible candidates: a uniform u
