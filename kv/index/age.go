@@ -95,18 +95,11 @@ func (x *Index) Touch(ctx context.Context, k WorkerKey, hashes []kv.BlockHash, n
 	}
 	// The blocks older than half the capacity move ahead of every block the survival test asks
 	// about: the clock advances by their number (above), then the prefix is stamped as the newest.
-	// A block's age is taken as ages takes it: from the newer of its own stamp and its child's
-	// on the path.
 	half, clock, old := uint32(w.maxHeld/2), w.clock.Load(), uint32(0)
 	var eff uint32
-	first := true
-	for e := t.findEntry(cur, w.slot); e != nilIdx; e = t.entries.at(e).parent {
-		if s := atomic.LoadUint32(&t.entries.at(e).touched); first || int32(s-(eff+1)) > 0 {
-			eff, first = s, false
-		} else {
-			eff++
-		}
-		if half > 0 && int32(clock-eff) > int32(half) {
+	for e, first := t.findEntry(cur, w.slot), true; e != nilIdx; e, first = t.entries.at(e).parent, false {
+		eff = effectiveStamp(atomic.LoadUint32(&t.entries.at(e).touched), eff, first)
+		if half > 0 && ageAt(clock, eff) > half {
 			old++
 		}
 	}
@@ -136,20 +129,11 @@ func (x *Index) ages(o *AgedOverlap, w *worker, last int32) {
 	o.CacheBlocks = float64(w.maxHeld)
 	var buf [128]uint32
 	path := buf[:0]
-	// Walking up from the last block: a block was used at least as recently as the block below it
-	// on the path, one position ahead of it (the stamp of a chain used together), so the
-	// effective stamp is the newer of its own and that.
 	var eff uint32
 	clock := w.clock.Load()
 	for e := t.findEntry(last, w.slot); e != nilIdx; e = t.entries.at(e).parent {
-		s := atomic.LoadUint32(&t.entries.at(e).touched)
-		if len(path) == 0 || int32(s-(eff+1)) > 0 {
-			eff = s
-		} else {
-			eff++
-		}
-		// A Touch running beside this lookup may have stamped past the clock read above: age 0.
-		path = append(path, uint32(max(int32(clock-eff), 0)))
+		eff = effectiveStamp(atomic.LoadUint32(&t.entries.at(e).touched), eff, len(path) == 0)
+		path = append(path, ageAt(clock, eff))
 	}
 	// path runs from the last block to the first; the profile is the running maximum from the
 	// first, with a step only where it grows by more than 1/64 of the capacity (so at most 64 steps
@@ -162,4 +146,22 @@ func (x *Index) ages(o *AgedOverlap, w *worker, last int32) {
 			top = a
 		}
 	}
+}
+
+// effectiveStamp is the stamp of a block whose own stamp is s, walking up a path from its last
+// block: a block was used at least as recently as the block below it on the path, one position
+// ahead of it (the stamp of a chain used together), so it is the newer of s and below + 1, below
+// being the effective stamp of the block below (none when first). Ages and Touch both take a
+// block's age from it.
+func effectiveStamp(s, below uint32, first bool) uint32 {
+	if first || int32(s-(below+1)) > 0 {
+		return s
+	}
+	return below + 1
+}
+
+// ageAt is the age at clock of a block with effective stamp eff: 0 when eff is past clock, which a
+// lookup sees when a Touch beside it advanced the clock after the lookup read it.
+func ageAt(clock, eff uint32) uint32 {
+	return uint32(max(int32(clock-eff), 0))
 }
