@@ -55,7 +55,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.trace, "trace", "../shared/traces/mooncake_synthetic_trace.jsonl", "Mooncake-format trace (JSON lines: timestamp, input_length, output_length, hash_ids)")
 	flag.StringVar(&o.slices, "slices", "3000:200@1.2", "slices to replay, START:LENGTH[@COMPRESS] in records, comma-separated (without @: -compress)")
-	flag.Float64Var(&o.compress, "compress", 2, "time compression: arrivals at timestamp / compress")
+	flag.Float64Var(&o.compress, "compress", 2, "time compression for slices given without @COMPRESS: arrivals at timestamp / compress (the default slice carries its own)")
 	flag.IntVar(&o.workers, "workers", 4, "simulated workers")
 	flag.Float64Var(&o.cacheShare, "cache-share", 0.5, "the workers' caches together hold this share of the slice's distinct blocks")
 	flag.IntVar(&o.blockSize, "block-size", 16, "KV block size of the simulators")
