@@ -116,6 +116,11 @@ func (a *App) Validate() error {
 	if a.NATSURL == "" && a.NATSCredentials != "" {
 		return fmt.Errorf("nats_credentials needs nats_url")
 	}
+	if a.NATSURL != "" {
+		if err := natsutil.CheckURLs(a.NATSURL); err != nil {
+			return fmt.Errorf("nats_url: %w", err)
+		}
+	}
 	if a.NATSCredentials != "" {
 		// Start reads the file and fails without it; a missing or unreadable credentials file is
 		// a configuration error, not a NATS outage, so `caddy validate` reports it too.

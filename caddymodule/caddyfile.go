@@ -159,7 +159,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	seen := seenOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "embedded_nats"); err != nil {
+			return err
+		}
 		opt := d.Val()
 		if opt == "no_auth" {
 			if d.NextArg() {
@@ -387,7 +391,11 @@ func (h *HealthChecks) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		h.Interval = -1
 		return nil
 	}
+	seen := seenOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "health_checks"); err != nil {
+			return err
+		}
 		opt := d.Val()
 		val, err := singleArg(d)
 		if err != nil {

@@ -117,7 +117,11 @@ func (rc *RoutingConfig) unmarshalRoutingOption(d *caddyfile.Dispenser) (bool, e
 			return true, d.Err("index already specified")
 		}
 		rc.Index = new(IndexConfig)
+		seen := seenOptions{}
 		for nesting := d.Nesting(); d.NextBlock(nesting); {
+			if err := seen.once(d, "index"); err != nil {
+				return true, err
+			}
 			var err error
 			switch d.Val() {
 			case "max_blocks_per_worker":
@@ -140,7 +144,11 @@ func (m *MediaConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := seenOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "media", "codecs", "allow_addr", "allow_cidr", "allowed_domains"); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "codecs":
@@ -203,7 +211,11 @@ func unmarshalScheduler(d *caddyfile.Dispenser, c *scheduler.Config) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := seenOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "scheduler"); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "cost":

@@ -98,7 +98,11 @@ func (c *APIsConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := seenOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "apis"); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "anthropic_inline_system":

@@ -96,3 +96,29 @@ func TestValidateChecksNATSCredentials(t *testing.T) {
 		t.Errorf("readable credentials file rejected: %v", err)
 	}
 }
+
+// TestValidateChecksNATSURL: `caddy validate` refuses a nats_url nats.go could never dial (an
+// out-of-range port was accepted and only failed in the background, operator test), and passes a
+// cluster list.
+func TestValidateChecksNATSURL(t *testing.T) {
+	cf := func(url string) string {
+		return `{
+	admin off
+	kvroute {
+		nats_url ` + url + `
+	}
+}
+:0 {
+	kvroute
+	reverse_proxy 127.0.0.1:1
+}
+`
+	}
+	want := "nats_url: entry 1 (nats://127.0.0.1:99999): port 99999, want 1-65535"
+	if err := validate(t, cf("nats://127.0.0.1:99999")); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("port 99999: %v, want %q", err, want)
+	}
+	if err := validate(t, cf("nats://127.0.0.1:1,tls://127.0.0.1:2")); err != nil {
+		t.Errorf("a valid cluster list rejected: %v", err)
+	}
+}

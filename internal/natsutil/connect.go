@@ -39,8 +39,12 @@ type ConnectConfig struct {
 }
 
 // Connect opens a NATS connection to url that reconnects forever (the embedded server or a
-// cluster may restart) and logs disconnects, reconnects, closes and asynchronous errors.
+// cluster may restart) and logs disconnects, reconnects, closes and asynchronous errors. A url
+// CheckURLs refuses is an error at once, also with Background (it could never connect).
 func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
+	if err := CheckURLs(url); err != nil {
+		return nil, err
+	}
 	var c ConnectConfig
 	if cfg != nil {
 		c = *cfg

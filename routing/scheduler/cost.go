@@ -64,6 +64,11 @@ type Terms struct {
 	// (progress.go): the tokens its learned prefill time per token covers since that prefill began,
 	// at most its own. ttft2 subtracts it from QueuedPrefillTokens (ttft2).
 	PrefillDoneTokens int64 `json:"prefill_done_tokens,omitempty"`
+	// OverrunTokens is, once the worker's oldest queued prefill has run past its prediction by
+	// half (progress.go: its credit was evicted), the rest of that request's whole prompt still to
+	// run: its prompt tokens − the tokens its time so far covers. ttft2 adds it to
+	// QueuedPrefillTokens and to the prefill the cached prefix must survive (ttft2).
+	OverrunTokens int64 `json:"overrun_tokens,omitempty"`
 	// BusyShare is the share of the available workers with prefill queued or running (ttft2).
 	BusyShare float64 `json:"busy_share,omitempty"`
 	// DelayedTokens is (request_tokens − CreditedTokens) · BusyShare: the prefill this request adds in front of the
@@ -178,9 +183,10 @@ func (c *Config) validateModel() error {
 
 // applyTTFT2 rescores every candidate under the ttft2 model, which needs all candidates' loads:
 //
-//	queued_prefill_tokens = active_prefill_tokens − prefill_done_tokens (progress.go)
-//	surviving_blocks      = the leading overlap blocks whose age + active_prefill_tokens / block_size
-//	                        stays within the worker's learned cache_blocks (all while unknown)
+//	queued_prefill_tokens = active_prefill_tokens − prefill_done_tokens + overrun_tokens (progress.go)
+//	surviving_blocks      = the leading overlap blocks whose age + (active_prefill_tokens +
+//	                        overrun_tokens) / block_size stays within the worker's learned
+//	                        cache_blocks (all while unknown)
 //	credited_tokens       = max(min(surviving_blocks · block_size, request_tokens),
 //	                            min(pending_blocks · block_size, request_tokens)),
 //	                        0 on every candidate when the largest is below ColdShare · request_tokens
@@ -221,13 +227,13 @@ func applyTTFT2(scored []Scored, costs map[index.WorkerKey]float64, requestToken
 	for i := range scored {
 		sc := &scored[i]
 		t := &sc.Terms
-		q := max(sc.Load.PrefillTokens-t.PrefillDoneTokens, 0)
+		q := max(sc.Load.PrefillTokens-t.PrefillDoneTokens, 0) + t.OverrunTokens
 		t.QueuedPrefillTokens = q
 		t.CacheBlocks = sc.CacheBlocks
 		// Every block of the prefill queued ahead is stored before this one starts, the part
 		// already run included: an engine stores a prefill's blocks when it ends (with chunked
 		// prefill, per chunk; those are then counted twice, which credits less).
-		t.SurvivingBlocks = index.Surviving(sc.Ages, sc.OverlapBlocks, sc.CacheBlocks, float64(max(sc.Load.PrefillTokens, 0))/bs)
+		t.SurvivingBlocks = index.Surviving(sc.Ages, sc.OverlapBlocks, sc.CacheBlocks, float64(max(sc.Load.PrefillTokens, 0)+t.OverrunTokens)/bs)
 		t.CreditedTokens = math.Min(float64(t.SurvivingBlocks)*bs, r)
 		// A pending prefix always survives: the request that stores it is in the queue ahead of
 		// this one, so its blocks are the most recently stored when this prefill starts.

@@ -96,13 +96,20 @@ func (t *Tracker) Forget(w index.WorkerKey) {
 // Begin accounts one routed request on worker w: prefillTokens (uncached prompt tokens, clamped at 0)
 // until FirstByte, decodeBlocks (prompt blocks, clamped at 0) until Done.
 func (t *Tracker) Begin(w index.WorkerKey, prefillTokens, decodeBlocks int64) *Handle {
+	return t.begin(w, prefillTokens, prefillTokens, decodeBlocks)
+}
+
+// begin is Begin with worst, the request's prefill if none of its credit survives (progress.go).
+func (t *Tracker) begin(w index.WorkerKey, prefillTokens, worst, decodeBlocks int64) *Handle {
 	prefillTokens, decodeBlocks = max(prefillTokens, 0), max(decodeBlocks, 0)
+	worst = max(worst, prefillTokens)
 	l := t.get(w)
 	l.prefill.Add(prefillTokens)
 	l.decode.Add(decodeBlocks)
 	l.requests.Add(1)
 	l.slots.begin()
-	return &Handle{tracker: t, worker: w, load: l, prefill: prefillTokens, decode: decodeBlocks, prog: l.prog.push(prefillTokens, t.now())}
+	return &Handle{tracker: t, worker: w, load: l, prefill: prefillTokens, decode: decodeBlocks, worst: worst,
+		prog: l.prog.push(prefillTokens, worst, t.now())}
 }
 
 // Handle releases the load of one request. Its methods are idempotent and safe from any goroutine.
@@ -113,6 +120,9 @@ type Handle struct {
 	worker          index.WorkerKey
 	load            *workerLoad
 	prefill, decode int64
+	// worst is the request's prefill if none of its credit survives (its whole prompt; prefill when
+	// unknown), for the prefill progress's overrun (progress.go).
+	worst           int64
 	firstByte, done bool
 	// fbSeq is the worker's event number at the first byte (slots.go).
 	fbSeq uint64
@@ -123,11 +133,11 @@ type Handle struct {
 }
 
 // beginPending is Begin holding the request's prefix keys as the worker's pending prefix until
-// Done. The keys are added before the load, so whoever sees the request in flight sees its
-// prefix pending too.
-func (t *Tracker) beginPending(w index.WorkerKey, prefillTokens, decodeBlocks int64, keys []uint64) *Handle {
+// Done, with promptTokens as the prefill's worst case (progress.go). The keys are added before the
+// load, so whoever sees the request in flight sees its prefix pending too.
+func (t *Tracker) beginPending(w index.WorkerKey, prefillTokens, promptTokens, decodeBlocks int64, keys []uint64) *Handle {
 	t.pending.add(w, keys)
-	h := t.Begin(w, prefillTokens, decodeBlocks)
+	h := t.begin(w, prefillTokens, promptTokens, decodeBlocks)
 	h.keys = keys
 	return h
 }
@@ -159,7 +169,8 @@ func (h *Handle) Move(w index.WorkerKey, prefillTokens int64) {
 		h.load.prog.firstByte(h.prog, h.tracker.now(), false)
 		h.prefill = max(prefillTokens, 0)
 		to.prefill.Add(h.prefill)
-		h.prog = to.prog.push(h.prefill, h.tracker.now())
+		h.worst = max(h.worst, h.prefill)
+		h.prog = to.prog.push(h.prefill, h.worst, h.tracker.now())
 	}
 	h.load.decode.Add(-h.decode)
 	h.load.requests.Add(-1)
@@ -215,12 +226,13 @@ func (h *Handle) Done() {
 	}
 }
 
-// PrefillDone returns the uncached tokens of worker w's oldest request without a first byte that
-// have run by now, as prefillProgress estimates (0 while unknown).
-func (t *Tracker) PrefillDone(w index.WorkerKey) int64 {
+// PrefillDone returns the accounted uncached tokens of worker w's oldest request without a first
+// byte that have run by now and, once that prefill overran its prediction, the rest of its whole
+// prompt still to run (overrun), as prefillProgress estimates (both 0 while unknown).
+func (t *Tracker) PrefillDone(w index.WorkerKey) (done, overrun int64) {
 	l := t.lookup(w)
 	if l == nil {
-		return 0
+		return 0, 0
 	}
 	return l.prog.done(t.now())
 }

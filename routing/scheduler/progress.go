@@ -19,6 +19,14 @@ import (
 // prefill time per token, learned from this router's own requests: a request's prefill began at
 // its Begin or at the previous first byte on the worker, whichever is later, and ended at its own
 // first byte. Done tokens are min(elapsed / time_per_token, the oldest request's tokens).
+//
+// A prefill that runs well past its accounted tokens (overrunFactor, overrunMarginTokens) had less
+// cached than the router credited: the worker evicted the prefix before the prefill started (its
+// capacity unknown, or the ages under-stated). The router cannot see how much was lost until the
+// first byte, so from then on it takes the worst case, the whole prompt, and counts the rest of it
+// (prompt − ran) as still queued on the worker (overrun_tokens). Without this, the worker whose
+// prefill overran looked idle for as long as the lost credit takes to prefill again (2 s for a
+// 46k-token prompt in the eighth pass's replay of 3300:150@1.3) and drew every request meanwhile.
 type prefillProgress struct {
 	mu     sync.Mutex
 	queue  list.List // progressEntry, Begin order: the requests without a first byte
@@ -34,17 +42,29 @@ const minSampleTokens = 256
 // progressAlpha is the EWMA weight of a new time-per-token sample.
 const progressAlpha = 0.2
 
-// progressEntry is one request without a first byte: its uncached tokens and its Begin time.
+// overrunFactor and overrunMarginTokens decide that a prefill overran its prediction: it has run for
+// more than overrunFactor · its accounted tokens + overrunMarginTokens at the learned time per token.
+// The factor leaves room for the learned time per token being low (an EWMA, progressAlpha), the
+// margin for the fixed per-request part of a small prefill (scheduling, the network, the first
+// decode step: 512 tokens are about 24 ms at 46 µs per token).
+const (
+	overrunFactor       = 1.5
+	overrunMarginTokens = 512
+)
+
+// progressEntry is one request without a first byte: its accounted uncached tokens, its whole
+// prompt (worst: the prefill if none of the credit survived, at least tokens) and its Begin time.
 type progressEntry struct {
-	tokens int64
-	began  time.Time
+	tokens, worst int64
+	began         time.Time
 }
 
-// push appends a request of tokens uncached prompt tokens routed now; the element is its handle's.
-func (p *prefillProgress) push(tokens int64, now time.Time) *list.Element {
+// push appends a request of tokens accounted uncached tokens (worst: its whole prompt) routed now;
+// the element is its handle's.
+func (p *prefillProgress) push(tokens, worst int64, now time.Time) *list.Element {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.queue.PushBack(progressEntry{tokens: tokens, began: now})
+	return p.queue.PushBack(progressEntry{tokens: tokens, worst: max(worst, tokens), began: now})
 }
 
 // firstByte removes e and, when it learns, folds its prefill time into perToken.
@@ -71,18 +91,30 @@ func (p *prefillProgress) firstByte(e *list.Element, now time.Time, learn bool) 
 	}
 }
 
-// done returns the prefill tokens of the oldest request without a first byte that have run by now
-// (0 while the time per token is unknown).
-func (p *prefillProgress) done(now time.Time) int64 {
+// done returns the accounted prefill tokens of the oldest request without a first byte that have
+// run by now, and, once that prefill overran its prediction, the rest of its worst case still to
+// run (overrun). Both 0 while the time per token is unknown.
+func (p *prefillProgress) done(now time.Time) (done, overrun int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.queue.Front()
 	if e == nil || p.perToken == 0 {
-		return 0
+		return 0, 0
 	}
 	en := e.Value.(progressEntry)
 	ran := int64(math.Round(now.Sub(p.started(en)).Seconds() / p.perToken))
-	return max(min(ran, en.tokens), 0)
+	if ran <= en.tokens {
+		return max(ran, 0), 0
+	}
+	if en.overran(ran) {
+		return en.tokens, max(en.worst-ran, 0)
+	}
+	return en.tokens, 0
+}
+
+// overran reports whether a prefill that has run for ran tokens' time is past its prediction.
+func (en progressEntry) overran(ran int64) bool {
+	return en.worst > en.tokens && float64(ran) > overrunFactor*float64(en.tokens)+overrunMarginTokens
 }
 
 // started is when en's prefill began: its Begin, or the previous first byte on the worker if that

@@ -19,6 +19,12 @@ func newClockedTracker() (*scheduler.Tracker, *fakeClock) {
 	return tr, c
 }
 
+// doneOn is the tracker's estimate of the prefill run on w (PrefillDone without the overrun).
+func doneOn(tr *scheduler.Tracker, w index.WorkerKey) int64 {
+	done, _ := tr.PrefillDone(w)
+	return done
+}
+
 // TestPrefillProgress: the time per token is learned from a request's Begin (or the previous first
 // byte, whichever is later) to its first byte, and the oldest request without a first byte is
 // credited the tokens run since it started, capped at its own tokens.
@@ -27,7 +33,7 @@ func TestPrefillProgress(t *testing.T) {
 	w := index.WorkerKey{ID: "w"}
 	a := tr.Begin(w, 20000, 1250)
 	clk.advance(500 * time.Millisecond)
-	if got := tr.PrefillDone(w); got != 0 {
+	if got := doneOn(tr, w); got != 0 {
 		t.Fatalf("done before any time per token is learned = %d, want 0", got)
 	}
 	clk.advance(500 * time.Millisecond)
@@ -36,25 +42,25 @@ func TestPrefillProgress(t *testing.T) {
 	clk.advance(200 * time.Millisecond)
 	c := tr.Begin(w, 5000, 313)
 	clk.advance(100 * time.Millisecond)
-	if got := tr.PrefillDone(w); got != 6000 { // b: 0.3 s at 50 µs/token
+	if got := doneOn(tr, w); got != 6000 { // b: 0.3 s at 50 µs/token
 		t.Fatalf("done on b after 0.3 s = %d, want 6000", got)
 	}
 	clk.advance(400 * time.Millisecond)
-	if got := tr.PrefillDone(w); got != 10000 { // 0.7 s would be 14000: capped at b's tokens
+	if got := doneOn(tr, w); got != 10000 { // 0.7 s would be 14000: capped at b's tokens
 		t.Fatalf("done on b after 0.7 s = %d, want its 10000 tokens", got)
 	}
 	b.FirstByte() // b took 0.7 s for 10000 tokens (70 µs): EWMA 50 + 0.2·20 = 54 µs
 	clk.advance(108 * time.Millisecond)
-	if got := tr.PrefillDone(w); got != 2000 { // c started at b's first byte: 0.108 s / 54 µs
+	if got := doneOn(tr, w); got != 2000 { // c started at b's first byte: 0.108 s / 54 µs
 		t.Fatalf("done on c 108 ms after b's first byte = %d, want 2000", got)
 	}
 	c.Done() // cancelled before its first byte: nothing learned, nothing left
-	if got := tr.PrefillDone(w); got != 0 {
+	if got := doneOn(tr, w); got != 0 {
 		t.Fatalf("done with nothing queued = %d, want 0", got)
 	}
 	d := tr.Begin(w, 5400, 338)
 	clk.advance(270 * time.Millisecond)
-	if got := tr.PrefillDone(w); got != 5000 { // still 54 µs: the cancelled c taught nothing
+	if got := doneOn(tr, w); got != 5000 { // still 54 µs: the cancelled c taught nothing
 		t.Fatalf("done on d after 270 ms = %d, want 5000", got)
 	}
 	d.FirstByte()
@@ -70,7 +76,7 @@ func TestPrefillProgressSmallAndMoved(t *testing.T) {
 	s.FirstByte()
 	big := tr.Begin(w1, 10000, 625)
 	clk.advance(100 * time.Millisecond)
-	if got := tr.PrefillDone(w1); got != 0 {
+	if got := doneOn(tr, w1); got != 0 {
 		t.Fatalf("done after a 200-token sample = %d, want 0 (nothing learned)", got)
 	}
 	clk.advance(400 * time.Millisecond)
@@ -78,10 +84,10 @@ func TestPrefillProgressSmallAndMoved(t *testing.T) {
 	m := tr.Begin(w1, 8000, 500)
 	clk.advance(100 * time.Millisecond)
 	m.Move(w2, 8000)
-	if got := tr.PrefillDone(w1); got != 0 {
+	if got := doneOn(tr, w1); got != 0 {
 		t.Fatalf("w1 after the move = %d, want 0", got)
 	}
-	if got := tr.PrefillDone(w2); got != 0 { // w2 has learned nothing
+	if got := doneOn(tr, w2); got != 0 { // w2 has learned nothing
 		t.Fatalf("w2 = %d, want 0", got)
 	}
 	m.Done()
@@ -162,4 +168,61 @@ func TestSurvivalCountsTheRunningPrefill(t *testing.T) {
 			t.Errorf("aged %d: %+v, want 16000 done, 4000 queued, %d surviving", tc.age, tm, tc.surviving)
 		}
 	}
+}
+
+// TestPrefillOverrun (ttft2): a request credited 1187 cached blocks (18992 of its 20000 tokens)
+// accounts 1008 tokens of prefill. When it has run for the time of 4000 tokens at the learned
+// 50 µs per token, past 1.5 · 1008 + 512 = 2024, its credit was evicted: the worker's queue counts
+// the rest of its whole prompt, 20000 − 4000 = 16000 tokens (overrun_tokens), which also ages the
+// cached prefix of the next request (aged 1000 in a 2000-block cache, 63 + 1000 blocks ahead: it
+// no longer survives). At 2000 tokens' time (under 2024) nothing is added yet, and a request
+// accounted without its prompt (Tracker.Begin) never overruns.
+func TestPrefillOverrun(t *testing.T) {
+	tr, clk := newClockedTracker()
+	s, err := scheduler.NewWithTracker(&scheduler.Config{}, nil, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []index.WorkerKey{w1, w2} { // teach both 50 µs per token
+		h := tr.Begin(w, 20000, 1250)
+		clk.advance(time.Second)
+		h.FirstByte()
+		h.Done()
+	}
+	d, err := s.Select(scheduler.Request{Tokens: 20000, BlockSize: 16}, []scheduler.Candidate{cand(w1, 1187), cand(w2, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Worker != w1 || d.PrefillTokens != 1008 {
+		t.Fatalf("routed to %v accounting %d tokens, want w1 and 1008", d.Worker, d.PrefillTokens)
+	}
+	a := s.Begin(d)
+	next := func() scheduler.Terms {
+		c := cand(w1, 100)
+		c.Ages, c.CacheBlocks = []index.AgeStep{{Depth: 0, Age: 1000}}, 2000
+		d, err := s.Select(scheduler.Request{Tokens: 4800, BlockSize: 16}, []scheduler.Candidate{c, cand(w2, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Candidates[0].Terms
+	}
+	clk.advance(100 * time.Millisecond) // 2000 tokens' time
+	if tm := next(); tm.PrefillDoneTokens != 1008 || tm.OverrunTokens != 0 || tm.QueuedPrefillTokens != 0 || tm.SurvivingBlocks != 100 {
+		t.Errorf("at 2000 tokens' time: %+v, want 1008 done, no overrun, nothing queued, 100 surviving", tm)
+	}
+	clk.advance(100 * time.Millisecond) // 4000 tokens' time
+	if tm := next(); tm.PrefillDoneTokens != 1008 || tm.OverrunTokens != 16000 || tm.QueuedPrefillTokens != 16000 || tm.SurvivingBlocks != 0 {
+		t.Errorf("at 4000 tokens' time: %+v, want 1008 done, 16000 overrun and queued, 0 surviving", tm)
+	}
+	a.FirstByte()
+	if done, over := tr.PrefillDone(w1); done != 0 || over != 0 {
+		t.Errorf("after the first byte: done %d, overrun %d, want 0, 0", done, over)
+	}
+	a.Done()
+	b := tr.Begin(w2, 1008, 1250) // no prompt given: its worst case is its own tokens
+	clk.advance(200 * time.Millisecond)
+	if done, over := tr.PrefillDone(w2); done != 1008 || over != 0 {
+		t.Errorf("Tracker.Begin after 4000 tokens' time: done %d, overrun %d, want 1008, 0", done, over)
+	}
+	b.Done()
 }

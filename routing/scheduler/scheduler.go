@@ -272,7 +272,7 @@ func (s *Scheduler) Select(req Request, cands []Candidate) (Decision, error) {
 		sc.Terms.PendingBlocks = c.PendingBlocks
 		sc.Terms.PendingRequests = c.PendingRequests
 		if s.cfg.Model() == CostTTFT2 {
-			sc.Terms.PrefillDoneTokens = s.tracker.PrefillDone(c.Worker)
+			sc.Terms.PrefillDoneTokens, sc.Terms.OverrunTokens = s.tracker.PrefillDone(c.Worker)
 		}
 		if s.cfg.Model() == CostTTFT2 && s.cfg.MaxRunning == 0 {
 			sc.Terms.applyLearnedLimit(s.tracker.LearnedMaxRunning(c.Worker), sc.Load, s.cfg.QueueWaitTokens)
@@ -428,7 +428,7 @@ func (s *Scheduler) Begin(d Decision) *Handle {
 		}
 	}
 	s.recent.add(d.Worker, avail)
-	return s.tracker.beginPending(d.Worker, d.PrefillTokens, d.DecodeBlocks, d.keys)
+	return s.tracker.beginPending(d.Worker, d.PrefillTokens, d.tokens, d.DecodeBlocks, d.keys)
 }
 
 // markOverBalance sets RecentRequests and OverBalance on the available candidates (ttft model with
