@@ -84,6 +84,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
+	if err := natsutil.CheckURLs(*natsURL); err != nil {
+		return nil, fmt.Errorf("%w: --nats-url: %w", errUsage, err)
+	}
 	o := &options{natsURL: *natsURL, tokenFile: *tokenFile, statsEvery: *statsEvery}
 	if err := o.logLevel.Set(*level); err != nil {
 		return nil, fmt.Errorf("%w: --log-level: %w", errUsage, err)

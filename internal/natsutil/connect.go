@@ -43,7 +43,7 @@ type ConnectConfig struct {
 // CheckURLs refuses is an error at once, also with Background (it could never connect).
 func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 	if err := CheckURLs(url); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("NATS URL list: %w", err)
 	}
 	var c ConnectConfig
 	if cfg != nil {
