@@ -212,7 +212,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := b.Start(ctx); err != nil {
 		return err
 	}
-	log.Info("kvroute-bridge started", zap.Strings("workers", ids), zap.String("nats_url", nc.ConnectedUrlRedacted()))
+	log.Info("kvroute-bridge started", zap.Strings("workers", ids), zap.String("nats_url", natsutil.RedactURLs(o.natsURL)), zap.Bool("nats_connected", nc.IsConnected()))
 	var tick <-chan time.Time
 	if o.statsEvery > 0 {
 		t := time.NewTicker(o.statsEvery)
