@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/kvroute/kvroute/internal/natsutil"
 	"github.com/kvroute/kvroute/kvevents/registry"
@@ -30,6 +31,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	a.NATSURL = repl.ReplaceAll(a.NATSURL, "")
 	a.NATSCredentials = repl.ReplaceAll(a.NATSCredentials, "")
+	a.warnIgnoredEmbedded(a.logger)
 	if a.EmbeddedNATS == nil {
 		a.EmbeddedNATS = new(EmbeddedNATS)
 	}
@@ -109,6 +111,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	return a.acquireCaches()
+}
+
+// warnIgnoredEmbedded logs that an embedded_nats block beside nats_url has no effect: the embedded
+// server starts only without nats_url. A warning, not an error, so a configuration that kept the
+// block after moving to a cluster still loads (operator test: it passed `caddy validate` in silence).
+func (a *App) warnIgnoredEmbedded(log *zap.Logger) {
+	if a.NATSURL != "" && a.EmbeddedNATS != nil {
+		log.Warn("embedded_nats has no effect: nats_url is set, and the embedded NATS server starts only without it; remove one of them")
+	}
 }
 
 // Validate checks the configuration.

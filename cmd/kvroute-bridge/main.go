@@ -84,6 +84,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
+	if err := natsutil.CheckURLs(*natsURL); err != nil {
+		return nil, fmt.Errorf("%w: --nats-url: %w", errUsage, err)
+	}
 	o := &options{natsURL: *natsURL, tokenFile: *tokenFile, statsEvery: *statsEvery}
 	if err := o.logLevel.Set(*level); err != nil {
 		return nil, fmt.Errorf("%w: --log-level: %w", errUsage, err)
@@ -209,7 +212,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := b.Start(ctx); err != nil {
 		return err
 	}
-	log.Info("kvroute-bridge started", zap.Strings("workers", ids), zap.String("nats_url", nc.ConnectedUrlRedacted()))
+	log.Info("kvroute-bridge started", zap.Strings("workers", ids), zap.String("nats_url", natsutil.RedactURLs(o.natsURL)), zap.Bool("nats_connected", nc.IsConnected()))
 	var tick <-chan time.Time
 	if o.statsEvery > 0 {
 		t := time.NewTicker(o.statsEvery)

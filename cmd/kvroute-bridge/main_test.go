@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,11 @@ func TestParseConfigFiles(t *testing.T) {
 		if _, err := parseArgs(args, io.Discard); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+	// a NATS URL nats.go could never dial is a usage error naming the flag (operator test)
+	want := "--nats-url: entry 2 (nats://b:99999): port 99999, want 1-65535"
+	if _, err := parseArgs([]string{"--worker-id", "w", "--endpoint", "h:1", "--model", "m", "--nats-url", "nats://a:4222,nats://b:99999"}, io.Discard); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("bad NATS URL: err = %v, want %q", err, want)
 	}
 	if _, err := parseArgs([]string{"--worker-id", "w.1", "--endpoint", "h:1", "--model", "m"}, io.Discard); !errors.Is(err, bridge.ErrConfig) {
 		t.Errorf("bad worker id: err = %v, want ErrConfig", err)

@@ -118,6 +118,11 @@ func parseFlags(args []string) (*flags, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if f.natsURL != "" {
+		if err := natsutil.CheckURLs(f.natsURL); err != nil {
+			return nil, fmt.Errorf("-nats: %w", err)
+		}
+	}
 	fs.Visit(func(fl *flag.Flag) {
 		f.modelSet = f.modelSet || fl.Name == "model"
 		f.blockSizeSet = f.blockSizeSet || fl.Name == "block-size"

@@ -225,3 +225,12 @@ func TestDuplicateWorkerIDRefused(t *testing.T) {
 		t.Fatalf("the running worker's record: %+v, %v", rec, err)
 	}
 }
+
+// TestBadNATSURLFlag: a -nats list nats.go could never dial is refused before the simulator binds
+// its port, naming the flag (operator test: the message did not say which flag).
+func TestBadNATSURLFlag(t *testing.T) {
+	want := "-nats: entry 1 (nats://127.0.0.1:0): port 0, want 1-65535"
+	if _, err := parseFlags([]string{"-nats", "nats://127.0.0.1:0"}); err == nil || err.Error() != want {
+		t.Errorf("parseFlags(-nats nats://127.0.0.1:0) = %v, want %q", err, want)
+	}
+}

@@ -43,7 +43,7 @@ type ConnectConfig struct {
 // CheckURLs refuses is an error at once, also with Background (it could never connect).
 func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 	if err := CheckURLs(url); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("NATS URL list: %w", err)
 	}
 	var c ConnectConfig
 	if cfg != nil {
@@ -115,7 +115,7 @@ func Connect(url string, cfg *ConnectConfig) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connecting to NATS: %w", err)
 	}
 	if !nc.IsConnected() {
-		log.Warn("nats not reachable yet; connecting in the background", zap.String("url", redactURLs(url)))
+		log.Warn("nats not reachable yet; connecting in the background", zap.String("url", RedactURLs(url)))
 		return nc, nil
 	}
 	if !c.Background { // the ConnectHandler logs it
@@ -148,8 +148,8 @@ func tokenHint(file string) string {
 	}
 }
 
-// redactURLs returns a NATS URL list without user information (a token or password in a URL).
-func redactURLs(list string) string {
+// RedactURLs returns a NATS URL list without user information (a token or password in a URL).
+func RedactURLs(list string) string {
 	parts := strings.Split(list, ",")
 	for i, p := range parts {
 		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
