@@ -19,6 +19,17 @@ func newClockedTracker() (*scheduler.Tracker, *fakeClock) {
 	return tr, c
 }
 
+// teach50us teaches each worker a prefill time per token of 50 µs: one 20000-token prefill whose
+// first byte comes 1 s after its Begin.
+func teach50us(tr *scheduler.Tracker, clk *fakeClock, ws ...index.WorkerKey) {
+	for _, w := range ws {
+		h := tr.Begin(w, 20000, 1250)
+		clk.advance(time.Second)
+		h.FirstByte()
+		h.Done()
+	}
+}
+
 // doneOn is the tracker's estimate of the prefill run on w (PrefillDone without the overrun).
 func doneOn(tr *scheduler.Tracker, w index.WorkerKey) int64 {
 	done, _ := tr.PrefillDone(w)
@@ -104,12 +115,7 @@ func TestTTFT2PrefillProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, w := range []index.WorkerKey{w1, w2} { // teach both 50 µs per token
-			h := tr.Begin(w, 20000, 1250)
-			clk.advance(time.Second)
-			h.FirstByte()
-			h.Done()
-		}
+		teach50us(tr, clk, w1, w2)
 		a := tr.Begin(w1, 20000, 1250)
 		clk.advance(800 * time.Millisecond)
 		b := tr.Begin(w2, 20000, 1250)
@@ -146,10 +152,7 @@ func TestSurvivalCountsTheRunningPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := tr.Begin(w1, 20000, 1250) // teach 50 µs per token
-	clk.advance(time.Second)
-	h.FirstByte()
-	h.Done()
+	teach50us(tr, clk, w1)
 	a := tr.Begin(w1, 20000, 1250)
 	defer a.Done()
 	clk.advance(800 * time.Millisecond)
@@ -183,12 +186,7 @@ func TestPrefillOverrun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []index.WorkerKey{w1, w2} { // teach both 50 µs per token
-		h := tr.Begin(w, 20000, 1250)
-		clk.advance(time.Second)
-		h.FirstByte()
-		h.Done()
-	}
+	teach50us(tr, clk, w1, w2)
 	d, err := s.Select(scheduler.Request{Tokens: 20000, BlockSize: 16}, []scheduler.Candidate{cand(w1, 1187), cand(w2, 0)})
 	if err != nil {
 		t.Fatal(err)
