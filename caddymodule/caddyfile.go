@@ -180,14 +180,8 @@ func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "token_file":
 			e.TokenFile = val
 		case "host":
-			if e.Host != "" {
-				return d.Err("host already specified")
-			}
 			e.Host = val
 		case "port":
-			if e.Port != 0 {
-				return d.Err("port already specified")
-			}
 			if val == "random" {
 				e.Port = natsutil.RandomPort
 				break
@@ -198,9 +192,6 @@ func (e *EmbeddedNATS) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			e.Port = p
 		case "store_dir":
-			if e.StoreDir != "" {
-				return d.Err("store_dir already specified")
-			}
 			e.StoreDir = val
 		default:
 			return d.Errf("unrecognized subdirective '%s'", opt)

@@ -64,8 +64,8 @@ type Terms struct {
 	// (progress.go): the tokens its learned prefill time per token covers since that prefill began,
 	// at most its own. ttft2 subtracts it from QueuedPrefillTokens (ttft2).
 	PrefillDoneTokens int64 `json:"prefill_done_tokens,omitempty"`
-	// OverrunTokens is, once the worker's oldest queued prefill has run past its prediction by
-	// half (progress.go: its credit was evicted), the rest of that request's whole prompt still to
+	// OverrunTokens is, once the worker's oldest queued prefill has run past 1.5 × its accounted
+	// tokens + 512 (progress.go: its credit was evicted), the rest of that request's whole prompt still to
 	// run: its prompt tokens − the tokens its time so far covers. ttft2 adds it to
 	// QueuedPrefillTokens and to the prefill the cached prefix must survive (ttft2).
 	OverrunTokens int64 `json:"overrun_tokens,omitempty"`
